@@ -1,0 +1,62 @@
+# Finds tenax's dependencies. Everything comes from Debian packages (scripts/install-deps.sh installs them).
+
+find_package(Threads REQUIRED)
+
+# Open MPI: the CPU communicator and the bootstrap of NCCL. Only the C bindings: the C++ bindings are deprecated and
+# their symbols are not in libmpi.
+set(MPI_CXX_SKIP_MPICXX ON)
+find_package(MPI REQUIRED COMPONENTS C)
+
+# Serial HDF5 (thread-safe build): checkpoints are file-per-rank, written by one I/O thread per rank.
+find_package(HDF5 REQUIRED COMPONENTS C)
+find_package(cxxopts REQUIRED)
+find_package(BLAS REQUIRED)
+find_path(TENAX_CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas openblas-pthread)
+
+# CUDA + NCCL, optional. check_language() asks whether nvcc can actually compile, which find_package(CUDAToolkit)
+# does not (it finds the toolkit even when nvcc is unusable).
+set(TENAX_HAVE_CUDA OFF)
+set(TENAX_HAVE_NCCL OFF)
+if(NOT TENAX_WITH_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    # CMake 3.25 knows no CUDA20; the kernels are C++17. Never "native": it fails on machines without a GPU.
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    if(NOT CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    endif()
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(TENAX_HAVE_CUDA ON)
+    find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME PATH_SUFFIXES include)
+    find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ENV NCCL_HOME PATH_SUFFIXES lib lib64)
+    if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+      set(TENAX_HAVE_NCCL ON)
+      add_library(tenax_nccl INTERFACE)
+      target_include_directories(tenax_nccl INTERFACE ${NCCL_INCLUDE_DIR})
+      target_link_libraries(tenax_nccl INTERFACE ${NCCL_LIBRARY})
+    endif()
+  elseif(TENAX_WITH_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "TENAX_WITH_CUDA=ON but no working CUDA compiler was found: put nvcc on PATH or set "
+                        "CMAKE_CUDA_COMPILER, or configure with -DTENAX_WITH_CUDA=OFF")
+  endif()
+endif()
+
+# Slurm's SPANK header, optional: the plugin needs no libslurm at link time.
+set(TENAX_HAVE_SLURM OFF)
+if(NOT TENAX_WITH_SLURM STREQUAL "OFF")
+  find_path(SLURM_SPANK_INCLUDE_DIR slurm/spank.h)
+  if(SLURM_SPANK_INCLUDE_DIR)
+    set(TENAX_HAVE_SLURM ON)
+  elseif(TENAX_WITH_SLURM STREQUAL "ON")
+    message(FATAL_ERROR "TENAX_WITH_SLURM=ON but slurm/spank.h was not found: install libslurm-dev or set "
+                        "SLURM_SPANK_INCLUDE_DIR")
+  endif()
+endif()
+
+if(TENAX_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()

@@ -1,0 +1,89 @@
+// Communicator: the one interface every collective in tenax goes through, with two real backends.
+//
+//   MPI  (make_mpi_world)        host buffers; every operation completes before it returns.
+//   NCCL (make_nccl_communicator) device buffers; operations are enqueued on the communicator's CUDA stream and return
+//                                at once; synchronize() waits for them. Read results only after synchronize().
+//
+// Contract, as in MPI and NCCL: every rank of a communicator calls the same collectives in the same order with the same
+// count, dtype, op and root. Operations on one communicator are issued from one thread at a time.
+//
+// Failure: every blocking wait honours TENAX_COMM_TIMEOUT. A timeout throws TimeoutError, any backend error throws
+// CommError; both name the group, the operation and its sequence number. After either, the communicator is aborted and
+// every later call throws CommError at once (a half-finished collective cannot be resumed). A dead peer therefore
+// becomes an exception (or, under mpirun, the job's termination), never a silent hang.
+//
+// Buffers: count is in elements. In place: all_reduce with send == recv; all_gather with
+// send == recv + rank*count; reduce_scatter with send == recv is not allowed (use separate buffers).
+// bf16/f16 are reduced by converting to fp32, reducing, and rounding once (more accurate than reducing in 16 bits).
+// Avg on integer types truncates toward zero, like NCCL's ncclAvg.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "tenax/dtype.hpp"
+
+namespace tenax {
+
+enum class ReduceOp { Sum, Max, Min, Avg };
+enum class Backend { Mpi, Nccl };
+
+std::string_view reduce_op_name(ReduceOp op);
+std::string_view backend_name(Backend b);
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  virtual Backend backend() const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // The group's name as it appears in errors and logs, e.g. "world", "tp[1]", "dp[0]".
+  virtual const std::string& name() const = 0;
+  // Number of operations this rank has issued on this communicator (heartbeats compare these across ranks).
+  virtual std::uint64_t sequence() const = 0;
+  // True once an operation failed or timed out; every later operation throws.
+  virtual bool aborted() const = 0;
+
+  virtual void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) = 0;
+  // recv holds size()*count elements, rank r's contribution at r*count.
+  virtual void all_gather(const void* send, void* recv, std::size_t count, DType dtype) = 0;
+  // send holds size()*count elements; recv gets this rank's count-element block of the reduction.
+  virtual void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) = 0;
+  virtual void broadcast(void* buffer, std::size_t count, DType dtype, int root) = 0;
+  virtual void send(const void* buffer, std::size_t count, DType dtype, int peer) = 0;
+  virtual void recv(void* buffer, std::size_t count, DType dtype, int peer) = 0;
+  // Sends to dst and receives from src at the same time (the pipeline's exchange; never deadlocks on ordering).
+  virtual void send_recv(const void* send_buffer, std::size_t send_count, int dst, void* recv_buffer,
+                         std::size_t recv_count, int src, DType dtype) = 0;
+  virtual void barrier() = 0;
+  // Waits until every operation issued so far has completed (NCCL); a no-op for MPI.
+  virtual void synchronize() = 0;
+
+  // Collective over this communicator: ranks with the same color form a new communicator, ordered by key.
+  // color < 0: this rank joins no group and gets nullptr.
+  virtual std::unique_ptr<Communicator> split(int color, int key, std::string name) = 0;
+
+ protected:
+  Communicator() = default;
+};
+
+// The MPI communicator over MPI_COMM_WORLD. MPI must be initialised (tenax::Runtime does it).
+std::unique_ptr<Communicator> make_mpi_world();
+
+// True when this build has the NCCL backend.
+bool nccl_available();
+
+// An NCCL communicator over the same ranks as `bootstrap` (the unique id travels over it), on CUDA device `device`.
+// Initialisation is non-blocking and bounded by TENAX_COMM_TIMEOUT. Throws UsageError in a build without NCCL.
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, int device, std::string name = "world");
+
+// Process-wide count of operations issued on all communicators (the heartbeat's "last collective" number).
+std::uint64_t operations_issued();
+
+}  // namespace tenax

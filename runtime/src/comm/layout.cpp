@@ -1,0 +1,111 @@
+#include "tenax/layout.hpp"
+
+#include <charconv>
+#include <string>
+
+#include "tenax/error.hpp"
+#include "tenax/log.hpp"
+
+namespace tenax {
+namespace {
+
+int parse_degree(std::string_view text, std::string_view whole) {
+  int value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < 1)
+    throw UsageError("layout '" + std::string(whole) + "': '" + std::string(text) +
+                     "' is not a positive integer; write e.g. tp=2,pp=1,dp=2 or 2x1x2");
+  return value;
+}
+
+}  // namespace
+
+void ParallelLayout::validate(int world) const {
+  if (tp < 1 || pp < 1 || dp < 1) throw UsageError("layout " + to_string() + ": every degree must be at least 1");
+  if (world_size() != world)
+    throw UsageError("layout " + to_string() + " needs tp*pp*dp = " + std::to_string(world_size()) +
+                     " ranks but the job has " + std::to_string(world) +
+                     "; change the layout or the number of ranks so that they match");
+}
+
+std::string ParallelLayout::to_string() const {
+  return "tp=" + std::to_string(tp) + ",pp=" + std::to_string(pp) + ",dp=" + std::to_string(dp);
+}
+
+ParallelLayout ParallelLayout::parse(std::string_view text) {
+  ParallelLayout layout;
+  if (text.empty()) throw UsageError("empty layout: write e.g. tp=2,pp=1,dp=2 or 2x1x2");
+  if (text.find('=') == std::string_view::npos) {
+    // "TPxPPxDP"
+    int* degrees[3] = {&layout.tp, &layout.pp, &layout.dp};
+    std::size_t start = 0;
+    for (int i = 0; i < 3; ++i) {
+      const std::size_t x = text.find('x', start);
+      if ((i < 2) == (x == std::string_view::npos))
+        throw UsageError("layout '" + std::string(text) + "': expected three degrees TPxPPxDP, e.g. 2x1x2");
+      *degrees[i] = parse_degree(text.substr(start, (i < 2 ? x : text.size()) - start), text);
+      start = x + 1;
+    }
+    return layout;
+  }
+  bool seen[3] = {false, false, false};
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    const std::string_view item = text.substr(start, comma - start);
+    const std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos)
+      throw UsageError("layout '" + std::string(text) + "': '" + std::string(item) + "' is not key=value");
+    const std::string_view key = item.substr(0, eq);
+    const int value = parse_degree(item.substr(eq + 1), text);
+    int index = key == "tp" ? 0 : key == "pp" ? 1 : key == "dp" ? 2 : -1;
+    if (index < 0)
+      throw UsageError("layout '" + std::string(text) + "': unknown key '" + std::string(key) +
+                       "'; the keys are tp, pp and dp");
+    if (seen[index]) throw UsageError("layout '" + std::string(text) + "': '" + std::string(key) + "' given twice");
+    seen[index] = true;
+    (index == 0 ? layout.tp : index == 1 ? layout.pp : layout.dp) = value;
+    start = comma + 1;
+  }
+  return layout;
+}
+
+ParallelLayout ParallelLayout::infer(int world, int tp, int pp) {
+  if (tp < 1 || pp < 1) throw UsageError("tp and pp must be at least 1");
+  if (world % (tp * pp) != 0)
+    throw UsageError("tp*pp = " + std::to_string(tp * pp) + " does not divide the " + std::to_string(world) +
+                     " ranks of the job; choose tp and pp whose product divides the number of ranks");
+  return ParallelLayout{tp, pp, world / (tp * pp)};
+}
+
+RankCoords coords_of(const ParallelLayout& layout, int rank) {
+  RankCoords c;
+  c.tp = rank % layout.tp;
+  c.dp = (rank / layout.tp) % layout.dp;
+  c.pp = rank / (layout.tp * layout.dp);
+  return c;
+}
+
+int rank_of(const ParallelLayout& layout, const RankCoords& c) {
+  return c.tp + layout.tp * (c.dp + layout.dp * c.pp);
+}
+
+ProcessGroups ProcessGroups::create(Communicator& world, const ParallelLayout& layout) {
+  layout.validate(world.size());
+  ProcessGroups groups;
+  groups.layout = layout;
+  groups.world = &world;
+  groups.coords = coords_of(layout, world.rank());
+  const RankCoords& c = groups.coords;
+  // Colors enumerate the groups; keys order members by their coordinate along the group's axis.
+  const auto pair = [](int a, int b) { return "[" + std::to_string(a) + "," + std::to_string(b) + "]"; };
+  groups.tp = world.split(c.pp * layout.dp + c.dp, c.tp, "tp" + pair(c.pp, c.dp));
+  groups.pp = world.split(c.tp * layout.dp + c.dp, c.pp, "pp" + pair(c.tp, c.dp));
+  groups.dp = world.split(c.tp * layout.pp + c.pp, c.dp, "dp" + pair(c.tp, c.pp));
+  TENAX_LOG(Info, "comm") << "layout " << layout.to_string() << ": rank " << world.rank() << " is tp " << c.tp
+                          << ", pp " << c.pp << ", dp " << c.dp;
+  return groups;
+}
+
+}  // namespace tenax

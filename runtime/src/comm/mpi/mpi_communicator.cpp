@@ -1,0 +1,357 @@
+#include "comm/mpi/mpi_communicator.hpp"
+
+#include <climits>
+#include <cstring>
+#include <utility>
+
+#include "comm/comm_state.hpp"
+#include "comm/mpi/mpi_wait.hpp"
+#include "core/check_mpi.hpp"
+#include "tenax/env.hpp"
+#include "tenax/error.hpp"
+#include "tenax/kernels/cast.hpp"
+#include "tenax/log.hpp"
+
+namespace tenax::detail {
+namespace {
+
+bool is_half(DType t) {
+  return t == DType::BF16 || t == DType::F16;
+}
+
+// The MPI type that moves (not reduces) elements of t: 16-bit floats travel as their bits.
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::F32:
+      return MPI_FLOAT;
+    case DType::F64:
+      return MPI_DOUBLE;
+    case DType::BF16:
+    case DType::F16:
+      return MPI_UINT16_T;
+    case DType::I32:
+      return MPI_INT32_T;
+    case DType::I64:
+      return MPI_INT64_T;
+    case DType::U8:
+      return MPI_UINT8_T;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+// Avg is a sum followed by a division (as in NCCL); MPI has no average.
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Avg:
+      return MPI_SUM;
+    case ReduceOp::Max:
+      return MPI_MAX;
+    case ReduceOp::Min:
+      return MPI_MIN;
+  }
+  return MPI_OP_NULL;
+}
+
+int mpi_count(std::size_t count, std::string_view op) {
+  if (count > static_cast<std::size_t>(INT_MAX))
+    throw UsageError(std::string(op) + ": " + std::to_string(count) + " elements exceed the MPI limit of " +
+                     std::to_string(INT_MAX) + " per operation; split the buffer into smaller operations");
+  return static_cast<int>(count);
+}
+
+template <class T>
+void divide_in_place(T* data, std::size_t n, int divisor) {
+  for (std::size_t i = 0; i < n; ++i)
+    data[i] = static_cast<T>(data[i] / static_cast<T>(divisor));
+}
+
+void divide_by(void* data, std::size_t n, DType dtype, int divisor) {
+  switch (dtype) {
+    case DType::F32:
+      return divide_in_place(static_cast<float*>(data), n, divisor);
+    case DType::F64:
+      return divide_in_place(static_cast<double*>(data), n, divisor);
+    case DType::I32:
+      return divide_in_place(static_cast<std::int32_t*>(data), n, divisor);
+    case DType::I64:
+      return divide_in_place(static_cast<std::int64_t*>(data), n, divisor);
+    case DType::U8:
+      return divide_in_place(static_cast<std::uint8_t*>(data), n, divisor);
+    case DType::BF16:
+    case DType::F16:
+      break;  // reduced in fp32 scratch, divided there
+  }
+}
+
+const char* byte_ptr(const void* p) {
+  return static_cast<const char*>(p);
+}
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name) : comm_(comm), name_(std::move(name)) {
+  TENAX_CHECK_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  TENAX_CHECK_MPI(MPI_Comm_rank(comm_, &rank_));
+  TENAX_CHECK_MPI(MPI_Comm_size(comm_, &size_));
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  // An aborted communicator may still have an operation in flight that can never complete: freeing it could block.
+  if (!finalized && !aborted_ && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void MpiCommunicator::fail() {
+  aborted_ = true;
+  mark_communicator_aborted();
+}
+
+std::uint64_t MpiCommunicator::begin(std::string_view op) {
+  if (aborted_)
+    throw CommError(std::string(op) + " on group '" + name_ +
+                    "': the communicator was aborted after an earlier failure (see the first error in the log); "
+                    "the run must restart");
+  count_operation();
+  return ++sequence_;
+}
+
+void MpiCommunicator::complete(MPI_Request* requests, int n, std::string_view op, std::uint64_t sequence,
+                               std::size_t count, DType dtype) {
+  bool done = false;
+  try {
+    done = wait_requests(requests, n, comm_timeout());
+  } catch (const CommError& e) {
+    fail();
+    throw CommError(describe_operation(*this, op, sequence, count, dtype) + " failed: " + e.what());
+  }
+  if (!done) {
+    fail();
+    const auto seconds = std::chrono::duration<double>(comm_timeout()).count();
+    throw TimeoutError(describe_operation(*this, op, sequence, count, dtype) + " did not complete within " +
+                       std::to_string(seconds) +
+                       " s (TENAX_COMM_TIMEOUT): a peer in this group is dead, stuck, or issued a different "
+                       "operation; look for the first error among the group's ranks, or raise TENAX_COMM_TIMEOUT "
+                       "if steps legitimately take longer");
+  }
+}
+
+void MpiCommunicator::check_peer(int peer, std::string_view op) const {
+  if (peer < 0 || peer >= size_)
+    throw UsageError(std::string(op) + " on group '" + name_ + "': peer rank " + std::to_string(peer) +
+                     " is outside the group (size " + std::to_string(size_) + ")");
+}
+
+void MpiCommunicator::all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+  const std::uint64_t seq = begin("all_reduce");
+  const int n = mpi_count(count, "all_reduce");
+  MPI_Request request = MPI_REQUEST_NULL;
+  try {
+    if (is_half(dtype)) {
+      scratch_in_.resize(count);
+      kernels::cast_to_f32(send, dtype, scratch_in_.data(), count);
+      TENAX_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, scratch_in_.data(), n, MPI_FLOAT, mpi_op(op), comm_, &request));
+    } else {
+      const void* source = send == recv ? MPI_IN_PLACE : send;
+      TENAX_CHECK_MPI(MPI_Iallreduce(source, recv, n, mpi_type(dtype), mpi_op(op), comm_, &request));
+    }
+  } catch (...) {
+    fail();
+    throw;
+  }
+  complete(&request, 1, "all_reduce", seq, count, dtype);
+  if (is_half(dtype)) {
+    if (op == ReduceOp::Avg) divide_in_place(scratch_in_.data(), count, size_);
+    kernels::cast_from_f32(scratch_in_.data(), recv, dtype, count);
+  } else if (op == ReduceOp::Avg) {
+    divide_by(recv, count, dtype, size_);
+  }
+}
+
+void MpiCommunicator::all_gather(const void* send, void* recv, std::size_t count, DType dtype) {
+  const std::uint64_t seq = begin("all_gather");
+  const int n = mpi_count(count, "all_gather");
+  mpi_count(count * static_cast<std::size_t>(size_), "all_gather");
+  const std::size_t block = count * dtype_size(dtype);
+  const void* source = byte_ptr(send) == byte_ptr(recv) + block * static_cast<std::size_t>(rank_) ? MPI_IN_PLACE : send;
+  MPI_Request request = MPI_REQUEST_NULL;
+  try {
+    TENAX_CHECK_MPI(MPI_Iallgather(source, n, mpi_type(dtype), recv, n, mpi_type(dtype), comm_, &request));
+  } catch (...) {
+    fail();
+    throw;
+  }
+  complete(&request, 1, "all_gather", seq, count, dtype);
+}
+
+void MpiCommunicator::reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+  const std::uint64_t seq = begin("reduce_scatter");
+  const int n = mpi_count(count, "reduce_scatter");
+  const std::size_t total = count * static_cast<std::size_t>(size_);
+  mpi_count(total, "reduce_scatter");
+  const std::size_t esize = dtype_size(dtype);
+  const char* s = byte_ptr(send);
+  const char* r = byte_ptr(recv);
+  if (count > 0 && r < s + total * esize && s < r + count * esize)
+    throw UsageError("reduce_scatter on group '" + name_ +
+                     "': the send and receive buffers overlap; use separate buffers");
+  MPI_Request request = MPI_REQUEST_NULL;
+  try {
+    if (is_half(dtype)) {
+      scratch_in_.resize(total);
+      scratch_out_.resize(count);
+      kernels::cast_to_f32(send, dtype, scratch_in_.data(), total);
+      TENAX_CHECK_MPI(MPI_Ireduce_scatter_block(scratch_in_.data(), scratch_out_.data(), n, MPI_FLOAT, mpi_op(op),
+                                                comm_, &request));
+    } else {
+      TENAX_CHECK_MPI(MPI_Ireduce_scatter_block(send, recv, n, mpi_type(dtype), mpi_op(op), comm_, &request));
+    }
+  } catch (...) {
+    fail();
+    throw;
+  }
+  complete(&request, 1, "reduce_scatter", seq, count, dtype);
+  if (is_half(dtype)) {
+    if (op == ReduceOp::Avg) divide_in_place(scratch_out_.data(), count, size_);
+    kernels::cast_from_f32(scratch_out_.data(), recv, dtype, count);
+  } else if (op == ReduceOp::Avg) {
+    divide_by(recv, count, dtype, size_);
+  }
+}
+
+void MpiCommunicator::broadcast(void* buffer, std::size_t count, DType dtype, int root) {
+  check_peer(root, "broadcast");
+  const std::uint64_t seq = begin("broadcast");
+  const int n = mpi_count(count, "broadcast");
+  MPI_Request request = MPI_REQUEST_NULL;
+  try {
+    TENAX_CHECK_MPI(MPI_Ibcast(buffer, n, mpi_type(dtype), root, comm_, &request));
+  } catch (...) {
+    fail();
+    throw;
+  }
+  complete(&request, 1, "broadcast", seq, count, dtype);
+}
+
+// Point-to-point messages use one tag: MPI keeps messages between a pair in order, which is all tenax relies on.
+constexpr int kTag = 7;
+
+void MpiCommunicator::send(const void* buffer, std::size_t count, DType dtype, int peer) {
+  check_peer(peer, "send");
+  const std::uint64_t seq = begin("send");
+  MPI_Request request = MPI_REQUEST_NULL;
+  try {
+    TENAX_CHECK_MPI(MPI_Isend(buffer, mpi_count(count, "send"), mpi_type(dtype), peer, kTag, comm_, &request));
+  } catch (...) {
+    fail();
+    throw;
+  }
+  complete(&request, 1, "send", seq, count, dtype);
+}
+
+void MpiCommunicator::recv(void* buffer, std::size_t count, DType dtype, int peer) {
+  check_peer(peer, "recv");
+  const std::uint64_t seq = begin("recv");
+  MPI_Request request = MPI_REQUEST_NULL;
+  try {
+    TENAX_CHECK_MPI(MPI_Irecv(buffer, mpi_count(count, "recv"), mpi_type(dtype), peer, kTag, comm_, &request));
+  } catch (...) {
+    fail();
+    throw;
+  }
+  complete(&request, 1, "recv", seq, count, dtype);
+}
+
+void MpiCommunicator::send_recv(const void* send_buffer, std::size_t send_count, int dst, void* recv_buffer,
+                                std::size_t recv_count, int src, DType dtype) {
+  check_peer(dst, "send_recv");
+  check_peer(src, "send_recv");
+  const std::uint64_t seq = begin("send_recv");
+  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  try {
+    TENAX_CHECK_MPI(
+        MPI_Irecv(recv_buffer, mpi_count(recv_count, "send_recv"), mpi_type(dtype), src, kTag, comm_, &requests[0]));
+    TENAX_CHECK_MPI(
+        MPI_Isend(send_buffer, mpi_count(send_count, "send_recv"), mpi_type(dtype), dst, kTag, comm_, &requests[1]));
+  } catch (...) {
+    fail();
+    throw;
+  }
+  complete(requests, 2, "send_recv", seq, send_count, dtype);
+}
+
+void MpiCommunicator::barrier() {
+  const std::uint64_t seq = begin("barrier");
+  MPI_Request request = MPI_REQUEST_NULL;
+  try {
+    TENAX_CHECK_MPI(MPI_Ibarrier(comm_, &request));
+  } catch (...) {
+    fail();
+    throw;
+  }
+  complete(&request, 1, "barrier", seq, 0, DType::U8);
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, std::string name) {
+  // MPI_Comm_split has no non-blocking form. Meeting first in a bounded all_gather means every rank has arrived
+  // (or the timeout has named the group), so the blocking split that follows cannot hang on a missing peer.
+  const int mine[2] = {color, key};
+  std::vector<int> everyone(2 * static_cast<std::size_t>(size_));
+  all_gather(mine, everyone.data(), 2, DType::I32);
+  MPI_Comm child = MPI_COMM_NULL;
+  try {
+    TENAX_CHECK_MPI(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &child));
+  } catch (...) {
+    fail();
+    throw;
+  }
+  if (child == MPI_COMM_NULL) return nullptr;
+  TENAX_LOG(Debug, "comm") << "split '" << name_ << "' -> '" << name << "'";
+  return std::make_unique<MpiCommunicator>(child, std::move(name));
+}
+
+}  // namespace tenax::detail
+
+namespace tenax {
+
+namespace {
+
+// The rank the Slurm plugin assigned after topology-aware placement, when it applies to this MPI world: TENAX_RANK is
+// set and TENAX_WORLD_SIZE matches the world (a variable inherited from an enclosing step of another size does not).
+int placed_rank(int mpi_rank, int mpi_size) {
+  if (!env::is_set("TENAX_RANK") || !env::is_set("TENAX_WORLD_SIZE")) return mpi_rank;
+  if (env::get_int("TENAX_WORLD_SIZE") != mpi_size) {
+    TENAX_LOG(Debug, "comm") << "ignoring TENAX_RANK: TENAX_WORLD_SIZE=" << env::get_int("TENAX_WORLD_SIZE")
+                             << " is not this job's " << mpi_size << " ranks";
+    return mpi_rank;
+  }
+  return static_cast<int>(env::get_int("TENAX_RANK"));
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_world() {
+  // A separate communicator, so tenax's traffic never matches messages of an application that also uses
+  // MPI_COMM_WORLD; ordered by the placed rank when the Slurm plugin computed one.
+  int mpi_rank = 0, mpi_size = 1;
+  TENAX_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank));
+  TENAX_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &mpi_size));
+  const int wanted = placed_rank(mpi_rank, mpi_size);
+  std::vector<int> all(mpi_size);
+  TENAX_CHECK_MPI(MPI_Allgather(&wanted, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD));
+  std::vector<int> seen(mpi_size, 0);
+  for (int r : all) {
+    if (r < 0 || r >= mpi_size || seen[r]++)
+      throw UsageError("TENAX_RANK values of the " + std::to_string(mpi_size) + " ranks are not a permutation of 0.." +
+                       std::to_string(mpi_size - 1) + " (rank " + std::to_string(r) +
+                       " is out of range or given twice); unset TENAX_RANK, or "
+                       "start the job through the tenax Slurm plugin so that every task gets its own");
+  }
+  MPI_Comm world = MPI_COMM_NULL;
+  TENAX_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, 0, wanted, &world));
+  if (wanted != mpi_rank) TENAX_LOG(Info, "comm") << "MPI rank " << mpi_rank << " runs as placed rank " << wanted;
+  return std::make_unique<detail::MpiCommunicator>(world, "world");
+}
+
+}  // namespace tenax

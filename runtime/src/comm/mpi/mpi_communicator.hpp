@@ -1,0 +1,61 @@
+// The MPI backend of Communicator (host buffers). Every operation is issued non-blocking and completed by
+// wait_requests() under TENAX_COMM_TIMEOUT; bf16/f16 reductions go through fp32 scratch buffers that are kept and
+// reused (fresh pages are expensive on the machines tenax runs on).
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "tenax/communicator.hpp"
+
+namespace tenax::detail {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Takes ownership of `comm` (freed in the destructor) and sets MPI_ERRORS_RETURN on it.
+  MpiCommunicator(MPI_Comm comm, std::string name);
+  ~MpiCommunicator() override;
+
+  Backend backend() const override { return Backend::Mpi; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+  std::uint64_t sequence() const override { return sequence_; }
+  bool aborted() const override { return aborted_; }
+
+  void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) override;
+  void all_gather(const void* send, void* recv, std::size_t count, DType dtype) override;
+  void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) override;
+  void broadcast(void* buffer, std::size_t count, DType dtype, int root) override;
+  void send(const void* buffer, std::size_t count, DType dtype, int peer) override;
+  void recv(void* buffer, std::size_t count, DType dtype, int peer) override;
+  void send_recv(const void* send_buffer, std::size_t send_count, int dst, void* recv_buffer, std::size_t recv_count,
+                 int src, DType dtype) override;
+  void barrier() override;
+  void synchronize() override {}
+  std::unique_ptr<Communicator> split(int color, int key, std::string name) override;
+
+  MPI_Comm handle() const { return comm_; }
+
+ private:
+  // Starts an operation (throws if aborted), returns its sequence number.
+  std::uint64_t begin(std::string_view op);
+  // Waits for the requests; on timeout or MPI error marks this communicator aborted and throws.
+  void complete(MPI_Request* requests, int n, std::string_view op, std::uint64_t sequence, std::size_t count,
+                DType dtype);
+  void check_peer(int peer, std::string_view op) const;
+  void fail();
+
+  MPI_Comm comm_;
+  std::string name_;
+  int rank_ = 0;
+  int size_ = 1;
+  std::uint64_t sequence_ = 0;
+  bool aborted_ = false;
+  std::vector<float> scratch_in_;
+  std::vector<float> scratch_out_;
+};
+
+}  // namespace tenax::detail

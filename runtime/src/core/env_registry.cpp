@@ -1,0 +1,104 @@
+// THE registry: every TENAX_* environment variable tenax reads, declared exactly once.
+// `tenax-launch --help-env` prints this table; env::validate() checks the environment against it at start-up.
+#include "core/env_registry.hpp"
+
+namespace tenax::env {
+
+const std::vector<Var>& registry() {
+  using enum Type;
+  static const std::vector<Var> vars = {
+      // Logging.
+      {"TENAX_LOG_LEVEL", Enum, "warn", "Log verbosity.", {"error", "warn", "info", "debug"}},
+      {"TENAX_LOG_SUBSYS", String, "", "Comma-separated subsystems shown at info/debug (e.g. comm,ckpt); empty: all."},
+      {"TENAX_LOG_FILE", Path, "",
+       "Write the log to this file instead of stderr; %h, %p and %r are replaced by host, pid and rank."},
+
+      // Communication.
+      {"TENAX_COMM_TIMEOUT", Duration, "10m",
+       "Longest any blocking communicator operation may wait before it fails naming the group and operation "
+       "(e.g. 90s, 5m; 0 disables)."},
+      {"TENAX_NCCL_INIT_TIMEOUT", Duration, "5m", "Longest NCCL communicator initialisation may take."},
+
+      // Tests.
+      {"TENAX_TEST_GPU", Bool, "0",
+       "Tests that need a GPU fail instead of skipping when none is usable (set on machines that have one)."},
+
+      // Worker <-> tenax-launch protocol (docs/worker-protocol.md). The launcher sets these for every rank.
+      {"TENAX_RUN_DIR", Path, "",
+       "Run directory of tenax-launch: heartbeats go to its heartbeat/ folder; unset: none."},
+      {"TENAX_CHECKPOINT_DIR", Path, "", "Checkpoint directory the program resumes from (set by tenax-launch)."},
+      {"TENAX_ATTEMPT",
+       Int,
+       "1",
+       "Attempt number of this launch, counting across restarts and requeues.",
+       {},
+       1,
+       1000000},
+      {"TENAX_RESTART_COUNT", Int, "0", "Relaunches before this attempt (attempt - 1).", {}, 0, 1000000},
+      {"TENAX_ORIGINAL_WORLD_SIZE",
+       Int,
+       "0",
+       "Set by tenax-launch after an elastic data-parallel shrink: the world size the run started with (0: none).",
+       {},
+       0,
+       100000000},
+      {"TENAX_HEARTBEAT_INTERVAL", Duration, "1s",
+       "How often each rank rewrites its heartbeat file under tenax-launch (e.g. 1s, 200ms)."},
+
+      // Step metrics and the data loader (docs/metrics.md). Files go to $TENAX_RUN_DIR/metrics/.
+      {"TENAX_METRICS", Bool, "1", "Measure step phases, gather them over ranks and write the metrics outputs."},
+      {"TENAX_METRICS_EVERY",
+       Int,
+       "100",
+       "Steps per metrics gather: per-step records, straggler check and Prometheus file update.",
+       {},
+       1,
+       1000000},
+      {"TENAX_STRAGGLER_THRESHOLD", Double, "0.2",
+       "A rank is a straggler when its busy time exceeds the median over ranks by more than this fraction."},
+      {"TENAX_TRACE_STEPS", String, "",
+       "A:B writes a Chrome-trace timeline of steps A to B-1 (Perfetto); empty: none."},
+      {"TENAX_METRICS_PROM", Path, "",
+       "Prometheus textfile to replace every TENAX_METRICS_EVERY steps (e.g. in node_exporter's textfile directory); "
+       "empty: $TENAX_RUN_DIR/metrics/tenax.prom."},
+      {"TENAX_LOADER_WORKERS", Int, "2", "Producer threads of the data loader.", {}, 1, 256},
+      {"TENAX_LOADER_PREFETCH", Int, "4", "Batches the data loader prepares ahead of the step.", {}, 1, 4096},
+
+      // Checkpoints (docs/checkpoint-format.md). The directory is TENAX_CHECKPOINT_DIR above.
+      {"TENAX_CKPT_KEEP",
+       Int,
+       "3",
+       "Complete checkpoints kept in the checkpoint directory (older ones are deleted after each commit; the newest is "
+       "never deleted).",
+       {},
+       1,
+       1000000},
+
+      // Slurm SPANK plugin (docs/user-guide.md). Set per job step by spank_tenax.so; users may set the last four
+      // instead of the --tenax-* options (an option wins over the variable, site limits win over both).
+      {"TENAX_RANK",
+       Int,
+       "",
+       "This task's rank after topology-aware placement (set per task by the plugin).",
+       {},
+       0,
+       100000000},
+      {"TENAX_LOCAL_RANK", Int, "", "This task's slot (GPU) on its node (set per task by the plugin).", {}, 0, 100000},
+      {"TENAX_WORLD_SIZE", Int, "", "Tasks in the job step (set by the plugin).", {}, 1, 100000000},
+      {"TENAX_LAYOUT", String, "", "Parallel layout tp=N,pp=N[,dp=N] (dp inferred when left out), or TPxPPxDP."},
+      {"TENAX_PLACEMENT", Enum, "topology", "Rank placement policy of the plugin.", {"topology", "block", "none"}},
+      {"TENAX_MAX_RESTARTS",
+       Int,
+       "3",
+       "Restarts the job may use (bounded by the site's max_restarts).",
+       {},
+       0,
+       1000000},
+      {"TENAX_SPARES", Int, "0", "Nodes of the allocation held back as spares.", {}, 0, 1000000},
+
+      // @@ END OF REGISTRY @@
+  };
+  return vars;
+}
+
+}  // namespace tenax::env

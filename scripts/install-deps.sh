@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs the Debian packages tenax builds and tests with. Idempotent: it asks dpkg first and only calls apt-get
+# for what is missing, so a machine that has everything pays a fraction of a second.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  openmpi-bin libopenmpi-dev
+  libhdf5-dev libhdf5-openmpi-dev hdf5-tools
+  libcxxopts-dev libgtest-dev libgmock-dev
+  libopenblas-dev
+  libslurm-dev slurmctld slurmd slurm-client munge
+  python3-h5py python3-matplotlib
+  iproute2 procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+echo "tenax: installing ${missing[*]}" >&2
+if [[ $(id -u) -ne 0 ]]; then
+  sudo=sudo
+else
+  sudo=
+fi
+export DEBIAN_FRONTEND=noninteractive
+# Another process may hold the dpkg lock on a fresh machine; wait for it rather than fail.
+apt_opts=(-y -q --no-install-recommends -o DPkg::Lock::Timeout=300)
+if ! $sudo apt-get install "${apt_opts[@]}" "${missing[@]}"; then
+  # A fresh machine has no package lists yet: refresh once and retry.
+  $sudo apt-get update -q -o DPkg::Lock::Timeout=300
+  $sudo apt-get install "${apt_opts[@]}" "${missing[@]}"
+fi
