@@ -1,0 +1,192 @@
+// Remote context (slurmstepd on each node): the job's settings, the step's placement, each task's environment.
+//
+// user_init runs once per step and node, after slurmstepd has dropped to the user's identity: it resolves the
+// settings, computes the whole step's placement (every node computes the same map), finds the node's GPUs and NUMA
+// nodes and exports the job-wide variables. task_init runs in each task's process just before exec, as the user: it
+// exports the task's rank and binds it. The privileged task callback is deliberately not implemented.
+#include <pwd.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+#include "contexts.hpp"
+#include "plugin_state.hpp"
+#include "step_ranks.hpp"
+#include "tenax/error.hpp"
+
+namespace tenax::spank::remote {
+
+namespace {
+
+// Slurm's step ids for the batch script and the external (adopted processes) step, from slurm/slurm.h: neither runs
+// the training tasks, so they get the job-wide settings only, no rank.
+constexpr std::uint32_t kBatchStep = 0xfffffffb;
+constexpr std::uint32_t kExternStep = 0xfffffffc;
+constexpr std::uint32_t kInteractiveStep = 0xfffffffa;
+
+std::string user_name(uid_t uid) {
+  std::vector<char> buffer(16384);
+  passwd entry{};
+  passwd* found = nullptr;
+  if (getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) == 0 && found != nullptr) return entry.pw_name;
+  return std::to_string(uid);  // an unnamed uid still gives a usable, unique directory name
+}
+
+std::string topology_path(const AdminConfig& admin) {
+  if (!admin.topology_file.empty()) return admin.topology_file;
+  // Beside slurm.conf, as Slurm itself looks for it. slurmstepd's own environment (inherited from slurmd), never the
+  // job's: the topology must come from the site, not from a variable the user controls.
+  const char* conf = std::getenv("SLURM_CONF");
+  const std::filesystem::path slurm_conf = conf ? conf : "/etc/slurm/slurm.conf";
+  return (slurm_conf.parent_path() / "topology.conf").string();
+}
+
+SwitchTree load_tree(const AdminConfig& admin) {
+  const std::string path = topology_path(admin);
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    log_info("no topology file at " + path + ": every node is treated as its own leaf switch");
+    return SwitchTree{};
+  }
+  return SwitchTree::from_topology_conf_file(path);
+}
+
+std::string require_env(spank_t sp, const char* name) {
+  auto value = job_getenv(sp, name);
+  if (!value) throw Error(std::string(name) + " is not set in the step's environment");
+  return *value;
+}
+
+// Resolves the settings, exports the job-wide variables and, for a task step, computes the step's plan.
+void plan_step(spank_t sp, PluginState& s) {
+  const JobRequest environment =
+      request_from_environment([sp](const char* name) { return job_getenv(sp, name); }, s.admin);
+  s.settings = resolve_settings(s.options, environment, s.admin);
+
+  const auto job_id = item_u32(sp, S_JOB_ID, "S_JOB_ID");
+  const auto step_id = item_u32(sp, S_JOB_STEPID, "S_JOB_STEPID");
+  uid_t uid = 0;
+  if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS) throw Error("spank_get_item(S_JOB_UID) failed");
+
+  // Job-wide settings: the batch script and every step see the same values.
+  if (!s.settings.ckpt_dir.empty()) {
+    job_setenv(sp, kEnvCkptDir, expand_ckpt_dir(s.settings.ckpt_dir, user_name(uid), std::to_string(job_id)));
+  }
+  job_setenv(sp, kEnvPlacement, std::string(to_string(s.settings.placement)));
+  job_setenv(sp, kEnvMaxRestarts, std::to_string(s.settings.max_restarts));
+  job_setenv(sp, kEnvSpares, std::to_string(s.settings.spares));
+  // Slurm leaves SLURM_RESTART_COUNT unset on a job's first run; tenax's runtime always finds it.
+  const auto restarts = item_u32(sp, S_SLURM_RESTART_COUNT, "S_SLURM_RESTART_COUNT");
+  job_setenv(sp, "SLURM_RESTART_COUNT", std::to_string(restarts), /*overwrite=*/false);
+
+  if (step_id == kBatchStep || step_id == kExternStep || step_id == kInteractiveStep) return;
+
+  StepPlan plan;
+  const StepShape shape =
+      step_shape(require_env(sp, "SLURM_STEP_NODELIST"), require_env(sp, "SLURM_STEP_TASKS_PER_NODE"));
+  const auto total = static_cast<int>(item_u32(sp, S_JOB_TOTAL_TASK_COUNT, "S_JOB_TOTAL_TASK_COUNT"));
+  plan.node_index = static_cast<int>(item_u32(sp, S_JOB_NODEID, "S_JOB_NODEID"));
+  plan.local_tasks = static_cast<int>(item_u32(sp, S_JOB_LOCAL_TASK_COUNT, "S_JOB_LOCAL_TASK_COUNT"));
+  if (shape.total_tasks() != total || plan.node_index < 0 || plan.node_index >= static_cast<int>(shape.nodes.size()) ||
+      shape.tasks_per_node[plan.node_index] != plan.local_tasks) {
+    throw Error("the step's SLURM_STEP_NODELIST/SLURM_STEP_TASKS_PER_NODE disagree with Slurm's task counts (" +
+                std::to_string(total) + " tasks, node " + std::to_string(plan.node_index) + " with " +
+                std::to_string(plan.local_tasks) + ")");
+  }
+  plan.layout = resolve_layout(s.settings.layout, total, s.settings.layout_source);
+  const SwitchTree tree = s.settings.placement == PlacementPolicy::Topology ? load_tree(s.admin) : SwitchTree{};
+  plan.placement = place_step(shape, plan.layout, s.settings.placement, tree);
+  if (s.admin.bind_gpus || s.admin.bind_numa) plan.hardware = discover_hardware(s.admin.hw_root);
+
+  job_setenv(sp, kEnvWorldSize, std::to_string(total));
+  job_setenv(sp, kEnvLayout, layout_to_string(plan.layout.tp, plan.layout.pp, plan.layout.dp));
+  if (plan.node_index == 0) {
+    log_info("job " + std::to_string(job_id) + "." + std::to_string(step_id) + ": " + std::to_string(total) +
+             " ranks, layout " + layout_to_string(plan.layout.tp, plan.layout.pp, plan.layout.dp) + ", placement " +
+             (plan.placement ? plan.placement->strategy : std::string("none")));
+  }
+  if (plan.placement) {
+    for (const auto& node : plan.placement->nodes_without_topology) {
+      if (!tree.empty()) log_info("node " + node + " is not in the topology file: placed as if far from all others");
+    }
+  }
+  s.step = std::move(plan);
+}
+
+// Exports one task's rank and binds it to its GPU(s) and NUMA node.
+void set_up_task(spank_t sp, const StepPlan& plan, const AdminConfig& admin) {
+  const int local_id = item_int(sp, S_TASK_ID, "S_TASK_ID");
+  const auto global_id = static_cast<int>(item_u32(sp, S_TASK_GLOBAL_ID, "S_TASK_GLOBAL_ID"));
+  const int rank = plan.placement ? plan.placement->rank_at(plan.node_index, local_id) : global_id;
+  if (rank < 0) {
+    throw Error("no rank placed on node " + std::to_string(plan.node_index) + " slot " + std::to_string(local_id));
+  }
+  job_setenv(sp, "TENAX_RANK", std::to_string(rank));
+  job_setenv(sp, "TENAX_LOCAL_RANK", std::to_string(local_id));
+
+  BindingRequest request;
+  request.slot = local_id;
+  request.tasks = plan.local_tasks;
+  request.visible_devices = job_getenv(sp, "CUDA_VISIBLE_DEVICES");
+  request.bind_gpus = admin.bind_gpus;
+  request.bind_numa = admin.bind_numa;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) {
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &allowed)) request.allowed_cpus.push_back(cpu);
+    }
+  }
+  const TaskBinding binding = plan_binding(plan.hardware, request);
+  if (binding.cuda_visible_devices) {
+    // Indices follow the PCI bus order (nvidia-smi's); CUDA's default order may differ on mixed-GPU nodes.
+    job_setenv(sp, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", /*overwrite=*/false);
+    job_setenv(sp, "CUDA_VISIBLE_DEVICES", *binding.cuda_visible_devices);
+  }
+  if (!binding.cpus.empty()) {
+    cpu_set_t wanted;
+    CPU_ZERO(&wanted);
+    for (int cpu : binding.cpus) {
+      if (cpu < CPU_SETSIZE) CPU_SET(cpu, &wanted);
+    }
+    // A failed binding costs speed, not correctness: report it and let the task run.
+    if (sched_setaffinity(0, sizeof(wanted), &wanted) != 0) {
+      report_error("rank " + std::to_string(rank) + ": could not bind to CPUs " + format_cpulist(binding.cpus));
+    }
+  }
+  log_debug("rank " + std::to_string(rank) + " (node " + std::to_string(plan.node_index) + ", local " +
+            std::to_string(local_id) + "): " + binding.summary);
+}
+
+}  // namespace
+
+int user_init(spank_t sp) {
+  PluginState& s = state();
+  if (!s.options.enabled) return 0;
+  try {
+    plan_step(sp, s);
+  } catch (const UsageError& e) {
+    s.step_error = e.what();
+  } catch (const std::exception& e) {
+    s.step_error = std::string("user_init: ") + e.what();
+  }
+  return 0;
+}
+
+int task_init(spank_t sp) {
+  PluginState& s = state();
+  if (!s.options.enabled) return 0;
+  // Reported here so that the step fails (see PluginState::step_error); every task fails, the first of each node
+  // says why.
+  if (!s.step_error.empty()) {
+    if (item_int(sp, S_TASK_ID, "S_TASK_ID") == 0) throw UsageError(s.step_error);
+    return -1;
+  }
+  if (s.step) set_up_task(sp, *s.step, s.admin);
+  return 0;
+}
+
+}  // namespace tenax::spank::remote

@@ -1,0 +1,52 @@
+// What a user asks of tenax for one job, and the parsers that turn option or environment text into it.
+//
+// Pure C++ (no Slurm headers): the SPANK contexts, the unit tests and the documentation all share these definitions.
+// Every parser throws tenax::UsageError whose message names the source (the option "--tenax-layout" or the variable
+// "TENAX_LAYOUT"), the value given and what is allowed, because the message is shown as-is by sbatch/srun.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "admin_config.hpp"
+
+namespace tenax::spank {
+
+// A layout as the user wrote it: dp may be left out ("tp=2,pp=2") and is then inferred from the step's task count.
+struct LayoutRequest {
+  int tp = 1;
+  int pp = 1;
+  int dp = 0;  // 0: inferred, world_size / (tp * pp)
+  friend bool operator==(const LayoutRequest&, const LayoutRequest&) = default;
+};
+
+// One source's answers (the command line, or the environment). Unset members were not given by that source.
+struct JobRequest {
+  bool enabled = false;
+  std::optional<std::string> ckpt_dir;  // may hold %u (user name) and %j (job id), expanded in the job
+  std::optional<LayoutRequest> layout;
+  std::optional<PlacementPolicy> placement;
+  std::optional<int> max_restarts;
+  std::optional<int> spares;
+};
+
+// The largest degree accepted for tp, pp or dp (a guard against typos such as tp=20000).
+inline constexpr int kMaxLayoutDegree = 65536;
+
+// "tp=2,pp=1,dp=2" (keys in any order, each at most once, tp and pp default to 1, dp inferred when absent) or
+// "2x1x2" (tp x pp x dp).
+LayoutRequest parse_layout(std::string_view source, std::string_view text);
+std::string layout_to_string(int tp, int pp, int dp);  // "tp=2,pp=1,dp=2", the form the runtime reads
+
+// Validators that also enforce the admin limits (the limit, and the key that sets it, are named on refusal).
+PlacementPolicy parse_placement_request(std::string_view source, std::string_view text, const AdminConfig& admin);
+int parse_max_restarts(std::string_view source, std::string_view text, const AdminConfig& admin);
+int parse_spares(std::string_view source, std::string_view text, const AdminConfig& admin);
+// An absolute path without "." or ".." components, placeholders %u, %j and %% only, under admin.ckpt_root when set.
+std::string parse_ckpt_dir(std::string_view source, std::string_view text, const AdminConfig& admin);
+
+// Replaces %u, %j and %% in a checkpoint directory pattern (already validated by parse_ckpt_dir).
+std::string expand_ckpt_dir(std::string_view pattern, std::string_view user, std::string_view job_id);
+
+}  // namespace tenax::spank

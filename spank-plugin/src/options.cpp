@@ -1,0 +1,113 @@
+// The one table of tenax's options on sbatch, salloc and srun, and the callback that parses them.
+//
+// Each value is validated the moment Slurm hands it over (before the job is submitted in sbatch/salloc, before the
+// step is created in srun), against the admin limits too, so a bad value fails at the user's prompt with a message
+// naming the option, the value and what is allowed. A callback returning -1 makes sbatch/srun refuse the option.
+#include <exception>
+
+#include "plugin_state.hpp"
+#include "tenax/error.hpp"
+
+namespace tenax::spank {
+
+PluginState& state() {
+  static PluginState instance;
+  return instance;
+}
+
+namespace {
+
+enum OptionId : int { kEnable = 1, kCkptDir, kLayout, kPlacement, kMaxRestarts, kSpares };
+
+int on_option(int id, const char* optarg, int remote) noexcept;
+
+// Slurm's struct spank_option holds non-const char*; it never writes through them.
+// A flag has no argument description (nullptr), so it is listed as a bare --name.
+char* text(const char* literal) {
+  return const_cast<char*>(literal);
+}
+char* text(std::nullptr_t) {
+  return nullptr;
+}
+#define TENAX_OPTION(name, arginfo, usage, has_arg, id) \
+  { text(name), text(arginfo), text(usage), has_arg, id, on_option }
+
+struct spank_option option_table[] = {
+    TENAX_OPTION("tenax", nullptr,
+                 "[tenax] Run this job under tenax: each task gets its rank after topology-aware placement, the "
+                 "layout, checkpoint directory and restart settings, and its GPU/NUMA binding (implied by any "
+                 "--tenax-* option).",
+                 0, kEnable),
+    TENAX_OPTION(
+        "tenax-ckpt-dir", "DIR",
+        "[tenax] Checkpoint directory (absolute; %u = user, %j = job id). Default: $TENAX_CHECKPOINT_DIR, else "
+        "the site default.",
+        1, kCkptDir),
+    TENAX_OPTION("tenax-layout", "tp=N,pp=N[,dp=N]",
+                 "[tenax] Parallel layout; dp is inferred from the task count when left out (also TPxPPxDP). "
+                 "Default: $TENAX_LAYOUT, else pure data parallelism.",
+                 1, kLayout),
+    TENAX_OPTION("tenax-placement", "topology|block|none",
+                 "[tenax] Rank placement: topology (TP groups inside nodes, PP neighbours under one switch), block "
+                 "(Slurm's order per node) or none (rank = SLURM_PROCID). Default: $TENAX_PLACEMENT, else the site "
+                 "default.",
+                 1, kPlacement),
+    TENAX_OPTION("tenax-max-restarts", "N",
+                 "[tenax] Most restarts after preemption or failure (site limit applies). Default: "
+                 "$TENAX_MAX_RESTARTS, else the site default.",
+                 1, kMaxRestarts),
+    TENAX_OPTION("tenax-spares", "N",
+                 "[tenax] Nodes of the allocation held back as spares to replace failed ones. Default: "
+                 "$TENAX_SPARES, else 0.",
+                 1, kSpares),
+};
+#undef TENAX_OPTION
+
+int on_option(int id, const char* optarg, int /*remote*/) noexcept {
+  try {
+    PluginState& s = state();
+    const std::string value = optarg ? optarg : "";
+    switch (id) {
+      case kEnable:
+        break;
+      case kCkptDir:
+        s.options.ckpt_dir = parse_ckpt_dir("--tenax-ckpt-dir", value, s.admin);
+        break;
+      case kLayout:
+        s.options.layout = parse_layout("--tenax-layout", value);
+        break;
+      case kPlacement:
+        s.options.placement = parse_placement_request("--tenax-placement", value, s.admin);
+        break;
+      case kMaxRestarts:
+        s.options.max_restarts = parse_max_restarts("--tenax-max-restarts", value, s.admin);
+        break;
+      case kSpares:
+        s.options.spares = parse_spares("--tenax-spares", value, s.admin);
+        break;
+      default:
+        report_error("internal error: unknown option id " + std::to_string(id));
+        return -1;
+    }
+    s.options.enabled = true;
+    return 0;
+  } catch (const std::exception& e) {
+    report_error(e.what());
+  } catch (...) {
+    report_error("unexpected non-standard exception while parsing an option");
+  }
+  return -1;
+}
+
+}  // namespace
+
+void register_options(spank_t sp) {
+  for (auto& option : option_table) {
+    const spank_err_t rc = spank_option_register(sp, &option);
+    if (rc != ESPANK_SUCCESS) {
+      throw Error(std::string("could not register --") + option.name + ": " + spank_strerror(rc));
+    }
+  }
+}
+
+}  // namespace tenax::spank

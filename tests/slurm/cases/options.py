@@ -1,0 +1,98 @@
+"""The plugin's options at the user's prompt: listed by --help, bad values refused at submission (nothing queued) with
+the plugin's message, admin limits enforced, precedence option > environment > admin default, and a bad admin
+configuration refused when Slurm loads the plugin."""
+
+from slurm_lab import expect, expect_refused
+
+OPTIONS = ["--tenax ", "--tenax-ckpt-dir=DIR", "--tenax-layout=tp=N,pp=N[,dp=N]",
+           "--tenax-placement=topology|block|none", "--tenax-max-restarts=N", "--tenax-spares=N"]
+
+
+def check_help(lab):
+    for command in ("sbatch", "srun", "salloc"):
+        text = lab.check([command, "--help"]).stdout
+        for option in OPTIONS:
+            expect(option in text, f"{command} --help does not list {option!r}:\n{text}")
+        expect("[tenax]" in text, f"{command} --help: the plugin's usage text is not prefixed")
+
+
+def check_refusals(lab, ckpt_root):
+    refusals = [
+        (["--tenax-layout=tp=0"], {}, ["tenax: --tenax-layout=tp=0: 'tp=0' is not a degree", "e.g. tp=2,pp=1,dp=2"]),
+        (["--tenax-layout=tp=2,ep=2"], {}, ["--tenax-layout=tp=2,ep=2: unknown key 'ep'"]),
+        (["--tenax-placement=fastest"], {}, ["--tenax-placement=fastest: expected topology, block or none"]),
+        (["--tenax-placement=none"], {}, ["allow_placement_none=no"]),
+        (["--tenax-max-restarts=6"], {}, ["--tenax-max-restarts=6: expected a whole number from 0 to 5",
+                                          "admin limit max_restarts"]),
+        (["--tenax-spares=-1"], {}, ["--tenax-spares=-1: expected a whole number from 0 to 2"]),
+        (["--tenax-ckpt-dir=relative/dir"], {}, ["--tenax-ckpt-dir=relative/dir: expected an absolute path"]),
+        (["--tenax-ckpt-dir=/var/tmp/x"], {}, [f"checkpoints must lie under {ckpt_root}", "ckpt_root"]),
+        ([f"--tenax-ckpt-dir={ckpt_root}/../escape"], {}, ["'.' and '..' components are not allowed"]),
+        # The environment layer is validated at submission too, and names the variable.
+        (["--tenax"], {"TENAX_LAYOUT": "2x2"}, ["TENAX_LAYOUT=2x2: not three degrees"]),
+        (["--tenax"], {"TENAX_MAX_RESTARTS": "50"}, ["TENAX_MAX_RESTARTS=50", "admin limit max_restarts"]),
+    ]
+    for args, env, fragments in refusals:
+        before = lab.queued_jobs()
+        expect_refused(lab.run(["sbatch", *args, "--wrap", "true"], env=env), *fragments)
+        expect(lab.queued_jobs() == before, f"sbatch {args} was refused but a job was queued anyway")
+    # srun and salloc validate the same way.
+    expect_refused(lab.run(["srun", "-N1", "--tenax-layout=tp=x", "true"]), "--tenax-layout=tp=x")
+    expect_refused(lab.run(["salloc", "-N1", "--tenax-max-restarts=99", "true"]), "--tenax-max-restarts=99")
+    # srun knows the step's size: a layout that does not match it is refused before any task starts.
+    expect_refused(lab.run(["srun", "-N2", "-n4", "--tenax-layout=tp=2,pp=1,dp=4", "true"]),
+                   "--tenax-layout=tp=2,pp=1,dp=4: tp*pp*dp = 8 but the step has 4 tasks")
+    expect_refused(lab.run(["srun", "-N2", "-n6", "--tenax-layout=tp=4", "true"]), "tp*pp = 4 does not divide")
+    expect_refused(lab.run(["srun", "-N2", "-n3", "--tenax", "true"]), "cannot be spread evenly over 2 nodes")
+    # An uneven split that only slurmstepd can see (4 CPUs per node pack 4,2,1,1) fails the step, not silently.
+    expect_refused(lab.run(["srun", "-N4", "-n8", "--tenax", "true"]), "needs the same number of tasks on every node",
+                   "--ntasks-per-node")
+
+
+def check_precedence(lab, ckpt_root):
+    """option > environment > admin default, seen from inside the job's batch script."""
+    script = "#!/bin/bash\necho CKPT=$TENAX_CHECKPOINT_DIR MAXR=$TENAX_MAX_RESTARTS PLACE=$TENAX_PLACEMENT " \
+             "SPARES=$TENAX_SPARES RESTARTS=$SLURM_RESTART_COUNT RANK=${TENAX_RANK-unset}\n"
+    cases = [
+        ([], {}, {"CKPT": f"{ckpt_root}/root/%j", "MAXR": "1", "PLACE": "topology", "SPARES": "0"}),
+        ([], {"TENAX_MAX_RESTARTS": "4", "TENAX_PLACEMENT": "block"}, {"MAXR": "4", "PLACE": "block"}),
+        (["--tenax-max-restarts=2", f"--tenax-ckpt-dir={ckpt_root}/mine"], {"TENAX_MAX_RESTARTS": "4"},
+         {"MAXR": "2", "CKPT": f"{ckpt_root}/mine"}),
+        (["--tenax-spares=2"], {"TENAX_SPARES": "1"}, {"SPARES": "2"}),
+    ]
+    for args, env, wanted in cases:
+        job = lab.sbatch(["-N1", "--tenax", "-o", "prec-%j.out", *args], script, env=env)
+        lab.wait_job(job)
+        with open(lab.path(f"prec-{job}.out")) as f:
+            got = dict(item.split("=", 1) for item in f.read().split())
+        for key, value in wanted.items():
+            value = value.replace("%j", str(job))
+            expect(got.get(key) == value, f"sbatch {args} env {env}: {key}={got.get(key)!r}, expected {value!r}")
+        # Slurm leaves SLURM_RESTART_COUNT unset on a first run; the plugin exports 0. The batch shell gets no rank.
+        expect(got["RESTARTS"] == "0" and got["RANK"] == "unset", f"batch environment: {got}")
+
+
+def check_admin_config(lab):
+    """A bad plugstack.conf is refused when the plugin loads, for every command, naming the key."""
+    good = open(lab.path("etc", "plugstack.conf")).read().strip()
+    try:
+        lab.set_plugstack(good + " max_restart=3")
+        expect_refused(lab.run(["sbatch", "--wrap", "true"]), "tenax: plugstack.conf: unknown key 'max_restart'",
+                       "known keys: ckpt_root")
+        lab.set_plugstack(good + " bind_numa=sometimes")
+        expect_refused(lab.run(["srun", "-N1", "true"]), "plugstack.conf: bind_numa=sometimes: expected yes or no")
+    finally:
+        lab.set_plugstack(good)
+    lab.check(["srun", "-N1", "true"])
+
+
+def run(tools):
+    with tools.lab() as lab:
+        ckpt_root = lab.path("ckpt")
+        lab.set_plugstack(lab.plugin_line(
+            f"ckpt_root={ckpt_root} ckpt_default={ckpt_root}/%u/%j default_restarts=1 max_restarts=5 max_spares=2 "
+            f"allow_placement_none=no topology_file={lab.path('etc', 'topology.conf')}"))
+        check_help(lab)
+        check_refusals(lab, ckpt_root)
+        check_precedence(lab, ckpt_root)
+        check_admin_config(lab)

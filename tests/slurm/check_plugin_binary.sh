@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Checks the built plugin as Slurm will load it: exactly the SPANK symbols exported (the version script and
+# -fvisibility=hidden), no library beyond libc needed (no libtenax, MPI, HDF5, CUDA, libstdc++ or libpthread), and the
+# hardened link (full RELRO, non-executable stack).
+set -euo pipefail
+plugin=$1
+fail() {
+  echo "check_plugin_binary: $plugin: $*" >&2
+  exit 1
+}
+[[ -r "$plugin" ]] || fail "not found"
+
+expected="plugin_name plugin_type plugin_version slurm_spank_init slurm_spank_init_post_opt slurm_spank_local_user_init \
+slurm_spank_task_init slurm_spank_user_init spank_plugin_version"
+exported=$(nm -D --defined-only "$plugin" | awk '{print $3}' | sort | tr '\n' ' ' | sed 's/ $//')
+[[ "$exported" == "$expected" ]] || fail "exports '$exported', expected exactly '$expected'"
+
+needed=$(readelf -d "$plugin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ' | sed 's/ $//')
+for lib in $needed; do
+  [[ "$lib" == libc.so.6 || "$lib" == ld-linux*.so.* ]] || fail "needs $lib (only libc is allowed)"
+done
+
+# Captured first: `grep -q` closing a pipe early would make pipefail report the writer's SIGPIPE.
+dynamic=$(readelf -d "$plugin")
+segments=$(readelf -lW "$plugin")
+symbols=$(nm -D "$plugin")
+grep -q 'BIND_NOW' <<<"$dynamic" || fail "not linked with -z now"
+grep -q 'GNU_RELRO' <<<"$segments" || fail "not linked with -z relro"
+if grep 'GNU_STACK' <<<"$segments" | grep -q 'RWE'; then fail "executable stack"; fi
+grep -q '__stack_chk_fail' <<<"$symbols" || fail "not compiled with a stack protector"
+echo "check_plugin_binary: $plugin exports the 9 SPANK symbols, needs only: $needed; RELRO+BIND_NOW, stack protector"

@@ -1,0 +1,348 @@
+// Unit tests of the SPANK plugin's pure parts: admin configuration, option and environment parsing with limits,
+// precedence, the step's shape and layout, and the GPU/NUMA binding plan (on a node tree written to a temp folder).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "admin_config.hpp"
+#include "binding.hpp"
+#include "job_request.hpp"
+#include "job_settings.hpp"
+#include "step_ranks.hpp"
+#include "tenax/error.hpp"
+
+namespace tenax::spank {
+namespace {
+
+// Runs `body`, expecting a UsageError whose message contains every one of `parts`.
+template <typename Body>
+void expect_usage_error(Body&& body, std::initializer_list<std::string_view> parts) {
+  try {
+    body();
+    ADD_FAILURE() << "no UsageError thrown";
+  } catch (const UsageError& e) {
+    for (auto part : parts)
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+TEST(AdminConfig, DefaultsWithoutArguments) {
+  const AdminConfig config = AdminConfig::parse({});
+  EXPECT_EQ(config.ckpt_root, "");
+  EXPECT_EQ(config.default_restarts, 3);
+  EXPECT_EQ(config.max_restarts, 10);
+  EXPECT_EQ(config.placement, PlacementPolicy::Topology);
+  EXPECT_TRUE(config.allow_placement_none);
+  EXPECT_TRUE(config.bind_gpus);
+  EXPECT_EQ(config.hw_root, "/");
+}
+
+TEST(AdminConfig, ParsesEveryKey) {
+  const AdminConfig config =
+      AdminConfig::parse({"ckpt_root=/scratch/ckpt", "ckpt_default=/scratch/ckpt/%u/%j", "default_restarts=2",
+                          "max_restarts=4", "max_spares=1", "topology_file=/etc/slurm/topology.conf", "placement=block",
+                          "allow_placement_none=no", "bind_gpus=no", "bind_numa=0", "hw_root=/host"});
+  EXPECT_EQ(config.ckpt_root, "/scratch/ckpt");
+  EXPECT_EQ(config.ckpt_default, "/scratch/ckpt/%u/%j");
+  EXPECT_EQ(config.default_restarts, 2);
+  EXPECT_EQ(config.max_restarts, 4);
+  EXPECT_EQ(config.max_spares, 1);
+  EXPECT_EQ(config.topology_file, "/etc/slurm/topology.conf");
+  EXPECT_EQ(config.placement, PlacementPolicy::Block);
+  EXPECT_FALSE(config.allow_placement_none);
+  EXPECT_FALSE(config.bind_gpus);
+  EXPECT_FALSE(config.bind_numa);
+  EXPECT_EQ(config.hw_root, "/host");
+  EXPECT_EQ(admin_keys().size(), 11u);
+}
+
+TEST(AdminConfig, RefusesMistakes) {
+  expect_usage_error([] { AdminConfig::parse({"max_restart=3"}); },
+                     {"unknown key 'max_restart'", "known keys: ckpt_root", "max_restarts"});
+  expect_usage_error([] { AdminConfig::parse({"placement"}); }, {"'placement' is not key=value"});
+  expect_usage_error([] { AdminConfig::parse({"max_restarts=3", "max_restarts=4"}); }, {"given twice"});
+  expect_usage_error([] { AdminConfig::parse({"max_restarts=-1"}); }, {"max_restarts=-1", "from 0 to"});
+  expect_usage_error(
+      [] {
+        AdminConfig::parse({"default_restarts=5", "max_restarts=4"});
+      },
+      {"default_restarts=5 exceeds max_restarts=4"});
+  expect_usage_error([] { AdminConfig::parse({"bind_gpus=maybe"}); }, {"bind_gpus=maybe", "yes or no"});
+  expect_usage_error([] { AdminConfig::parse({"ckpt_root=scratch"}); }, {"absolute path"});
+  expect_usage_error([] { AdminConfig::parse({"placement=none", "allow_placement_none=no"}); }, {"contradicts"});
+  expect_usage_error(
+      [] {
+        AdminConfig::parse({"ckpt_root=/scratch", "ckpt_default=/home/%u"});
+      },
+      {"ckpt_default=/home/%u", "must lie under /scratch"});
+}
+
+TEST(Layout, ParsesBothForms) {
+  EXPECT_EQ(parse_layout("x", "tp=2,pp=1,dp=2"), (LayoutRequest{2, 1, 2}));
+  EXPECT_EQ(parse_layout("x", "dp=4,tp=2"), (LayoutRequest{2, 1, 4}));
+  EXPECT_EQ(parse_layout("x", "tp=8"), (LayoutRequest{8, 1, 0}));
+  EXPECT_EQ(parse_layout("x", "2x3x4"), (LayoutRequest{2, 3, 4}));
+  EXPECT_EQ(layout_to_string(2, 3, 4), "tp=2,pp=3,dp=4");
+}
+
+TEST(Layout, RefusalNamesSourceValueAndForm) {
+  expect_usage_error([] { parse_layout("--tenax-layout", "tp=0"); },
+                     {"--tenax-layout=tp=0", "'tp=0' is not a degree", "e.g. tp=2,pp=1,dp=2"});
+  expect_usage_error([] { parse_layout("TENAX_LAYOUT", "tp=2,ep=2"); }, {"TENAX_LAYOUT=tp=2,ep=2", "unknown key 'ep'"});
+  expect_usage_error([] { parse_layout("x", "tp=2,tp=2"); }, {"'tp' given twice"});
+  expect_usage_error([] { parse_layout("x", "2x2"); }, {"not three degrees"});
+  expect_usage_error([] { parse_layout("x", ""); }, {"empty layout"});
+  expect_usage_error([] { parse_layout("x", "tp=99999999"); }, {"not a degree"});
+}
+
+TEST(Options, LimitsFromTheAdminWin) {
+  const AdminConfig admin = AdminConfig::parse({"max_restarts=5", "max_spares=2", "allow_placement_none=no"});
+  EXPECT_EQ(parse_max_restarts("--tenax-max-restarts", "5", admin), 5);
+  expect_usage_error([&] { parse_max_restarts("--tenax-max-restarts", "6", admin); },
+                     {"--tenax-max-restarts=6", "from 0 to 5", "admin limit max_restarts"});
+  expect_usage_error([&] { parse_spares("TENAX_SPARES", "3", admin); }, {"TENAX_SPARES=3", "max_spares"});
+  expect_usage_error([&] { parse_spares("--tenax-spares", "two", admin); }, {"--tenax-spares=two"});
+  EXPECT_EQ(parse_placement_request("p", "block", admin), PlacementPolicy::Block);
+  expect_usage_error([&] { parse_placement_request("--tenax-placement", "none", admin); },
+                     {"--tenax-placement=none", "allow_placement_none=no", "use topology or block"});
+  expect_usage_error([&] { parse_placement_request("--tenax-placement", "fast", admin); },
+                     {"expected topology, block or none"});
+}
+
+TEST(CheckpointDir, AbsoluteNormalisedAndUnderTheRoot) {
+  const AdminConfig open = AdminConfig::parse({});
+  EXPECT_EQ(parse_ckpt_dir("d", "//scratch//x/", open), "/scratch/x");
+  expect_usage_error([&] { parse_ckpt_dir("--tenax-ckpt-dir", "ckpt", open); }, {"--tenax-ckpt-dir=ckpt", "absolute"});
+  expect_usage_error([&] { parse_ckpt_dir("d", "/a/../b", open); }, {"'..' components are not allowed"});
+  expect_usage_error([&] { parse_ckpt_dir("d", "/a/%x", open); }, {"unknown placeholder '%x'"});
+  expect_usage_error([&] { parse_ckpt_dir("d", "/a/\nb", open); }, {"control characters"});
+
+  const AdminConfig rooted = AdminConfig::parse({"ckpt_root=/scratch/ckpt/"});
+  EXPECT_EQ(parse_ckpt_dir("d", "/scratch/ckpt/%u/run%%1", rooted), "/scratch/ckpt/%u/run%%1");
+  EXPECT_EQ(parse_ckpt_dir("d", "/scratch/ckpt", rooted), "/scratch/ckpt");
+  // A sibling that merely shares the prefix is outside the root.
+  expect_usage_error([&] { parse_ckpt_dir("d", "/scratch/ckpt2/x", rooted); }, {"must lie under /scratch/ckpt "});
+  EXPECT_EQ(expand_ckpt_dir("/s/%u/%j/100%%", "alice", "42"), "/s/alice/42/100%");
+}
+
+TEST(Settings, OptionBeatsEnvironmentBeatsAdminDefault) {
+  const AdminConfig admin =
+      AdminConfig::parse({"default_restarts=2", "placement=block", "ckpt_root=/c", "ckpt_default=/c/%u"});
+  std::map<std::string, std::string> env = {{"TENAX_MAX_RESTARTS", "7"}, {"TENAX_CHECKPOINT_DIR", "/c/env"}};
+  const JobRequest from_env = request_from_environment(
+      [&](const char* name) -> std::optional<std::string> {
+        auto it = env.find(name);
+        return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
+      },
+      admin);
+  JobRequest options;
+  options.max_restarts = 4;
+  JobSettings settings = resolve_settings(options, from_env, admin);
+  EXPECT_EQ(settings.max_restarts, 4);                    // option
+  EXPECT_EQ(settings.ckpt_dir, "/c/env");                 // environment
+  EXPECT_EQ(settings.placement, PlacementPolicy::Block);  // admin default
+  EXPECT_EQ(settings.spares, 0);
+  EXPECT_FALSE(settings.layout.has_value());
+
+  settings = resolve_settings(JobRequest{}, JobRequest{}, admin);
+  EXPECT_EQ(settings.max_restarts, 2);
+  EXPECT_EQ(settings.ckpt_dir, "/c/%u");
+
+  env = {{"TENAX_CHECKPOINT_DIR", "/elsewhere"}};
+  expect_usage_error(
+      [&] {
+        request_from_environment(
+            [&](const char* name) -> std::optional<std::string> {
+              auto it = env.find(name);
+              return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
+            },
+            admin);
+      },
+      {"TENAX_CHECKPOINT_DIR=/elsewhere", "ckpt_root"});
+}
+
+TEST(Settings, LayoutExportedToATaskIsNotARequestForANestedStep) {
+  const AdminConfig admin = AdminConfig::parse({});
+  std::map<std::string, std::string> env = {{"TENAX_LAYOUT", "tp=2,pp=1,dp=4"}};
+  auto lookup = [&](const char* name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+  EXPECT_EQ(request_from_environment(lookup, admin).layout, (LayoutRequest{2, 1, 4}));
+  env["TENAX_WORLD_SIZE"] = "8";
+  EXPECT_FALSE(request_from_environment(lookup, admin).layout.has_value());
+}
+
+TEST(StepShape, ExpandsSlurmTaskCounts) {
+  EXPECT_EQ(expand_tasks_per_node("4,2,1(x2)"), (std::vector<int>{4, 2, 1, 1}));
+  EXPECT_EQ(expand_tasks_per_node("2(x3)"), (std::vector<int>{2, 2, 2}));
+  EXPECT_EQ(expand_tasks_per_node("8"), (std::vector<int>{8}));
+  expect_usage_error([] { expand_tasks_per_node("2(x"); }, {"SLURM_STEP_TASKS_PER_NODE=2(x"});
+  expect_usage_error([] { expand_tasks_per_node("a"); }, {"'a' is not a task count"});
+  const StepShape shape = step_shape("n[1-3]", "2(x3)");
+  EXPECT_EQ(shape.nodes, (std::vector<std::string>{"n1", "n2", "n3"}));
+  EXPECT_EQ(shape.total_tasks(), 6);
+  expect_usage_error([] { step_shape("n[1-3]", "2(x2)"); }, {"does not match"});
+}
+
+TEST(StepShape, LayoutAgainstTheTaskCount) {
+  const ParallelLayout inferred = resolve_layout(LayoutRequest{2, 2, 0}, 8);
+  EXPECT_EQ(inferred.dp, 2);
+  EXPECT_EQ(resolve_layout(std::nullopt, 6).dp, 6);
+  expect_usage_error(
+      [] {
+        resolve_layout(LayoutRequest{2, 1, 2}, 8, "TENAX_LAYOUT");
+      },
+      {"TENAX_LAYOUT=tp=2,pp=1,dp=2", "tp*pp*dp = 4", "8 tasks"});
+  expect_usage_error([] { resolve_layout(LayoutRequest{4, 1, 0}, 6); }, {"tp*pp = 4 does not divide", "6 tasks"});
+}
+
+TEST(StepShape, PlacementPolicies) {
+  const StepShape shape = step_shape("n[1-4]", "2(x4)");
+  const ParallelLayout layout{2, 2, 2};
+  const SwitchTree tree = SwitchTree::from_topology_conf(
+      "SwitchName=s1 Nodes=n[1,3]\nSwitchName=s2 Nodes=n[2,4]\nSwitchName=root Switches=s1,s2\n");
+  EXPECT_FALSE(place_step(shape, layout, PlacementPolicy::None, tree).has_value());
+  EXPECT_EQ(place_step(shape, layout, PlacementPolicy::Block, tree)->slot_of_rank,
+            block_placement(shape.nodes, 2, layout).slot_of_rank);
+  EXPECT_EQ(place_step(shape, layout, PlacementPolicy::Topology, tree)->slot_of_rank,
+            place_ranks(shape.nodes, tree, 2, layout).slot_of_rank);
+  expect_usage_error(
+      [&] {
+        place_step(step_shape("n[1-2]", "3,1"), ParallelLayout{1, 1, 4}, PlacementPolicy::Block, tree);
+      },
+      {"--tenax-placement=block", "3,1 tasks", "--ntasks-per-node"});
+}
+
+TEST(Binding, CpuLists) {
+  EXPECT_EQ(parse_cpulist("0-3,8,10-11\n"), (std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
+  EXPECT_EQ(parse_cpulist(""), std::vector<int>{});
+  EXPECT_FALSE(parse_cpulist("3-1").has_value());
+  EXPECT_FALSE(parse_cpulist("x").has_value());
+  EXPECT_EQ(format_cpulist({0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
+}
+
+// A node with 4 GPUs (two per NUMA node) and 2 NUMA nodes of 4 CPUs, written as the kernel presents it.
+class FakeNode : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() / ("tenax-spank-hw-" + std::to_string(getpid()));
+    std::filesystem::remove_all(root_);
+    const char* gpus[] = {"0000:3B:00.0", "0000:1a:00.0", "0000:86:00.0", "0000:af:00.0"};
+    const int numa[] = {0, 0, 1, 1};
+    for (int i = 0; i < 4; ++i) {
+      std::filesystem::create_directories(root_ / "proc/driver/nvidia/gpus" / gpus[i]);
+      std::string lower = gpus[i];
+      for (auto& c : lower)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      write(root_ / "sys/bus/pci/devices" / lower / "numa_node", std::to_string(numa[i]) + "\n");
+    }
+    write(root_ / "sys/devices/system/node/node0/cpulist", "0-3\n");
+    write(root_ / "sys/devices/system/node/node1/cpulist", "4-7\n");
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  static void write(const std::filesystem::path& path, const std::string& text) {
+    std::filesystem::create_directories(path.parent_path());
+    std::ofstream(path) << text;
+  }
+  std::filesystem::path root_;
+};
+
+TEST_F(FakeNode, DiscoversGpusInBusOrderAndNumaNodes) {
+  const NodeHardware hw = discover_hardware(root_.string());
+  ASSERT_EQ(hw.gpus.size(), 4u);
+  EXPECT_EQ(hw.gpus[0].pci_bus_id, "0000:1a:00.0");
+  EXPECT_EQ(hw.gpus[1].pci_bus_id, "0000:3B:00.0");
+  EXPECT_EQ(hw.gpus[1].numa_node, 0);
+  EXPECT_EQ(hw.gpus[3].numa_node, 1);
+  EXPECT_EQ(hw.numa_nodes_with_cpus(), 2);
+  EXPECT_EQ(hw.numa[1], (std::vector<int>{4, 5, 6, 7}));
+}
+
+TEST_F(FakeNode, TwoTasksGetTwoGpusAndTheirNumaNode) {
+  const NodeHardware hw = discover_hardware(root_.string());
+  BindingRequest request;
+  request.tasks = 2;
+  request.allowed_cpus = {0, 1, 2, 3, 4, 5, 6, 7};
+  request.slot = 1;
+  const TaskBinding b = plan_binding(hw, request);
+  EXPECT_EQ(b.cuda_visible_devices, "2,3");
+  EXPECT_EQ(b.cpus, (std::vector<int>{4, 5, 6, 7}));
+  // Slurm's cgroup allowed only CPUs 2-5: the binding stays inside them.
+  request.allowed_cpus = {2, 3, 4, 5};
+  EXPECT_EQ(plan_binding(hw, request).cpus, (std::vector<int>{4, 5}));
+  // None of the NUMA node's CPUs allowed: affinity left alone.
+  request.allowed_cpus = {0, 1};
+  EXPECT_TRUE(plan_binding(hw, request).cpus.empty());
+}
+
+TEST_F(FakeNode, MoreTasksThanGpusShareThem) {
+  const NodeHardware hw = discover_hardware(root_.string());
+  BindingRequest request;
+  request.tasks = 8;
+  request.allowed_cpus = {0, 1, 2, 3, 4, 5, 6, 7};
+  std::vector<std::string> got;
+  for (int slot = 0; slot < 8; ++slot) {
+    request.slot = slot;
+    got.push_back(*plan_binding(hw, request).cuda_visible_devices);
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"0", "0", "1", "1", "2", "2", "3", "3"}));
+}
+
+TEST_F(FakeNode, JobsOwnGpuListIsRespected) {
+  const NodeHardware hw = discover_hardware(root_.string());
+  BindingRequest request;
+  request.tasks = 2;
+  request.slot = 1;
+  request.visible_devices = "2,3";
+  request.allowed_cpus = {0, 1, 2, 3, 4, 5, 6, 7};
+  const TaskBinding b = plan_binding(hw, request);
+  EXPECT_EQ(b.cuda_visible_devices, "3");
+  EXPECT_EQ(b.cpus, (std::vector<int>{4, 5, 6, 7}));  // GPU 3 sits on NUMA node 1
+}
+
+TEST_F(FakeNode, AdminCanTurnBindingOff) {
+  const NodeHardware hw = discover_hardware(root_.string());
+  BindingRequest request;
+  request.tasks = 2;
+  request.allowed_cpus = {0, 1, 2, 3, 4, 5, 6, 7};
+  request.bind_gpus = false;
+  request.bind_numa = false;
+  const TaskBinding b = plan_binding(hw, request);
+  EXPECT_FALSE(b.cuda_visible_devices.has_value());
+  EXPECT_TRUE(b.cpus.empty());
+}
+
+TEST(Binding, NodeWithoutGpusSpreadsTasksOverNumaNodes) {
+  NodeHardware hw;
+  hw.numa = {{0, 1}, {2, 3}};
+  BindingRequest request;
+  request.tasks = 4;
+  request.allowed_cpus = {0, 1, 2, 3};
+  std::vector<std::vector<int>> got;
+  for (int slot = 0; slot < 4; ++slot) {
+    request.slot = slot;
+    const TaskBinding b = plan_binding(hw, request);
+    EXPECT_FALSE(b.cuda_visible_devices.has_value());
+    got.push_back(b.cpus);
+  }
+  EXPECT_EQ(got, (std::vector<std::vector<int>>{{0, 1}, {0, 1}, {2, 3}, {2, 3}}));
+}
+
+TEST(Binding, NothingToBindOnASmallNode) {
+  NodeHardware hw;
+  hw.numa = {{0, 1}};
+  BindingRequest request;
+  request.tasks = 2;
+  request.allowed_cpus = {0, 1};
+  const TaskBinding b = plan_binding(hw, request);
+  EXPECT_FALSE(b.cuda_visible_devices.has_value());
+  EXPECT_TRUE(b.cpus.empty());
+  EXPECT_EQ(discover_hardware("/nonexistent-root").gpus.size(), 0u);
+}
+
+}  // namespace
+}  // namespace tenax::spank
