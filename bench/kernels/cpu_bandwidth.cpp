@@ -1,0 +1,140 @@
+// CPU reference kernels: bandwidth beside a single-thread memcpy moving the same bytes (the kernels are single
+// threaded too), plus the OpenBLAS sgemm rate.
+#include <cblas.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench_table.hpp"
+#include "cpu_gpu_entry.hpp"
+#include "tenax/kernels/activation.hpp"
+#include "tenax/kernels/cast.hpp"
+#include "tenax/kernels/gemm.hpp"
+#include "tenax/kernels/layernorm.hpp"
+#include "tenax/kernels/loss.hpp"
+#include "tenax/kernels/optimizer.hpp"
+#include "tenax/kernels/reduction.hpp"
+#include "tenax/kernels/unscale.hpp"
+
+namespace tenax::bench {
+namespace {
+
+using namespace tenax::kernels;
+
+// Arrays filled with finite, non-trivial values: every page is touched before timing (a fresh page costs ~10 us on
+// these VMs and would dominate), and no kernel meets NaN or subnormal slow paths.
+std::vector<float> filled(std::size_t n, float base) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = base + 1e-3f * static_cast<float>(i % 1000);
+  return v;
+}
+
+class CpuBench {
+ public:
+  explicit CpuBench(const Options& o)
+      : o_(o),
+        n_(o.elements),
+        copy_src_(filled(n_ * 8, 1.0f)),  // the largest kernel moves 30 bytes per element: 15 each way
+        copy_dst_(filled(n_ * 8, 2.0f)) {}
+
+  // Times `kernel` and a memcpy whose read + write traffic equals the kernel's `bytes`.
+  template <class F>
+  void add(const std::string& name, const std::string& shape, double bytes, F&& kernel) {
+    Row r{name, shape, bytes, median_seconds(o_.reps, kernel), 0};
+    const std::size_t copy_bytes = static_cast<std::size_t>(bytes / 2);
+    r.ref_seconds = median_seconds(o_.reps, [&] { std::memcpy(copy_dst_.data(), copy_src_.data(), copy_bytes); });
+    rows_.push_back(r);
+    std::fprintf(stderr, "  measured %s\n", name.c_str());
+  }
+
+  void run() {
+    const double n = static_cast<double>(n_);
+    const std::string flat = std::to_string(n_ >> 20) + "Mi";
+    std::vector<float> a = filled(n_, 0.5f), b = filled(n_, -0.25f), c = filled(n_, 0.01f), d = filled(n_, 0.02f);
+    std::vector<std::uint16_t> h(n_, 0x3F80);
+
+    add("cast f32->bf16", flat, 6 * n, [&] { cast_from_f32(a.data(), h.data(), DType::BF16, n_); });
+    add("cast f32->f16", flat, 6 * n, [&] { cast_from_f32(a.data(), h.data(), DType::F16, n_); });
+    add("cast bf16->f32", flat, 6 * n, [&] { cast_to_f32(h.data(), DType::BF16, b.data(), n_); });
+    float flag = 0.0f;
+    add("unscale_and_check", flat, 8 * n, [&] { cpu::unscale_and_check(a.data(), n_, 1.0f, &flag); });
+    add("sum_squares", flat, 4 * n, [&] {
+      volatile double s = cpu::sum_squares(a.data(), n_);
+      (void)s;
+    });
+    // AdamW: reads w, m, v, g; writes w, m, v and the bf16 copy.
+    AdamWParams ap{};
+    add("adamw_step +bf16 copy", flat, 30 * n, [&] {
+      ++ap.step;
+      cpu::adamw_step(a.data(), c.data(), d.data(), b.data(), h.data(), DType::BF16, n_, ap);
+    });
+    const std::vector<float> g = filled(n_, 0.001f);
+    add("sgd_momentum +bf16 copy", flat, 22 * n, [&] {
+      cpu::sgd_momentum_step(b.data(), c.data(), g.data(), h.data(), DType::BF16, n_, SgdParams{.lr = 1e-6f});
+    });
+
+    const std::size_t cols = 3072, rows = n_ / cols;
+    const std::string rc = std::to_string(rows) + "x" + std::to_string(cols);
+    const double e = static_cast<double>(rows * cols);
+    const std::vector<float> bias = filled(cols, 0.1f);
+    std::vector<float> dbias(cols, 0.0f);
+    add("bias_gelu_forward", rc, 8 * e, [&] { cpu::bias_gelu_forward(a.data(), bias.data(), b.data(), rows, cols); });
+    add("bias_gelu_backward", rc, 12 * e,
+        [&] { cpu::bias_gelu_backward(a.data(), bias.data(), g.data(), c.data(), dbias.data(), rows, cols); });
+
+    const std::size_t vocab = 32768, ce_rows = n_ / vocab;
+    std::vector<std::int32_t> targets(ce_rows);
+    for (std::size_t r = 0; r < ce_rows; ++r)
+      targets[r] = static_cast<std::int32_t>((r * 7919) % vocab);
+    add("softmax_cross_entropy", std::to_string(ce_rows) + "x" + std::to_string(vocab), 8.0 * ce_rows * vocab,
+        [&] { cpu::softmax_cross_entropy(a.data(), targets.data(), b.data(), ce_rows, vocab, 1.0f); });
+
+    const std::size_t hidden = 1024, ln_rows = n_ / hidden;
+    const std::string lnshape = std::to_string(ln_rows) + "x" + std::to_string(hidden);
+    const double ln_e = static_cast<double>(ln_rows * hidden);
+    const std::vector<float> gamma = filled(hidden, 1.0f), beta = filled(hidden, 0.0f);
+    std::vector<float> mean(ln_rows), rstd(ln_rows), dgamma(hidden, 0.0f), dbeta(hidden, 0.0f);
+    add("layernorm_forward", lnshape, 8 * ln_e, [&] {
+      cpu::layernorm_forward(a.data(), gamma.data(), beta.data(), b.data(), mean.data(), rstd.data(), ln_rows, hidden,
+                             1e-5f);
+    });
+    add("layernorm_backward", lnshape, 12 * ln_e, [&] {
+      cpu::layernorm_backward(a.data(), gamma.data(), mean.data(), rstd.data(), g.data(), c.data(), dgamma.data(),
+                              dbeta.data(), ln_rows, hidden);
+    });
+    print_table("CPU reference kernels (single thread) vs single-thread memcpy of the same bytes", "memcpy", rows_,
+                0.0);
+  }
+
+ private:
+  Options o_;
+  std::size_t n_;
+  std::vector<float> copy_src_, copy_dst_;
+  std::vector<Row> rows_;
+};
+
+void cpu_matmul_rate(const Options& o) {
+  std::printf("\nCPU fp32 matmul (cpu::gemm -> OpenBLAS cblas_sgemm, %d OpenBLAS thread(s))\n",
+              openblas_get_num_threads());
+  std::printf("%-18s %10s %10s\n", "m=n=k", "time ms", "GFLOP/s");
+  for (std::size_t s : {std::size_t{256}, std::size_t{1024}, std::size_t{2048}}) {
+    const std::vector<float> a = filled(s * s, 0.1f), b = filled(s * s, 0.2f);
+    std::vector<float> c(s * s, 0.0f);
+    const double t = median_seconds(
+        o.reps, [&] { cpu::gemm(Trans::No, Trans::No, s, s, s, 1.0f, a.data(), s, b.data(), s, 0.0f, c.data(), s); });
+    std::printf("%-18zu %10.3f %10.1f\n", s, t * 1e3, 2.0 * s * s * s / t / 1e9);
+  }
+}
+
+}  // namespace
+
+void run_cpu_benchmarks(const Options& o) {
+  CpuBench(o).run();
+  cpu_matmul_rate(o);
+}
+
+}  // namespace tenax::bench

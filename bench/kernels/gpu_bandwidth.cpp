@@ -1,0 +1,195 @@
+// CUDA kernels: achieved bandwidth beside a device-to-device cudaMemcpy moving the same bytes (target >= 80%), and the
+// fp32 / bf16 matmul rates of cuBLAS at a size that fills the GPU.
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench_table.hpp"
+#include "cpu_gpu_entry.hpp"
+#include "cuda/check.hpp"
+#include "tenax/kernels/activation.hpp"
+#include "tenax/kernels/cast.hpp"
+#include "tenax/kernels/gemm.hpp"
+#include "tenax/kernels/layernorm.hpp"
+#include "tenax/kernels/loss.hpp"
+#include "tenax/kernels/optimizer.hpp"
+#include "tenax/kernels/reduction.hpp"
+#include "tenax/kernels/unscale.hpp"
+
+namespace tenax::bench {
+namespace {
+
+using namespace tenax::kernels;
+
+constexpr double kTarget = 0.80;
+
+// A device allocation filled with finite values (cast from a host pattern), freed on scope exit.
+class DeviceArray {
+ public:
+  explicit DeviceArray(std::size_t bytes) : bytes_(bytes) {
+    TENAX_CUDA_CHECK(cudaMalloc(&p_, bytes));
+    TENAX_CUDA_CHECK(cudaMemset(p_, 0, bytes));
+  }
+  DeviceArray(std::size_t n_floats, float base) : DeviceArray(n_floats * sizeof(float)) {
+    std::vector<float> host(n_floats);
+    for (std::size_t i = 0; i < n_floats; ++i)
+      host[i] = base + 1e-3f * static_cast<float>(i % 1000);
+    TENAX_CUDA_CHECK(cudaMemcpy(p_, host.data(), bytes_, cudaMemcpyHostToDevice));
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  ~DeviceArray() { cudaFree(p_); }
+  float* f() { return static_cast<float*>(p_); }
+  template <class T>
+  T* as() {
+    return static_cast<T*>(p_);
+  }
+
+ private:
+  void* p_ = nullptr;
+  std::size_t bytes_;
+};
+
+// Median device time of one call (CUDA events around each call, after a warm-up call).
+template <class F>
+double median_device_seconds(int reps, F&& f) {
+  cudaEvent_t start, stop;
+  TENAX_CUDA_CHECK(cudaEventCreate(&start));
+  TENAX_CUDA_CHECK(cudaEventCreate(&stop));
+  f();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    TENAX_CUDA_CHECK(cudaEventRecord(start));
+    f();
+    TENAX_CUDA_CHECK(cudaEventRecord(stop));
+    TENAX_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    TENAX_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    t.push_back(ms * 1e-3);
+  }
+  TENAX_CUDA_CHECK(cudaEventDestroy(start));
+  TENAX_CUDA_CHECK(cudaEventDestroy(stop));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+class GpuBench {
+ public:
+  explicit GpuBench(const Options& o)
+      : o_(o), n_(o.elements * 4), copy_src_(n_ * 8 * sizeof(float) / 2), copy_dst_(n_ * 8 * sizeof(float) / 2) {}
+
+  template <class F>
+  void add(const std::string& name, const std::string& shape, double bytes, F&& kernel) {
+    Row r{name, shape, bytes, median_device_seconds(o_.reps, kernel), 0};
+    const std::size_t copy_bytes = static_cast<std::size_t>(bytes / 2);  // a copy reads and writes each byte
+    r.ref_seconds = median_device_seconds(o_.reps, [&] {
+      TENAX_CUDA_CHECK(cudaMemcpyAsync(copy_dst_.f(), copy_src_.f(), copy_bytes, cudaMemcpyDeviceToDevice));
+    });
+    rows_.push_back(r);
+  }
+
+  int run() {
+    const double n = static_cast<double>(n_);
+    const std::string flat = std::to_string(n_ >> 20) + "Mi";
+    DeviceArray a(n_, 0.5f), b(n_, -0.25f), c(n_, 0.01f), d(n_, 0.02f), g(n_, 0.001f);
+    DeviceArray h(n_ * sizeof(std::uint16_t)), flag(sizeof(float)), sum(sizeof(double));
+
+    add("cast f32->bf16", flat, 6 * n, [&] { cuda::cast_from_f32(a.f(), h.f(), DType::BF16, n_, nullptr); });
+    add("cast f32->f16", flat, 6 * n, [&] { cuda::cast_from_f32(a.f(), h.f(), DType::F16, n_, nullptr); });
+    add("cast bf16->f32", flat, 6 * n, [&] { cuda::cast_to_f32(h.f(), DType::BF16, b.f(), n_, nullptr); });
+    add("unscale_and_check", flat, 8 * n, [&] { cuda::unscale_and_check(a.f(), n_, 1.0f, flag.f(), nullptr); });
+    add("sum_squares", flat, 4 * n, [&] { cuda::sum_squares(a.f(), n_, sum.as<double>(), nullptr); });
+    AdamWParams ap{};
+    add("adamw_step +bf16 copy", flat, 30 * n, [&] {
+      ++ap.step;
+      cuda::adamw_step(a.f(), c.f(), d.f(), b.f(), h.f(), DType::BF16, n_, ap, nullptr);
+    });
+    add("sgd_momentum +bf16 copy", flat, 22 * n,
+        [&] { cuda::sgd_momentum_step(b.f(), c.f(), g.f(), h.f(), DType::BF16, n_, SgdParams{.lr = 1e-6f}, nullptr); });
+
+    const std::size_t cols = 3072, rows = n_ / cols;
+    const double e = static_cast<double>(rows * cols);
+    const std::string rc = std::to_string(rows) + "x" + std::to_string(cols);
+    DeviceArray bias(cols, 0.1f), dbias(cols, 0.0f);
+    add("bias_gelu_forward", rc, 8 * e, [&] { cuda::bias_gelu_forward(a.f(), bias.f(), b.f(), rows, cols, nullptr); });
+    add("bias_gelu_backward", rc, 12 * e,
+        [&] { cuda::bias_gelu_backward(a.f(), bias.f(), g.f(), c.f(), dbias.f(), rows, cols, nullptr); });
+
+    const std::size_t vocab = 32768, ce_rows = n_ / vocab;
+    std::vector<std::int32_t> host_targets(ce_rows);
+    for (std::size_t r = 0; r < ce_rows; ++r)
+      host_targets[r] = static_cast<std::int32_t>((r * 7919) % vocab);
+    DeviceArray targets(ce_rows * sizeof(std::int32_t));
+    TENAX_CUDA_CHECK(cudaMemcpy(targets.f(), host_targets.data(), ce_rows * 4, cudaMemcpyHostToDevice));
+    add("softmax_cross_entropy", std::to_string(ce_rows) + "x" + std::to_string(vocab), 8.0 * ce_rows * vocab, [&] {
+      cuda::softmax_cross_entropy(a.f(), targets.as<std::int32_t>(), b.f(), ce_rows, vocab, 1.0f, sum.as<double>(),
+                                  nullptr);
+    });
+
+    const std::size_t hidden = 1024, ln_rows = n_ / hidden;
+    const double ln_e = static_cast<double>(ln_rows * hidden);
+    const std::string lnshape = std::to_string(ln_rows) + "x" + std::to_string(hidden);
+    DeviceArray gamma(hidden, 1.0f), beta(hidden, 0.0f), mean(ln_rows, 0.0f), rstd(ln_rows, 1.0f);
+    DeviceArray dgamma(hidden, 0.0f), dbeta(hidden, 0.0f);
+    add("layernorm_forward", lnshape, 8 * ln_e, [&] {
+      cuda::layernorm_forward(a.f(), gamma.f(), beta.f(), b.f(), mean.f(), rstd.f(), ln_rows, hidden, 1e-5f, nullptr);
+    });
+    add("layernorm_backward", lnshape, 12 * ln_e, [&] {
+      cuda::layernorm_backward(a.f(), gamma.f(), mean.f(), rstd.f(), g.f(), c.f(), dgamma.f(), dbeta.f(), ln_rows,
+                               hidden, nullptr);
+    });
+    cudaDeviceProp prop{};
+    TENAX_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    return print_table(std::string("CUDA kernels on ") + prop.name +
+                           " vs device-to-device cudaMemcpy of the same bytes (target >= 80%)",
+                       "D2D copy", rows_, kTarget);
+  }
+
+ private:
+  Options o_;
+  std::size_t n_;
+  DeviceArray copy_src_, copy_dst_;
+  std::vector<Row> rows_;
+};
+
+// Matmul rates at a size that fills the GPU: fp32 through the library's cuda::gemm (no TF32), and bf16 inputs with
+// fp32 accumulation through cublasGemmEx (the reference rate for model FLOP utilisation).
+void gpu_matmul_rates(const Options& o) {
+  std::printf("\nCUDA matmul rates (C = A B, square)\n%-34s %8s %10s %10s\n", "path", "m=n=k", "time ms", "TFLOP/s");
+  cublasHandle_t handle;
+  TENAX_CUBLAS_CHECK(cublasCreate(&handle));
+  for (std::size_t s : {std::size_t{4096}, std::size_t{8192}}) {
+    const double flops = 2.0 * s * s * s;
+    DeviceArray a(s * s, 0.1f), b(s * s, 0.2f), c(s * s, 0.0f);
+    const double t32 = median_device_seconds(
+        o.reps, [&] { cuda::gemm(Trans::No, Trans::No, s, s, s, 1.0f, a.f(), s, b.f(), s, 0.0f, c.f(), s, nullptr); });
+    std::printf("%-34s %8zu %10.3f %10.1f\n", "fp32 (tenax cuda::gemm)", s, t32 * 1e3, flops / t32 / 1e12);
+    DeviceArray a16(s * s * 2), b16(s * s * 2), c16(s * s * 2);
+    cuda::cast_from_f32(a.f(), a16.f(), DType::BF16, s * s, nullptr);
+    cuda::cast_from_f32(b.f(), b16.f(), DType::BF16, s * s, nullptr);
+    const float alpha = 1.0f, beta = 0.0f;
+    const int is = static_cast<int>(s);
+    const double t16 = median_device_seconds(o.reps, [&] {
+      TENAX_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, is, is, is, &alpha, b16.f(), CUDA_R_16BF, is,
+                                      a16.f(), CUDA_R_16BF, is, &beta, c16.f(), CUDA_R_16BF, is, CUBLAS_COMPUTE_32F,
+                                      CUBLAS_GEMM_DEFAULT));
+    });
+    std::printf("%-34s %8zu %10.3f %10.1f\n", "bf16 in/out, fp32 accumulate", s, t16 * 1e3, flops / t16 / 1e12);
+  }
+  TENAX_CUBLAS_CHECK(cublasDestroy(handle));
+}
+
+}  // namespace
+
+int run_gpu_benchmarks(const Options& o) {
+  const int below = GpuBench(o).run();
+  gpu_matmul_rates(o);
+  return below;
+}
+
+}  // namespace tenax::bench
