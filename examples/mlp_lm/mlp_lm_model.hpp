@@ -1,0 +1,106 @@
+// The example model: a multi-layer MLP language model, split over tensor- and pipeline-parallel ranks.
+//
+//   tokens -> embedding [vocab, hidden]
+//          -> N residual blocks:  x + fc2(gelu(fc1(layernorm(x))))   fc1: column-parallel hidden -> 4*hidden
+//                                                                      fc2: row-parallel    4*hidden -> hidden
+//          -> final layernorm -> output projection (column-parallel over the vocabulary, no bias)
+//          -> vocab-parallel softmax cross-entropy against the next token
+//
+// A StageModel holds one pipeline stage's share: the first stage owns the embedding, the last the head, and the blocks
+// are spread as evenly as possible (earlier stages get the extra ones). It runs one micro-batch's forward or backward
+// at a time and keeps each in-flight micro-batch's activations in a slot until its backward.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tenax/communicator.hpp"
+#include "tenax/data_parallel.hpp"
+#include "tenax/layers.hpp"
+#include "tenax/layout.hpp"
+#include "tenax/model_state.hpp"
+#include "tenax/tensor_parallel.hpp"
+
+namespace tenax::examples {
+
+struct ModelConfig {
+  std::size_t vocab = 256;
+  std::size_t hidden = 128;
+  std::size_t layers = 4;
+  std::size_t seq_len = 32;
+
+  std::size_t ffn() const { return 4 * hidden; }
+  // UsageError if the layout cannot split this model: tp must divide the hidden size (hence the 4*hidden MLP width)
+  // and the vocabulary; pp may not exceed the number of blocks.
+  void validate(const ParallelLayout& layout) const;
+};
+
+// Blocks [first, end) of stage `stage` out of `stages`.
+struct BlockRange {
+  std::size_t first, end;
+};
+BlockRange blocks_of_stage(std::size_t layers, int stages, int stage);
+
+class StageModel {
+ public:
+  // rows_per_micro_batch: tokens per micro-batch (micro-batch size * seq_len); slots: micro-batches in flight at once.
+  StageModel(const ModelConfig& config, Communicator& tp, int stage, int stages, std::size_t rows_per_micro_batch,
+             int slots, DType activation_dtype);
+
+  // The parameters of this stage in gradient-ready order (the reverse of the forward order).
+  std::vector<ParameterSpec> parameters() const;
+  void bind(ParameterBuffers& buffers);
+
+  bool is_first() const { return stage_ == 0; }
+  bool is_last() const { return stage_ == stages_ - 1; }
+  std::size_t activation_size() const { return rows_ * config_.hidden; }
+
+  // Forward of one micro-batch in `slot`. First stage: reads `tokens`; others: `input` (activation_size floats).
+  // Last stage: computes the loss against `targets` and the logits' gradient (scaled by grad_scale per row) and returns
+  // the loss summed over the micro-batch's rows; other stages return 0 and leave their output in output(slot).
+  double forward(int slot, const std::int32_t* tokens, const float* input, const std::int32_t* targets,
+                 float grad_scale);
+  const float* output(int slot) const;
+  // Backward of the micro-batch in `slot`. Last stage: starts from the logits' gradient kept by forward; others: from
+  // `output_grad`. Leaves the input gradient in input_grad(slot) (not on the first stage). When `mark_ready` is set
+  // (the step's last micro-batch), tells `buffers` as each layer's gradients become final, so buckets reduce early.
+  void backward(int slot, const float* output_grad, ParameterBuffers* mark_ready);
+  const float* input_grad(int slot) const;
+
+ private:
+  struct Block {
+    LayerNorm ln;
+    ColumnParallelLinear fc1;
+    RowParallelLinear fc2;
+  };
+  struct BlockActivations {
+    std::vector<float> x, ln_out, mean, rstd, pre, act;
+  };
+  struct Slot {
+    std::vector<std::int32_t> tokens;
+    std::vector<BlockActivations> blocks;
+    std::vector<float> out;  // output of the last block (residual stream)
+    std::vector<float> head_ln, head_mean, head_rstd, dlogits;
+    std::vector<float> grad;  // gradient flowing backward through the residual stream
+  };
+  void round_activations(float* values, std::size_t n);
+  void mark(ParameterBuffers* buffers, const std::vector<std::size_t>& indices);
+
+  ModelConfig config_;
+  Communicator& tp_;
+  int stage_, stages_;
+  std::size_t rows_;
+  DType activation_dtype_;
+  BlockRange range_;
+  std::unique_ptr<Embedding> embedding_;
+  std::vector<Block> blocks_;
+  std::unique_ptr<LayerNorm> final_ln_;
+  std::unique_ptr<ColumnParallelLinear> output_;
+  std::vector<Slot> slots_;
+  std::vector<float> scratch_dact_, scratch_dpre_, scratch_dln_;
+  std::vector<std::uint16_t> round_scratch_;
+};
+
+}  // namespace tenax::examples

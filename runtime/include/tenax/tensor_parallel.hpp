@@ -1,0 +1,108 @@
+// Tensor (model) parallelism, Megatron style: a pair of linear layers splits its work over the tp ranks with exactly
+// one all-reduce in each direction.
+//
+//   ColumnParallelLinear  W [out, in] split by rows (output features): each rank computes out/tp features.
+//                         forward: identity on the input (every rank has the whole input);
+//                         backward: all-reduce (sum) of the input gradient over tp.
+//   RowParallelLinear     W [out, in] split by columns (input features): takes the column layer's split output.
+//                         forward: all-reduce (sum) of the partial outputs over tp, then the (replicated) bias;
+//                         backward: identity (the output gradient is already the same on every rank).
+//   vocab_parallel_cross_entropy: softmax cross-entropy over logits split by vocabulary (the output of a
+//                         ColumnParallelLinear over the vocabulary), with three small all-reduces per call.
+//
+// Layers hold no tensors: they declare their parameters (ParameterSpec, with the shard this tp rank holds) and, once
+// the ParameterBuffers exist, bind() to them to find their weights and gradients. Activations are row-major [rows,
+// features] fp32 host arrays owned by the caller. Weight gradients are accumulated (+=), so micro-batches add up. Every
+// collective runs on the tp communicator given at construction; all tp ranks call the same layers in the same order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tenax/communicator.hpp"
+#include "tenax/data_parallel.hpp"
+#include "tenax/model_state.hpp"
+
+namespace tenax {
+
+class ColumnParallelLinear {
+ public:
+  // Throws UsageError if tp.size() does not divide out_features (naming the layer and the sizes).
+  ColumnParallelLinear(std::string name, std::size_t in_features, std::size_t out_features, Communicator& tp,
+                       bool with_bias, float init_std);
+
+  std::vector<ParameterSpec> parameters() const;  // "<name>.weight" [, "<name>.bias"]
+  void bind(ParameterBuffers& buffers);
+
+  std::size_t in_features() const { return in_; }
+  std::size_t out_features_local() const { return out_local_; }
+  std::size_t out_begin() const { return out_begin_; }  // first output feature of this rank
+
+  // y[rows, out_local] = x[rows, in] W_local^T. The bias is NOT added: the caller fuses it into its activation
+  // (kernels::cpu::bias_gelu_forward) and accumulates its gradient there (bias_gelu_backward into bias_grad()).
+  void forward(const float* x, std::size_t rows, float* y) const;
+  // dW += dy^T x; if dx is not null, dx[rows, in] = all-reduce_tp(dy W_local).
+  void backward(const float* x, const float* dy, std::size_t rows, float* dx);
+
+  const float* bias() const { return bias_; }
+  float* bias_grad() { return bias_grad_; }
+  // Parameter indices in the bound buffers (for ParameterBuffers::mark_grad_ready).
+  std::vector<std::size_t> parameter_indices() const;
+
+ private:
+  std::string name_;
+  std::size_t in_, out_, out_local_, out_begin_;
+  Communicator& tp_;
+  bool with_bias_;
+  float init_std_;
+  std::size_t weight_index_ = 0, bias_index_ = 0;
+  const float* weight_ = nullptr;
+  float* weight_grad_ = nullptr;
+  const float* bias_ = nullptr;
+  float* bias_grad_ = nullptr;
+};
+
+class RowParallelLinear {
+ public:
+  // Throws UsageError if tp.size() does not divide in_features.
+  RowParallelLinear(std::string name, std::size_t in_features, std::size_t out_features, Communicator& tp,
+                    float init_std);
+
+  std::vector<ParameterSpec> parameters() const;  // "<name>.weight" (split), "<name>.bias" (replicated)
+  void bind(ParameterBuffers& buffers);
+
+  std::size_t in_features_local() const { return in_local_; }
+  std::size_t out_features() const { return out_; }
+
+  // y[rows, out] = all-reduce_tp(x_local W_local^T) + bias.
+  void forward(const float* x_local, std::size_t rows, float* y) const;
+  // dW += dy^T x_local; dbias += column sums of dy; dx_local[rows, in_local] = dy W_local (no communication).
+  void backward(const float* x_local, const float* dy, std::size_t rows, float* dx_local);
+
+  std::vector<std::size_t> parameter_indices() const;
+
+ private:
+  std::string name_;
+  std::size_t in_, out_, in_local_, in_begin_;
+  Communicator& tp_;
+  float init_std_;
+  std::size_t weight_index_ = 0, bias_index_ = 0;
+  const float* weight_ = nullptr;
+  float* weight_grad_ = nullptr;
+  const float* bias_ = nullptr;
+  float* bias_grad_ = nullptr;
+};
+
+// Softmax cross-entropy over logits split by vocabulary across tp: this rank holds columns
+// [vocab_begin, vocab_begin + vocab_local) of the [rows, vocab] logits. targets are global token ids.
+// Returns the sum over rows of -log softmax(logits)[target] (the same value on every tp rank). If dlogits is not null
+// it receives (softmax - onehot(target)) * grad_scale for this rank's columns; grad_scale is the weight of one row's
+// loss in the objective (e.g. loss_scale / rows_in_the_global_batch). dlogits may alias logits.
+// Throws UsageError for a target outside [0, vocab).
+double vocab_parallel_cross_entropy(Communicator& tp, const float* logits, const std::int32_t* targets, float* dlogits,
+                                    std::size_t rows, std::size_t vocab_local, std::size_t vocab_begin,
+                                    std::size_t vocab, float grad_scale);
+
+}  // namespace tenax

@@ -1,0 +1,226 @@
+#include "tenax/data_parallel.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "parallel/init_values.hpp"
+#include "tenax/error.hpp"
+#include "tenax/kernels/cast.hpp"
+#include "tenax/kernels/unscale.hpp"
+#include "tenax/log.hpp"
+
+namespace tenax {
+
+void DataParallelConfig::validate() const {
+  if (bucket_bytes == 0) throw UsageError("data parallel: the gradient bucket size must be > 0 (e.g. --bucket-mb 32)");
+}
+
+FlatLayout FlatLayout::build(const std::vector<ParameterSpec>& specs, std::size_t bucket_bytes, int dp_size,
+                             bool zero1) {
+  FlatLayout l;
+  const std::size_t cap = std::max<std::size_t>(1, bucket_bytes / sizeof(float));
+  const std::size_t pad_to = zero1 ? static_cast<std::size_t>(dp_size) : 1;
+  Bucket current;
+  std::size_t used = 0;
+  auto close = [&](std::size_t end_param) {
+    current.end_param = end_param;
+    current.count = (used + pad_to - 1) / pad_to * pad_to;
+    l.buckets.push_back(current);
+    l.total = current.begin + current.count;
+    current = Bucket{};
+    current.begin = l.total;
+    current.first_param = end_param;
+    used = 0;
+  };
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const auto n = static_cast<std::size_t>(shape_numel(specs[i].shape));
+    // A parameter never straddles buckets; a bucket closes once it holds at least `cap` elements.
+    l.param_offset.push_back(current.begin + used);
+    l.param_bucket.push_back(l.buckets.size());
+    used += n;
+    if (used >= cap) close(i + 1);
+  }
+  if (current.first_param < specs.size()) close(specs.size());
+  return l;
+}
+
+FlatRange FlatLayout::owned(std::size_t bucket, int dp_rank, int dp_size, bool zero1) const {
+  const Bucket& b = buckets.at(bucket);
+  if (!zero1) return {b.begin, b.count};
+  const std::size_t shard = b.count / static_cast<std::size_t>(dp_size);
+  return {b.begin + static_cast<std::size_t>(dp_rank) * shard, shard};
+}
+
+ParameterBuffers::ParameterBuffers(std::vector<ParameterSpec> specs, DType param_dtype, Communicator& dp, int tp_rank,
+                                   DataParallelConfig config)
+    : specs_(std::move(specs)), param_dtype_(param_dtype), dp_(dp), config_(config), tp_rank_(tp_rank) {
+  config_.validate();
+  if (param_dtype != DType::F32 && param_dtype != DType::BF16 && param_dtype != DType::F16)
+    throw UsageError("parameter buffers: parameters must be f32, bf16 or f16, not " +
+                     std::string(dtype_name(param_dtype)));
+  for (std::size_t i = 0; i < specs_.size(); ++i) {
+    specs_[i].validate();
+    for (std::size_t j = 0; j < i; ++j)
+      if (specs_[j].name == specs_[i].name) throw std::logic_error("duplicate parameter name " + specs_[i].name);
+  }
+  layout_ = FlatLayout::build(specs_, config_.bucket_bytes, dp_.size(), config_.zero1);
+  const auto total = static_cast<std::int64_t>(layout_.total);
+  params_ = Tensor::zeros({total}, param_dtype_);
+  if (param_dtype_ == DType::F32) {
+    weights_ = params_.f32();
+  } else {
+    weights_storage_ = Tensor::zeros({total}, DType::F32);
+    weights_ = weights_storage_.f32();
+  }
+  grads_ = Tensor::zeros({total}, DType::F32);
+  std::size_t largest_shard = 0;
+  for (std::size_t b = 0; b < layout_.buckets.size(); ++b) {
+    owned_.push_back(layout_.owned(b, dp_.rank(), dp_.size(), config_.zero1));
+    largest_shard = std::max(largest_shard, owned_.back().count);
+  }
+  if (config_.zero1) scatter_scratch_ = Tensor::zeros({static_cast<std::int64_t>(largest_shard)}, DType::F32);
+  ready_in_bucket_.assign(layout_.buckets.size(), 0);
+  param_ready_.assign(specs_.size(), false);
+  bucket_done_.assign(layout_.buckets.size(), false);
+  TENAX_LOG(Info, "parallel") << specs_.size() << " parameters, " << layout_.total << " elements in "
+                              << layout_.buckets.size() << " gradient buckets" << (config_.zero1 ? " (ZeRO-1)" : "");
+}
+
+std::size_t ParameterBuffers::index_of(const std::string& name) const {
+  for (std::size_t i = 0; i < specs_.size(); ++i)
+    if (specs_[i].name == name) return i;
+  throw std::logic_error("no parameter named " + name);
+}
+
+void ParameterBuffers::initialize(std::uint64_t seed) {
+  std::vector<float> values;
+  for (std::size_t i = 0; i < specs_.size(); ++i) {
+    const ParameterSpec& s = specs_[i];
+    const auto n = static_cast<std::size_t>(shape_numel(s.shape));
+    values.resize(n);
+    detail::fill_init_values(s, seed, values.data());
+    kernels::cpu::cast_from_f32(
+        values.data(), static_cast<unsigned char*>(params_.data()) + layout_.param_offset[i] * dtype_size(param_dtype_),
+        param_dtype_, n);
+  }
+  if (param_dtype_ != DType::F32) kernels::cpu::cast_to_f32(params_.data(), param_dtype_, weights_, layout_.total);
+}
+
+void ParameterBuffers::zero_grads() {
+  grads_.fill_zero();
+}
+
+void ParameterBuffers::mark_grad_ready(std::size_t i) {
+  if (param_ready_.at(i)) throw std::logic_error("gradient of " + specs_[i].name + " marked ready twice in one step");
+  param_ready_[i] = true;
+  const std::size_t b = layout_.param_bucket[i];
+  const FlatLayout::Bucket& bucket = layout_.buckets[b];
+  if (++ready_in_bucket_[b] == bucket.end_param - bucket.first_param) {
+    reduce_bucket(b);
+    ++reduced_early_;
+  }
+}
+
+void ParameterBuffers::reduce_bucket(std::size_t b) {
+  bucket_done_[b] = true;
+  if (dp_.size() == 1) return;
+  const FlatLayout::Bucket& bucket = layout_.buckets[b];
+  float* data = grads_.f32() + bucket.begin;
+  if (!config_.zero1) {
+    dp_.all_reduce(data, data, bucket.count, DType::F32, ReduceOp::Sum);
+    return;
+  }
+  const FlatRange mine = owned_[b];
+  dp_.reduce_scatter(data, scatter_scratch_.f32(), mine.count, DType::F32, ReduceOp::Sum);
+  std::memcpy(grads_.f32() + mine.begin, scatter_scratch_.f32(), mine.count * sizeof(float));
+}
+
+void ParameterBuffers::finish_grad_sync() {
+  // Buckets whose parameters were not all marked (a layer without gradient this step) are reduced here, in bucket
+  // order on every rank.
+  for (std::size_t b = 0; b < bucket_done_.size(); ++b)
+    if (!bucket_done_[b]) reduce_bucket(b);
+  std::fill(param_ready_.begin(), param_ready_.end(), false);
+  std::fill(ready_in_bucket_.begin(), ready_in_bucket_.end(), 0);
+  std::fill(bucket_done_.begin(), bucket_done_.end(), false);
+  reduced_early_ = 0;
+}
+
+float ParameterBuffers::unscale_and_check_owned(float inv_scale) {
+  float found = 0.0f;
+  for (const FlatRange& r : owned_)
+    kernels::cpu::unscale_and_check(grads_.f32() + r.begin, r.count, inv_scale, &found);
+  return found;
+}
+
+void ParameterBuffers::publish_params() {
+  if (config_.zero1 && dp_.size() > 1) {
+    auto* bytes = static_cast<unsigned char*>(params_.data());
+    const std::size_t elem = dtype_size(param_dtype_);
+    for (std::size_t b = 0; b < layout_.buckets.size(); ++b) {
+      const FlatRange mine = owned_[b];
+      dp_.all_gather(bytes + mine.begin * elem, bytes + layout_.buckets[b].begin * elem, mine.count, param_dtype_);
+    }
+  }
+  refresh_weights();
+}
+
+void ParameterBuffers::refresh_weights() {
+  if (param_dtype_ != DType::F32) kernels::cpu::cast_to_f32(params_.data(), param_dtype_, weights_, layout_.total);
+}
+
+bool ParameterBuffers::is_primary_holder(std::size_t i) const {
+  return (specs_.at(i).tp_sharded || tp_rank_ == 0) && dp_.rank() == 0;
+}
+
+std::vector<StateEntry> ParameterBuffers::parameter_entries() {
+  std::vector<StateEntry> out;
+  auto* bytes = static_cast<unsigned char*>(params_.data());
+  for (std::size_t i = 0; i < specs_.size(); ++i) {
+    const ParameterSpec& s = specs_[i];
+    out.push_back({"param/" + s.name, s.global_shape, s.offset, s.shape,
+                   bytes + layout_.param_offset[i] * dtype_size(param_dtype_), param_dtype_, is_primary_holder(i)});
+  }
+  return out;
+}
+
+std::vector<StateEntry> ParameterBuffers::owned_entries(const std::string& prefix, void* packed, DType dtype) {
+  std::vector<StateEntry> out;
+  auto* base = static_cast<unsigned char*>(packed);
+  const std::size_t elem = dtype_size(dtype);
+  std::size_t packed_at = 0;  // where the current owned range starts in `packed`
+  for (std::size_t b = 0; b < owned_.size(); ++b) {
+    const FlatRange r = owned_[b];
+    const FlatLayout::Bucket& bucket = layout_.buckets[b];
+    for (std::size_t i = bucket.first_param; i < bucket.end_param; ++i) {
+      const ParameterSpec& s = specs_[i];
+      const std::size_t p_begin = layout_.param_offset[i];
+      const std::size_t p_end = p_begin + static_cast<std::size_t>(shape_numel(s.shape));
+      const std::size_t lo = std::max(p_begin, r.begin);
+      const std::size_t hi = std::min(p_end, r.begin + r.count);
+      if (lo >= hi) continue;
+      const bool primary = (s.tp_sharded || tp_rank_ == 0) && (config_.zero1 || dp_.rank() == 0);
+      for (const LocalBox& box :
+           boxes_of_flat_range(s.shape, static_cast<std::int64_t>(lo - p_begin), static_cast<std::int64_t>(hi - lo))) {
+        StateEntry e;
+        e.name = prefix + "/" + s.name;
+        e.global_shape = s.global_shape;
+        e.offset = box.offset;
+        for (std::size_t d = 0; d < e.offset.size(); ++d)
+          e.offset[d] += s.offset[d];
+        e.shape = box.shape;
+        const std::size_t flat = p_begin + static_cast<std::size_t>(box.flat_begin);
+        e.data = base + (packed_at + (flat - r.begin)) * elem;
+        e.dtype = dtype;
+        e.primary = primary;
+        out.push_back(std::move(e));
+      }
+    }
+    packed_at += r.count;
+  }
+  return out;
+}
+
+}  // namespace tenax

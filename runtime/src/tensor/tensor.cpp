@@ -1,0 +1,129 @@
+#include "tenax/tensor.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+#include "tenax/build_config.hpp"
+#include "tenax/error.hpp"
+
+#if TENAX_HAVE_CUDA
+#include "core/check_cuda.hpp"
+#endif
+
+namespace tenax {
+
+namespace {
+
+constexpr std::size_t kHostAlignment = 64;  // a cache line, and what AVX-512 loads like
+
+std::shared_ptr<void> allocate(std::size_t bytes, Device device) {
+  if (device == Device::Host) {
+    // aligned_alloc needs a size that is a multiple of the alignment.
+    const std::size_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
+    void* p = std::aligned_alloc(kHostAlignment, rounded == 0 ? kHostAlignment : rounded);
+    if (p == nullptr) throw Error("tensor: cannot allocate " + std::to_string(bytes) + " bytes of host memory");
+    return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  }
+#if TENAX_HAVE_CUDA
+  void* p = nullptr;
+  TENAX_CHECK_CUDA(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
+  return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+#else
+  throw UsageError(
+      "tensor: device memory requested but this build of tenax has no CUDA; use Device::Host or "
+      "rebuild with -DTENAX_WITH_CUDA=ON");
+#endif
+}
+
+void zero_bytes(void* data, std::size_t bytes, Device device) {
+  if (bytes == 0) return;
+  if (device == Device::Host) {
+    std::memset(data, 0, bytes);
+    return;
+  }
+#if TENAX_HAVE_CUDA
+  TENAX_CHECK_CUDA(cudaMemset(data, 0, bytes));
+#endif
+}
+
+}  // namespace
+
+std::int64_t shape_numel(const Shape& shape) {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) {
+    if (d < 0) throw UsageError("tensor: negative extent in shape " + shape_to_string(shape));
+    n *= d;
+  }
+  return n;
+}
+
+std::string shape_to_string(const Shape& shape) {
+  std::ostringstream out;
+  out << '[';
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    out << (i ? ", " : "") << shape[i];
+  out << ']';
+  return out.str();
+}
+
+Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
+  Tensor t;
+  t.numel_ = shape_numel(shape);
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.device_ = device;
+  t.storage_ = allocate(t.nbytes(), device);
+  t.data_ = t.storage_.get();
+  // Host memory is zeroed even by empty(): it pre-touches the pages and keeps uninitialised bytes out of checksums.
+  if (device == Device::Host) zero_bytes(t.data_, t.nbytes(), device);
+  return t;
+}
+
+Tensor Tensor::zeros(Shape shape, DType dtype, Device device) {
+  Tensor t = empty(std::move(shape), dtype, device);
+  t.fill_zero();
+  return t;
+}
+
+Tensor Tensor::view(void* data, Shape shape, DType dtype, Device device) {
+  Tensor t;
+  t.numel_ = shape_numel(shape);
+  if (data == nullptr && t.numel_ > 0) throw std::logic_error("Tensor::view of a null pointer");
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.device_ = device;
+  t.data_ = data;
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t = empty(shape_, dtype_, device_);
+  if (nbytes() == 0) return t;
+  if (device_ == Device::Host) {
+    std::memcpy(t.data_, data_, nbytes());
+  } else {
+#if TENAX_HAVE_CUDA
+    TENAX_CHECK_CUDA(cudaMemcpy(t.data_, data_, nbytes(), cudaMemcpyDeviceToDevice));
+#endif
+  }
+  return t;
+}
+
+float* Tensor::f32() const {
+  if (dtype_ != DType::F32 || device_ != Device::Host)
+    throw std::logic_error("Tensor::f32() on " + describe() + ": only host f32 tensors give float pointers");
+  return static_cast<float*>(data_);
+}
+
+void Tensor::fill_zero() {
+  zero_bytes(data_, nbytes(), device_);
+}
+
+std::string Tensor::describe() const {
+  return std::string(dtype_name(dtype_)) + shape_to_string(shape_) +
+         (device_ == Device::Host ? " on host" : " on cuda");
+}
+
+}  // namespace tenax
