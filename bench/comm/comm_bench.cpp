@@ -137,7 +137,7 @@ int bench(int argc, char** argv) {
     if (root) std::printf("# NCCL backend, %d ranks\n#%11s %10s %10s %10s\n", n, "size", "time(us)", "algbw", "busbw");
     for (std::size_t bytes = min_bytes; bytes <= max_bytes; bytes *= factor) {
       const std::size_t count = bytes / sizeof(float);
-      float* buffer = nullptr;
+      void* buffer = nullptr;
       if (cudaMalloc(&buffer, count * sizeof(float)) != cudaSuccess) throw tenax::Error("cudaMalloc failed");
       cudaMemset(buffer, 0, count * sizeof(float));
       const double t = time_op(MPI_COMM_WORLD, warmup, iters, [&] {

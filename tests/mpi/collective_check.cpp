@@ -87,17 +87,19 @@ std::vector<unsigned char> make_input(DType t, int rank, std::size_t count, std:
   return buffer;
 }
 
-// Every rank's inputs as doubles, computed once per check (recomputing them per element and rank dominated the run).
+// Every rank's inputs for the index range [first, first + count) as doubles, computed once per check.
 class InputTable {
  public:
-  InputTable(DType t, int size, std::size_t count, std::uint32_t salt) : count_(count), values_(size * count) {
+  InputTable(DType t, int size, std::size_t first, std::size_t count, std::uint32_t salt)
+      : first_(first), count_(count), values_(size * count) {
     for (int r = 0; r < size; ++r)
       for (std::size_t i = 0; i < count; ++i)
-        values_[r * count + i] = input(t, r, i, salt);
+        values_[r * count + i] = input(t, r, first + i, salt);
   }
-  double at(int rank, std::size_t index) const { return values_[rank * count_ + index]; }
+  double at(int rank, std::size_t index) const { return values_[rank * count_ + (index - first_)]; }
 
  private:
+  std::size_t first_;
   std::size_t count_;
   std::vector<double> values_;
 };
@@ -150,8 +152,8 @@ class MismatchBudget {
 };
 
 void expect_reduced(const Communicator& comm, const void* out, DType t, ReduceOp op, std::size_t count,
-                    std::size_t first_index, std::size_t total, std::uint32_t salt, std::string_view what) {
-  const InputTable inputs(t, comm.size(), total, salt);
+                    std::size_t first_index, std::uint32_t salt, std::string_view what) {
+  const InputTable inputs(t, comm.size(), first_index, count, salt);
   MismatchBudget budget;
   for (std::size_t i = 0; i < count; ++i) {
     const double expected = reduce_reference(t, op, comm.size(), first_index + i, inputs);
@@ -177,7 +179,7 @@ void check_all_reduce(Communicator& comm, DType t, ReduceOp op, std::size_t coun
   const auto in = make_input(t, comm.rank(), count, salt);
   std::vector<unsigned char> out(in.size(), 0xAB);
   comm.all_reduce(in.data(), out.data(), count, t, op);
-  expect_reduced(comm, out.data(), t, op, count, 0, count, salt, "all_reduce");
+  expect_reduced(comm, out.data(), t, op, count, 0, salt, "all_reduce");
   // The input must be left untouched.
   EXPECT_EQ(in, make_input(t, comm.rank(), count, salt)) << where(comm, "all_reduce input", t, count, 0);
 }
@@ -185,7 +187,7 @@ void check_all_reduce(Communicator& comm, DType t, ReduceOp op, std::size_t coun
 void check_all_reduce_in_place(Communicator& comm, DType t, std::size_t count, std::uint32_t salt) {
   auto buffer = make_input(t, comm.rank(), count, salt);
   comm.all_reduce(buffer.data(), buffer.data(), count, t, ReduceOp::Sum);
-  expect_reduced(comm, buffer.data(), t, ReduceOp::Sum, count, 0, count, salt, "all_reduce in place");
+  expect_reduced(comm, buffer.data(), t, ReduceOp::Sum, count, 0, salt, "all_reduce in place");
 }
 
 void check_all_gather(Communicator& comm, DType t, std::size_t count, std::uint32_t salt, bool in_place) {
@@ -211,7 +213,7 @@ void check_reduce_scatter(Communicator& comm, DType t, ReduceOp op, std::size_t 
   const auto in = make_input(t, comm.rank(), total, salt);
   std::vector<unsigned char> out(std::max<std::size_t>(count, 1) * dtype_size(t), 0xEF);
   comm.reduce_scatter(in.data(), out.data(), count, t, op);
-  expect_reduced(comm, out.data(), t, op, count, count * comm.rank(), total, salt, "reduce_scatter");
+  expect_reduced(comm, out.data(), t, op, count, count * comm.rank(), salt, "reduce_scatter");
 }
 
 void check_broadcast(Communicator& comm, DType t, std::size_t count, int root, std::uint32_t salt) {

@@ -47,7 +47,9 @@ class Line {
 
 }  // namespace tenax::log
 
-#define TENAX_LOG(level, subsys)                                    \
-  if (!::tenax::log::enabled(::tenax::log::Level::level, subsys)) { \
-  } else                                                            \
-    ::tenax::log::Line(::tenax::log::Level::level, subsys)
+// A loop that runs at most once (not an if/else) so that the macro is safe inside an unbraced if; arguments are not
+// evaluated when the message is filtered out.
+#define TENAX_LOG(level, subsys)                                                                         \
+  for (bool tenax_log_once_ = ::tenax::log::enabled(::tenax::log::Level::level, subsys); tenax_log_once_; \
+       tenax_log_once_ = false)                                                                          \
+  ::tenax::log::Line(::tenax::log::Level::level, subsys)
