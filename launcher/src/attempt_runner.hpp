@@ -1,0 +1,41 @@
+// Runs one attempt: start the process manager (mpirun or srun), copy its output, watch heartbeats, the ranks' pids
+// (local mode) and the launcher's own signals, and tear the attempt down on the first sign of failure.
+//
+// Teardown, and why it differs by cause:
+//   crash   a rank is already dead, so no collective (and no emergency checkpoint) can complete: SIGKILL at once.
+//   hang    SIGTERM first (srun: the double SIGINT that makes it cancel the step), SIGKILL after --kill-grace.
+//   preemption  the signal is forwarded (mpirun forwards SIGUSR1 to every rank; srun forwards what it gets) and the
+//           ranks get --preempt-grace to checkpoint and exit 75 before the hang-style teardown.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "attempt_plan.hpp"
+#include "classify.hpp"
+#include "options.hpp"
+
+namespace tenax::launch {
+
+struct AttemptReport {
+  AttemptEvidence evidence;
+  double start_unix = 0;        // process manager started
+  double ready_unix = -1;       // every rank wrote its first heartbeat
+  double first_step_unix = -1;  // the first step of this attempt completed
+  double noticed_unix = -1;     // the launcher noticed a failure (-1: none)
+  double end_unix = 0;          // every process of the attempt reaped
+  double relaunch_s = 0;        // start -> ready
+  double detect_s = 0;          // last sign of life of the culprit -> noticed (an upper bound)
+  double teardown_s = 0;        // noticed -> every process reaped
+  std::int64_t max_step = -1;
+  std::int64_t resumed_step = -1;
+  std::int64_t checkpoint_step = -1;
+  std::int64_t steps_done = 0;
+  double productive_s = 0, load_s = 0, checkpoint_stall_s = 0;
+  double hang_timeout_s = 0;  // the hang timeout in force at the end
+};
+
+AttemptReport run_attempt(const Options& options, const AttemptPlan& plan, const Command& command,
+                          const std::string& run_dir);
+
+}  // namespace tenax::launch

@@ -1,0 +1,203 @@
+#include "classify.hpp"
+
+#include <algorithm>
+#include <csignal>
+#include <cstring>
+
+#include "tenax/runtime.hpp"
+
+namespace tenax::launch {
+namespace {
+
+std::string rank_text(int rank, const std::string& node) {
+  std::string text = "rank " + std::to_string(rank);
+  if (!node.empty()) text += " on " + node;
+  return text;
+}
+
+std::string node_of(const std::vector<Heartbeat>& beats, int rank) {
+  for (const auto& h : beats) {
+    if (h.rank == rank) return h.node;
+  }
+  return "";
+}
+
+std::string signal_text(int signo) {
+  return "signal " + std::to_string(signo) + " (" + signal_name(signo) + ")";
+}
+
+// The rank with this exit code that the process manager reported first, else the lowest such rank.
+const Heartbeat* rank_with_exit(const AttemptEvidence& e, int code) {
+  const Heartbeat* found = nullptr;
+  for (const auto& h : e.beats) {
+    if (h.exit_code != code) continue;
+    if (e.first_event && e.first_event->rank == h.rank) return &h;
+    if (!found || h.rank < found->rank) found = &h;
+  }
+  return found;
+}
+
+}  // namespace
+
+const char* outcome_name(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::Success:
+      return "success";
+    case Outcome::Usage:
+      return "usage-error";
+    case Outcome::Preempted:
+      return "preempted";
+    case Outcome::Crash:
+      return "crash";
+    case Outcome::PeerFailure:
+      return "peer-failure";
+    case Outcome::Hang:
+      return "hang";
+    case Outcome::NodeLost:
+      return "node-lost";
+  }
+  return "unknown";
+}
+
+Classification classify(const AttemptEvidence& e) {
+  Classification c;
+  if (e.hang) {
+    c.outcome = Outcome::Hang;
+    if (!e.hang->ranks.empty()) {
+      c.rank = e.hang->ranks.front();
+      c.node = e.hang->nodes.front();
+    }
+    c.summary = e.hang->description;
+    return c;
+  }
+  const bool manager_ok = e.manager_exit_code == 0;
+  const bool all_finished = !e.beats.empty() && std::all_of(e.beats.begin(), e.beats.end(), [](const Heartbeat& h) {
+    return h.exit_code == kExitSuccess;
+  });
+  if (manager_ok && (all_finished || e.beats.empty())) {
+    c.outcome = Outcome::Success;
+    c.summary = "all ranks finished";
+    return c;
+  }
+  // A rank that failed before its tenax::worker::Worker existed (e.g. a bad TENAX_* variable) leaves no exit record:
+  // the process manager's report of its exit code is the evidence then.
+  const bool reported_usage =
+      e.first_event && e.first_event->kind == FailureEvent::Kind::ExitCode && e.first_event->value == kExitUsage;
+  if (const Heartbeat* h = rank_with_exit(e, kExitUsage); h || reported_usage || e.manager_exit_code == kExitUsage) {
+    c.outcome = Outcome::Usage;
+    const int rank = h ? h->rank : (reported_usage ? e.first_event->rank : -1);
+    if (rank >= 0) {
+      c.rank = rank;
+      c.node = h ? h->node : (e.first_event->node.empty() ? node_of(e.beats, rank) : e.first_event->node);
+      c.summary = rank_text(c.rank, c.node) +
+                  " exited with the usage-error code 64: fix the command or "
+                  "configuration (see its message above)";
+    } else {
+      c.summary = "the program exited with the usage-error code 64: fix the command or configuration";
+    }
+    return c;
+  }
+  if (e.first_event && e.first_event->kind == FailureEvent::Kind::NodeLost) {
+    c.outcome = Outcome::NodeLost;
+    c.node = e.first_event->node;
+    c.node_lost = true;
+    c.summary = "node " + c.node + " was lost (" + e.first_event->text + ")";
+    return c;
+  }
+  const bool preempted_beats =
+      std::any_of(e.beats.begin(), e.beats.end(), [](const Heartbeat& h) { return h.exit_code == kExitPreempted; });
+  const bool reported_preempted =
+      e.first_event && e.first_event->kind == FailureEvent::Kind::ExitCode && e.first_event->value == kExitPreempted;
+  if (e.preemption_forwarded || ((preempted_beats || reported_preempted) && e.first_dead_rank < 0) ||
+      e.manager_exit_code == kExitPreempted) {
+    c.outcome = Outcome::Preempted;
+    int confirmed = static_cast<int>(std::count_if(e.beats.begin(), e.beats.end(),
+                                                   [](const Heartbeat& h) { return h.exit_code == kExitPreempted; }));
+    std::int64_t checkpoint = -1;
+    for (const auto& h : e.beats)
+      checkpoint = std::max(checkpoint, h.checkpoint_step);
+    c.summary = std::to_string(confirmed) + " of " + std::to_string(e.beats.size()) +
+                " ranks exited with the preempted code 75 after the emergency checkpoint";
+    if (checkpoint >= 0) c.summary += " (newest checkpoint: step " + std::to_string(checkpoint) + ")";
+    return c;
+  }
+  // A crash. The culprit, most precise evidence first: a rank seen dying without an exit record, the process
+  // manager's own report, a rank's crash exit code, then the process manager's status alone.
+  c.outcome = Outcome::Crash;
+  if (e.first_dead_rank >= 0) {
+    c.rank = e.first_dead_rank;
+    c.node = node_of(e.beats, c.rank);
+    c.summary = rank_text(c.rank, c.node) + " died without an exit record";
+    if (e.first_event && e.first_event->rank == c.rank && e.first_event->kind == FailureEvent::Kind::Signal) {
+      c.summary += ": killed by " + signal_text(e.first_event->value);
+    }
+    return c;
+  }
+  if (e.first_event && e.first_event->rank >= 0) {
+    c.rank = e.first_event->rank;
+    c.node = e.first_event->node.empty() ? node_of(e.beats, c.rank) : e.first_event->node;
+    if (e.first_event->kind == FailureEvent::Kind::Signal) {
+      c.summary = rank_text(c.rank, c.node) + " was killed by " + signal_text(e.first_event->value);
+    } else {
+      if (e.first_event->value == kExitPeerFailure) c.outcome = Outcome::PeerFailure;
+      c.summary = rank_text(c.rank, c.node) + " exited with code " + std::to_string(e.first_event->value);
+    }
+    return c;
+  }
+  for (const auto& h : e.beats) {
+    if (h.exit_code > 0 && h.exit_code != kExitPeerFailure) {
+      c.rank = h.rank;
+      c.node = h.node;
+      c.summary = rank_text(h.rank, h.node) + " exited with code " + std::to_string(h.exit_code);
+      return c;
+    }
+  }
+  if (std::any_of(e.beats.begin(), e.beats.end(), [](const Heartbeat& h) { return h.exit_code == kExitPeerFailure; })) {
+    c.outcome = Outcome::PeerFailure;
+    c.summary = "ranks reported a communicator failure (exit 76) without naming the failed peer";
+    return c;
+  }
+  c.summary = e.manager_signal != 0 ? "the process manager was killed by " + signal_text(e.manager_signal)
+                                    : "the process manager exited with code " + std::to_string(e.manager_exit_code) +
+                                          " and no rank left an exit record";
+  return c;
+}
+
+Decision decide(const Options& options, const Classification& c, int failed_restarts, int no_progress_streak) {
+  switch (c.outcome) {
+    case Outcome::Success:
+      return {Decision::Action::Finish, kExitSuccess, {}, "run complete"};
+    case Outcome::Usage:
+      return {Decision::Action::Stop, kExitUsage, {}, "usage errors are never retried"};
+    case Outcome::Preempted:
+      return {Decision::Action::Stop,
+              kExitPreempted,
+              {},
+              "preempted: run the same command again (or let Slurm requeue the job) to resume"};
+    default:
+      break;
+  }
+  if (no_progress_streak >= options.no_progress_limit) {
+    return {Decision::Action::Stop,
+            kExitNoProgress,
+            {},
+            "restart loop: " + std::to_string(no_progress_streak) +
+                " consecutive attempts reached no new highest step (--no-progress-limit " +
+                std::to_string(options.no_progress_limit) + "); fix the cause above before running again"};
+  }
+  if (failed_restarts >= options.max_restarts) {
+    return {Decision::Action::Stop,
+            kExitGaveUp,
+            {},
+            "gave up: --max-restarts " + std::to_string(options.max_restarts) +
+                " relaunches used; raise it or fix the cause above"};
+  }
+  auto backoff = options.backoff;
+  for (int i = 0; i < failed_restarts && backoff < options.backoff_max; ++i)
+    backoff *= 2;
+  backoff = std::min(backoff, options.backoff_max);
+  return {Decision::Action::Retry, 0, backoff,
+          "relaunch " + std::to_string(failed_restarts + 1) + " of " + std::to_string(options.max_restarts)};
+}
+
+}  // namespace tenax::launch

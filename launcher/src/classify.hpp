@@ -1,0 +1,54 @@
+// Turning what an attempt left behind into one outcome, and the outcome into a decision. Pure functions.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hang_detector.hpp"
+#include "heartbeats.hpp"
+#include "options.hpp"
+#include "output_scanner.hpp"
+
+namespace tenax::launch {
+
+// tenax-launch's own exit codes, beside tenax::kExitSuccess / kExitUsage / kExitPreempted (runtime.hpp).
+inline constexpr int kExitGaveUp = 70;      // --max-restarts used up, or too few healthy nodes left
+inline constexpr int kExitNoProgress = 71;  // restart loop: --no-progress-limit attempts without a new highest step
+
+enum class Outcome { Success, Usage, Preempted, Crash, PeerFailure, Hang, NodeLost };
+const char* outcome_name(Outcome outcome);
+
+struct AttemptEvidence {
+  std::optional<HangVerdict> hang;    // the launcher killed the attempt for this hang
+  bool preemption_forwarded = false;  // the launcher received SIGTERM/SIGUSR1 and passed it on
+  int manager_exit_code = -1;         // mpirun/srun: exit code, or -1 when killed by a signal
+  int manager_signal = 0;
+  std::vector<Heartbeat> beats;             // the ranks' last heartbeats
+  std::optional<FailureEvent> first_event;  // first failure the process manager reported
+  int first_dead_rank = -1;                 // local mode: first rank seen gone without an exit record
+};
+
+struct Classification {
+  Outcome outcome = Outcome::Crash;
+  int rank = -1;     // the rank to blame, -1 when none
+  std::string node;  // its node, "" when unknown
+  bool node_lost = false;
+  std::string summary;  // one line: what happened and to whom
+};
+
+Classification classify(const AttemptEvidence& evidence);
+
+struct Decision {
+  enum class Action { Finish, Retry, Stop } action;
+  int exit_code = 0;  // Finish / Stop
+  std::chrono::milliseconds backoff{0};
+  std::string reason;  // one line
+};
+
+// `failed_restarts`: relaunches after failures already made in this run (this attempt's not included);
+// `no_progress_streak`: consecutive attempts, this one included, that reached no new highest step.
+Decision decide(const Options& options, const Classification& classified, int failed_restarts, int no_progress_streak);
+
+}  // namespace tenax::launch

@@ -1,0 +1,38 @@
+// The launcher's view of the ranks' heartbeat files (<run-dir>/heartbeat/attempt-<a>/rank-<r>.json, written by
+// tenax::worker::Worker; format in docs/worker-protocol.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tenax::launch {
+
+struct Heartbeat {
+  int rank = -1;
+  std::string node;
+  long pid = 0;
+  int attempt = 0;
+  std::uint64_t beat = 0;
+  std::int64_t step = -1;
+  std::uint64_t seq = 0;
+  std::int64_t resumed_step = -1;
+  double load_s = 0;
+  double productive_s = 0;
+  std::int64_t steps_done = 0;
+  std::int64_t checkpoint_step = -1;
+  double checkpoint_stall_s = 0;
+  int preempt_signal = 0;
+  int exit_code = -1;
+};
+
+// Every record in <run_dir>/heartbeat/attempt-<attempt> (a record naming another attempt is skipped). A file that
+// cannot be parsed throws IoError naming it.
+std::vector<Heartbeat> read_heartbeats(const std::string& run_dir, int attempt);
+
+Heartbeat parse_heartbeat(const std::string& text, const std::string& origin);
+
+// Before attempt `attempt` starts: removes the heartbeat folders of earlier attempts and creates this one's.
+void prepare_heartbeats(const std::string& run_dir, int attempt);
+
+}  // namespace tenax::launch

@@ -1,0 +1,56 @@
+// The goodput ledger: <run-dir>/ledger.jsonl, one JSON object per line, appended (and fsynced) by tenax-launch at the
+// start of every invocation, at the end of every attempt and at the end of every invocation. It survives restarts
+// and Slurm requeues; the format is specified in docs/worker-protocol.md (other tools read it).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tenax::launch {
+
+// What the launcher needs from earlier invocations of the same run directory.
+struct LedgerHistory {
+  int invocations = 0;          // "start" records
+  int attempts = 0;             // "attempt" records (the next attempt number is attempts + 1)
+  int failed_restarts = 0;      // failed attempts since the last invocation that ended other than preempted
+  int no_progress_streak = 0;   // consecutive failed attempts, up to now, without a new highest step
+  std::int64_t best_step = -1;  // highest step any attempt reached
+};
+
+struct GoodputSummary {
+  double wall_s = 0;        // first start to last end, requeue waits included
+  double productive_s = 0;  // step time that was kept (lost work subtracted)
+  double detect_s = 0, teardown_s = 0, relaunch_s = 0, load_s = 0;
+  double work_lost_s = 0, checkpoint_stall_s = 0, backoff_s = 0, requeue_wait_s = 0;
+  double other_s = 0;  // the rest: launcher start-up, final teardown, time not attributed
+  int invocations = 0, attempts = 0, failures = 0, preemptions = 0;
+  double goodput() const { return wall_s > 0 ? productive_s / wall_s : 0; }
+};
+
+class Ledger {
+ public:
+  // Reads the existing ledger, if any. Throws IoError naming the line that cannot be read.
+  explicit Ledger(std::string path);
+
+  const LedgerHistory& history() const { return history_; }
+  const std::string& path() const { return path_; }
+
+  // Appends one line (from JsonLine) with O_APPEND and fsyncs it. Throws IoError.
+  void append(const std::string& line);
+
+ private:
+  std::string path_;
+  LedgerHistory history_;
+};
+
+// Replays a ledger's lines into the goodput summary. Throws IoError.
+GoodputSummary summarize_ledger(const std::string& path);
+
+// The end-of-run table: goodput and the breakdown, one line per cause.
+std::string format_summary(const GoodputSummary& summary);
+
+// Outcomes that count as failures (relaunched, limited by --max-restarts).
+bool is_failure_outcome(const std::string& outcome);
+
+}  // namespace tenax::launch

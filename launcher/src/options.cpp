@@ -1,0 +1,246 @@
+#include "options.hpp"
+
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <cxxopts.hpp>
+#include <sstream>
+
+#include "tenax/env.hpp"
+#include "tenax/error.hpp"
+
+namespace tenax::launch {
+namespace {
+
+constexpr const char* kUsageLine = "tenax-launch [options] -- PROGRAM [ARGS...]";
+
+cxxopts::Options make_parser() {
+  cxxopts::Options parser("tenax-launch",
+                          "Starts PROGRAM on every rank, watches it, and brings the run back from its newest "
+                          "checkpoint after a crash, a hang or a lost node.\n"
+                          "Local mode starts the ranks with mpirun on this machine; Slurm mode (inside an allocation, "
+                          "SLURM_JOB_ID set) starts each attempt as an srun job step.\n"
+                          "Exit codes: 0 done, 64 usage error, 75 preempted (resume by running the same command), "
+                          "70 gave up after --max-restarts, 71 restart loop (no progress).");
+  parser.custom_help("[options] -- PROGRAM [ARGS...]");
+  // Every value is read as a string and converted below, so that a bad value is reported with its option's name.
+  parser.add_options("Ranks and placement")(
+      "n,ranks", "Total number of ranks (local mode: required; Slurm: default nodes x tasks per node)",
+      cxxopts::value<std::string>())(
+      "N,nodes", "Slurm: nodes per attempt (default: the allocation minus --spare-nodes)",
+      cxxopts::value<std::string>())("tasks-per-node", "Slurm: ranks on each node", cxxopts::value<std::string>())(
+      "spare-nodes", "Slurm: allocated nodes kept in reserve to replace excluded ones", cxxopts::value<std::string>())(
+      "mode", "local, slurm or auto (slurm when SLURM_JOB_ID is set)", cxxopts::value<std::string>());
+  parser.add_options("Restarts")("max-restarts",
+                                 "Relaunches after failures before giving up (preemptions do not count) [3]",
+                                 cxxopts::value<std::string>())(
+      "no-progress-limit", "Stop after this many consecutive attempts that reach no new highest step [3]",
+      cxxopts::value<std::string>())("backoff", "Wait before the first relaunch; doubles after each failure [1s]",
+                                     cxxopts::value<std::string>())(
+      "backoff-max", "Longest wait between relaunches [60s]", cxxopts::value<std::string>())(
+      "bad-node-strikes",
+      "Slurm: failures blamed on a node before it is excluded; a lost node is excluded at once "
+      "[2]",
+      cxxopts::value<std::string>())("elastic",
+                                     "Slurm: when healthy nodes run out, shrink data parallelism instead of giving up")(
+      "min-nodes", "Elastic: never run on fewer nodes [1]", cxxopts::value<std::string>())(
+      "model-parallel", "Elastic: ranks per data-parallel replica; the world size stays a multiple of it [1]",
+      cxxopts::value<std::string>())("no-requeue", "Slurm: do not run `scontrol requeue` after a preemption");
+  parser.add_options("Failure detection")(
+      "hang-timeout",
+      "A rank silent, or no step completed, for this long is a hang (e.g. 90s; default: derived "
+      "from observed step times)",
+      cxxopts::value<std::string>())("hang-timeout-min", "Smallest derived hang timeout [30s]",
+                                     cxxopts::value<std::string>())(
+      "hang-factor", "Derived hang timeout = this x the slowest step seen [10]", cxxopts::value<std::string>())(
+      "startup-timeout", "Longest time from launch to the first completed step of an attempt [10m]",
+      cxxopts::value<std::string>())("heartbeat-interval", "How often each rank writes its heartbeat [1s]",
+                                     cxxopts::value<std::string>())(
+      "kill-grace", "SIGTERM -> SIGKILL delay when killing an attempt [3s]", cxxopts::value<std::string>())(
+      "preempt-grace", "Time the workers get to take the emergency checkpoint after a preemption signal [120s]",
+      cxxopts::value<std::string>());
+  parser.add_options("Files and programs")(
+      "run-dir", "Directory for heartbeats, the ledger and the bad-node list; reuse it to resume [tenax-run]",
+      cxxopts::value<std::string>())(
+      "checkpoint-dir", "Checkpoint directory, passed to the program as TENAX_CHECKPOINT_DIR",
+      cxxopts::value<std::string>())("mpirun", "Local mode: the mpirun to use [mpirun]", cxxopts::value<std::string>())(
+      "srun", "Slurm mode: the srun to use [srun]", cxxopts::value<std::string>())(
+      "scontrol", "Slurm mode: the scontrol to use [scontrol]", cxxopts::value<std::string>())(
+      "srun-mpi", "Slurm mode: srun --mpi plugin [pmix]", cxxopts::value<std::string>())(
+      "launcher-arg", "Extra argument for mpirun/srun (repeatable)", cxxopts::value<std::vector<std::string>>());
+  parser.add_options("Help")("h,help", "Print this help")("help-env", "List every TENAX_* environment variable");
+  return parser;
+}
+
+int int_option(const cxxopts::ParseResult& parsed, const std::string& name, int fallback, long long min,
+               long long max) {
+  if (!parsed.count(name)) return fallback;
+  return static_cast<int>(env::parse_int("--" + name, parsed[name].as<std::string>(), min, max));
+}
+
+std::chrono::milliseconds duration_option(const cxxopts::ParseResult& parsed, const std::string& name,
+                                          std::chrono::milliseconds fallback, bool zero_allowed) {
+  if (!parsed.count(name)) return fallback;
+  auto value = env::parse_duration("--" + name, parsed[name].as<std::string>());
+  if (!zero_allowed && value.count() <= 0) {
+    throw UsageError("--" + name + " must be longer than 0 (e.g. 500ms, 5s, 2m)");
+  }
+  return value;
+}
+
+std::string string_option(const cxxopts::ParseResult& parsed, const std::string& name, const std::string& fallback) {
+  if (!parsed.count(name)) return fallback;
+  std::string value = parsed[name].as<std::string>();
+  if (value.empty()) throw UsageError("--" + name + " must not be empty");
+  return value;
+}
+
+void check_consistency(const Options& o) {
+  if (o.program.empty()) {
+    throw UsageError(std::string("no program to launch: usage: ") + kUsageLine);
+  }
+  if (find_executable(o.program.front()).empty()) {
+    throw UsageError("PROGRAM '" + o.program.front() +
+                     "' was not found or is not executable (give a path or put it "
+                     "on PATH)");
+  }
+  if (o.mode == Mode::Local && o.ranks == 0) throw UsageError("--ranks (-n) is required in local mode");
+  if (o.mode == Mode::Local && (o.nodes || o.tasks_per_node || o.spare_nodes || o.elastic)) {
+    throw UsageError(
+        "--nodes, --tasks-per-node, --spare-nodes and --elastic need Slurm mode (inside an allocation "
+        "or --mode slurm)");
+  }
+  if (o.backoff_max < o.backoff) throw UsageError("--backoff-max must not be shorter than --backoff");
+  if (o.hang_timeout.count() > 0 && o.hang_timeout < 2 * o.heartbeat_interval) {
+    throw UsageError("--hang-timeout must be at least twice --heartbeat-interval, else healthy ranks look silent");
+  }
+  if (o.hang_timeout_min < 2 * o.heartbeat_interval) {
+    throw UsageError("--hang-timeout-min must be at least twice --heartbeat-interval");
+  }
+  if (o.elastic && o.nodes && o.min_nodes > o.nodes) throw UsageError("--min-nodes must not exceed --nodes");
+  if (o.ranks && o.ranks % o.model_parallel != 0) {
+    throw UsageError("--ranks (" + std::to_string(o.ranks) + ") must be a multiple of --model-parallel (" +
+                     std::to_string(o.model_parallel) + ")");
+  }
+}
+
+}  // namespace
+
+std::string find_executable(const std::string& name) {
+  if (name.empty()) return "";
+  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : "";
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path != nullptr ? path : "/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+ParseResult parse_options(int argc, const char* const* argv) {
+  // Everything after "--" is the program and its arguments, untouched by option parsing.
+  std::vector<const char*> own = {argc > 0 ? argv[0] : "tenax-launch"};
+  Options options;
+  bool program_part = false;
+  for (int i = 1; i < argc; ++i) {
+    if (program_part) {
+      options.program.emplace_back(argv[i]);
+    } else if (std::string_view(argv[i]) == "--") {
+      program_part = true;
+    } else {
+      own.push_back(argv[i]);
+    }
+  }
+
+  auto parser = make_parser();
+  cxxopts::ParseResult parsed;
+  try {
+    int own_argc = static_cast<int>(own.size());
+    parsed = parser.parse(own_argc, own.data());
+  } catch (const cxxopts::exceptions::exception& error) {
+    throw UsageError(std::string(error.what()) + " (see tenax-launch --help)");
+  }
+  if (!parsed.unmatched().empty()) {
+    throw UsageError("unexpected argument '" + parsed.unmatched().front() + "': put the program after '--' (" +
+                     kUsageLine + ")");
+  }
+  if (parsed.count("help")) {
+    return {std::nullopt,
+            parser.help({"Ranks and placement", "Restarts", "Failure detection", "Files and programs", "Help"})};
+  }
+  if (parsed.count("help-env")) return {std::nullopt, env::describe()};
+  // The ranks inherit this environment: a bad TENAX_* variable must stop the launch here, not in every attempt.
+  env::validate();
+
+  if (parsed.count("mode")) {
+    auto mode = parsed["mode"].as<std::string>();
+    if (mode == "auto") {
+      options.mode = Mode::Auto;
+    } else if (mode == "local") {
+      options.mode = Mode::Local;
+    } else if (mode == "slurm") {
+      options.mode = Mode::Slurm;
+    } else {
+      throw UsageError("--mode must be local, slurm or auto, not '" + mode + "'");
+    }
+  }
+  if (options.mode == Mode::Auto) {
+    const char* job = std::getenv("SLURM_JOB_ID");
+    options.mode = (job != nullptr && *job != '\0') ? Mode::Slurm : Mode::Local;
+  }
+
+  // Precedence: command line > environment (the SPANK plugin exports its --tenax-* job options) > built-in default.
+  if (env::is_set("TENAX_MAX_RESTARTS")) options.max_restarts = static_cast<int>(env::get_int("TENAX_MAX_RESTARTS"));
+  if (options.mode == Mode::Slurm && env::is_set("TENAX_SPARES")) {
+    options.spare_nodes = static_cast<int>(env::get_int("TENAX_SPARES"));
+  }
+  options.ranks = int_option(parsed, "ranks", 0, 1, 1000000);
+  options.nodes = int_option(parsed, "nodes", 0, 1, 100000);
+  options.tasks_per_node = int_option(parsed, "tasks-per-node", 0, 1, 4096);
+  options.spare_nodes = int_option(parsed, "spare-nodes", options.spare_nodes, 0, 100000);
+  options.max_restarts = int_option(parsed, "max-restarts", options.max_restarts, 0, 1000000);
+  options.no_progress_limit = int_option(parsed, "no-progress-limit", options.no_progress_limit, 1, 1000000);
+  options.bad_node_strikes = int_option(parsed, "bad-node-strikes", options.bad_node_strikes, 1, 1000);
+  options.min_nodes = int_option(parsed, "min-nodes", options.min_nodes, 1, 100000);
+  options.model_parallel = int_option(parsed, "model-parallel", options.model_parallel, 1, 1000000);
+  options.elastic = parsed.count("elastic") > 0;
+  options.requeue = parsed.count("no-requeue") == 0;
+
+  options.backoff = duration_option(parsed, "backoff", options.backoff, true);
+  options.backoff_max = duration_option(parsed, "backoff-max", options.backoff_max, true);
+  options.hang_timeout = duration_option(parsed, "hang-timeout", options.hang_timeout, false);
+  options.hang_timeout_min = duration_option(parsed, "hang-timeout-min", options.hang_timeout_min, false);
+  options.startup_timeout = duration_option(parsed, "startup-timeout", options.startup_timeout, false);
+  options.heartbeat_interval = duration_option(parsed, "heartbeat-interval", options.heartbeat_interval, false);
+  options.kill_grace = duration_option(parsed, "kill-grace", options.kill_grace, true);
+  options.preempt_grace = duration_option(parsed, "preempt-grace", options.preempt_grace, false);
+  if (parsed.count("hang-factor")) {
+    const std::string text = parsed["hang-factor"].as<std::string>();
+    char* end = nullptr;
+    options.hang_factor = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !(options.hang_factor >= 1.0) || options.hang_factor > 1000) {
+      throw UsageError("--hang-factor must be a number from 1 to 1000, not '" + text + "'");
+    }
+  }
+
+  options.run_dir = string_option(parsed, "run-dir", options.run_dir);
+  options.checkpoint_dir = string_option(parsed, "checkpoint-dir", options.checkpoint_dir);
+  options.mpirun = string_option(parsed, "mpirun", options.mpirun);
+  options.srun = string_option(parsed, "srun", options.srun);
+  options.scontrol = string_option(parsed, "scontrol", options.scontrol);
+  options.srun_mpi = string_option(parsed, "srun-mpi", options.srun_mpi);
+  if (parsed.count("launcher-arg")) options.extra_launcher_args = parsed["launcher-arg"].as<std::vector<std::string>>();
+
+  check_consistency(options);
+  const std::string& starter = options.mode == Mode::Local ? options.mpirun : options.srun;
+  if (find_executable(starter).empty()) {
+    throw UsageError(std::string(options.mode == Mode::Local ? "--mpirun" : "--srun") + " '" + starter +
+                     "' was not found or is not executable");
+  }
+  return {std::move(options), ""};
+}
+
+}  // namespace tenax::launch

@@ -1,0 +1,39 @@
+// Reads the process manager's own failure reports out of its stderr: which rank failed, on which node, how.
+//   Open MPI 4 mpirun:  "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed)."
+//                       "  Process name: [[29268,1],1]" followed by "  Exit code:    64"
+//   Slurm srun:         "srun: error: n2: task 1: Killed" / "srun: error: n2: tasks 0-3: Exited with exit code 3"
+//                       "srun: error: Node failure on n2"
+// These are the only place a process manager says which rank died first (the ranks are not the launcher's
+// children). The first event of an attempt is the one that names the culprit; later ones are the teardown.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tenax::launch {
+
+struct FailureEvent {
+  enum class Kind { Signal, ExitCode, NodeLost } kind;
+  int rank = -1;     // -1 when the report names no rank
+  std::string node;  // "" when the report names no node
+  int value = 0;     // the signal number or the exit code
+  std::string text;  // the line, trimmed
+};
+
+class OutputScanner {
+ public:
+  // Feeds one line (without its newline); returns an event when the line completes one.
+  std::optional<FailureEvent> scan(std::string_view line);
+
+ private:
+  int pending_mpirun_rank_ = -1;  // "Process name" seen, "Exit code" expected next
+};
+
+// "SIGTERM", or "signal N" when the number has no name.
+std::string signal_name(int signo);
+
+// "Killed" -> 9, "Segmentation fault" -> 11, ... ; 0 when unknown.
+int signal_from_description(std::string_view description);
+
+}  // namespace tenax::launch

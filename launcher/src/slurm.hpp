@@ -1,0 +1,28 @@
+// What the launcher reads from and asks of Slurm: the allocation, the requeue count, and `scontrol requeue`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "options.hpp"
+
+namespace tenax::launch {
+
+struct SlurmJob {
+  std::string job_id;              // SLURM_JOB_ID
+  std::string nodelist;            // SLURM_JOB_NODELIST (compressed: n[1-4])
+  int restart_count = 0;           // SLURM_RESTART_COUNT (unset on the first run: 0)
+  std::vector<std::string> nodes;  // the allocation, expanded
+};
+
+// Reads the job from the environment and expands its node list with `scontrol show hostnames` (Slurm's own parser).
+// Throws UsageError when not inside an allocation, Error when scontrol fails.
+SlurmJob read_slurm_job(const Options& options);
+
+// The argv of `scontrol requeue JOB` (separate for the unit tests).
+std::vector<std::string> requeue_command(const Options& options, const std::string& job_id);
+
+// Runs it; returns "" on success, else what scontrol said.
+std::string requeue_job(const Options& options, const std::string& job_id);
+
+}  // namespace tenax::launch

@@ -1,0 +1,239 @@
+#include "supervisor.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <optional>
+#include <thread>
+
+#include "attempt_plan.hpp"
+#include "attempt_runner.hpp"
+#include "bad_nodes.hpp"
+#include "classify.hpp"
+#include "flat_json.hpp"
+#include "launcher_signals.hpp"
+#include "ledger.hpp"
+#include "output_pump.hpp"
+#include "processes.hpp"
+#include "slurm.hpp"
+#include "tenax/error.hpp"
+#include "tenax/runtime.hpp"
+
+namespace tenax::launch {
+namespace {
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string absolute(const std::string& path) {
+  if (path.empty()) return path;
+  return std::filesystem::absolute(path).lexically_normal().string();
+}
+
+std::string fixed(double value, int digits = 2) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
+  return buffer;
+}
+
+// Sleeps for `duration`, waking early when a preemption signal arrives. Returns false when one did.
+bool wait_unless_signalled(std::chrono::milliseconds duration) {
+  auto until = std::chrono::steady_clock::now() + duration;
+  while (std::chrono::steady_clock::now() < until) {
+    if (received_signal() != 0) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return received_signal() == 0;
+}
+
+class Supervisor {
+ public:
+  explicit Supervisor(const Options& options)
+      : options_(options),
+        run_dir_(absolute(options.run_dir)),
+        checkpoint_dir_(absolute(options.checkpoint_dir)),
+        slurm_(options.mode == Mode::Slurm) {
+    if (slurm_) {
+      job_ = read_slurm_job(options_);
+      // Fail now, before anything starts (or is created), when the options cannot fit the allocation.
+      plan_slurm_attempt(options_, job_.nodes, {});
+    }
+    std::error_code error;
+    std::filesystem::create_directories(run_dir_, error);
+    if (error) throw UsageError("--run-dir '" + run_dir_ + "' cannot be created: " + error.message());
+    if (access(run_dir_.c_str(), W_OK) != 0) throw UsageError("--run-dir '" + run_dir_ + "' is not writable");
+    if (!checkpoint_dir_.empty()) {
+      std::filesystem::create_directories(checkpoint_dir_, error);
+      if (error) throw UsageError("--checkpoint-dir '" + checkpoint_dir_ + "' cannot be created: " + error.message());
+    }
+    ledger_.emplace(run_dir_ + "/ledger.jsonl");
+    bad_nodes_.emplace(run_dir_ + "/bad-nodes.txt");
+  }
+
+  int run() {
+    const auto& history = ledger_->history();
+    attempt_ = history.attempts;
+    failed_restarts_ = history.failed_restarts;
+    no_progress_streak_ = history.no_progress_streak;
+    best_step_ = history.best_step;
+    append_start();
+    announce("run directory " + run_dir_ +
+             (history.attempts ? ", resuming after " + std::to_string(history.attempts) + " earlier attempt(s)" : ""));
+    while (true) {
+      if (received_signal() != 0) return finish(kExitPreempted, "preempted before the next attempt started");
+      AttemptPlan plan;
+      try {
+        plan = slurm_ ? plan_slurm_attempt(options_, job_.nodes, bad_nodes_->excluded()) : plan_local_attempt(options_);
+      } catch (const UsageError&) {
+        throw;
+      } catch (const Error& error) {
+        return finish(kExitGaveUp, error.what());
+      }
+      plan.attempt = ++attempt_;
+      plan.restart_count = attempt_ - 1;
+      Command command = slurm_ ? srun_command(options_, plan, run_dir_, checkpoint_dir_)
+                               : local_command(options_, plan, run_dir_, checkpoint_dir_);
+      std::string start_line =
+          "attempt " + std::to_string(plan.attempt) + ": starting " + std::to_string(plan.world_size) + " ranks";
+      if (plan.original_world_size) {
+        start_line += " (data parallelism shrunk from " + std::to_string(plan.original_world_size) + " ranks)";
+      }
+      if (!plan.exclude.empty()) start_line += ", excluding " + join(plan.exclude, ",");
+      announce(start_line + ": " + join(command.argv, " "));
+
+      AttemptReport report = run_attempt(options_, plan, command, run_dir_);
+      Classification classified = classify(report.evidence);
+      const bool progressed = report.max_step > best_step_;
+      best_step_ = std::max(best_step_, report.max_step);
+      const bool failed = classified.outcome != Outcome::Success && classified.outcome != Outcome::Usage &&
+                          classified.outcome != Outcome::Preempted;
+      if (failed) no_progress_streak_ = progressed ? 0 : no_progress_streak_ + 1;
+      if (!failed && progressed) no_progress_streak_ = 0;
+      announce("attempt " + std::to_string(plan.attempt) + " " + outcome_name(classified.outcome) + ": " +
+               classified.summary + " (reached step " + std::to_string(report.max_step) + ", checkpoint step " +
+               std::to_string(std::max(report.checkpoint_step, report.resumed_step)) + ")");
+
+      if (failed && slurm_ && !classified.node.empty()) blame_node(classified);
+      Decision decision = decide(options_, classified, failed_restarts_, no_progress_streak_);
+      if (decision.action == Decision::Action::Retry) ++failed_restarts_;
+      append_attempt(plan, report, classified, decision);
+      if (decision.action != Decision::Action::Retry) {
+        if (classified.outcome == Outcome::Preempted && slurm_) requeue();
+        return finish(decision.exit_code, decision.reason);
+      }
+      announce("decision: " + decision.reason + " after " + fixed(decision.backoff.count() / 1000.0, 1) +
+               " s backoff, from the newest checkpoint");
+      if (!wait_unless_signalled(decision.backoff)) {
+        if (slurm_) requeue();
+        return finish(kExitPreempted, "preempted during the backoff; the newest checkpoint is kept");
+      }
+    }
+  }
+
+ private:
+  void blame_node(const Classification& classified) {
+    const bool excluded_now =
+        bad_nodes_->blame(classified.node, std::string(outcome_name(classified.outcome)) + ": " + classified.summary,
+                          classified.node_lost, options_.bad_node_strikes);
+    announce("node " + classified.node + (excluded_now ? " excluded from later attempts" : " gets a strike") + " (" +
+             std::to_string(bad_nodes_->strikes(classified.node)) + " of " + std::to_string(options_.bad_node_strikes) +
+             "; list in " + bad_nodes_->path() + ")");
+  }
+
+  void requeue() {
+    if (!options_.requeue) {
+      announce("not requeueing (--no-requeue)");
+      return;
+    }
+    std::string problem = requeue_job(options_, job_.job_id);
+    announce(problem.empty() ? "requeued Slurm job " + job_.job_id
+                             : "requeue of Slurm job " + job_.job_id + " failed: " + problem);
+  }
+
+  void append_start() {
+    JsonLine line;
+    line.add("event", "start").add("time", unix_now()).add("invocation", ledger_->history().invocations + 1);
+    line.add("mode", slurm_ ? "slurm" : "local")
+        .add("ranks", options_.ranks)
+        .add("program", join(options_.program, " "));
+    if (slurm_) {
+      line.add("slurm_job_id", job_.job_id).add("slurm_restart_count", job_.restart_count);
+    } else {
+      line.add_null("slurm_job_id").add("slurm_restart_count", 0);
+    }
+    ledger_->append(line.str());
+  }
+
+  void append_attempt(const AttemptPlan& plan, const AttemptReport& r, const Classification& c, const Decision& d) {
+    // Work lost: steps past the newest checkpoint, at this attempt's mean step time. Nothing is lost on success,
+    // and a preemption loses nothing when the emergency checkpoint was taken at the last step.
+    const std::int64_t saved = std::max(r.checkpoint_step, r.resumed_step);
+    double step_time = r.steps_done > 0 ? r.productive_s / static_cast<double>(r.steps_done) : 0;
+    double work_lost = 0;
+    if (c.outcome != Outcome::Success && saved >= 0 && r.max_step > saved) {
+      work_lost = std::min(r.productive_s, step_time * static_cast<double>(r.max_step - saved));
+    }
+    JsonLine line;
+    line.add("event", "attempt").add("invocation", ledger_->history().invocations + 1).add("attempt", plan.attempt);
+    line.add("world_size", plan.world_size).add("start", r.start_unix).add("end", r.end_unix);
+    line.add("wall_s", r.end_unix - r.start_unix).add("outcome", outcome_name(c.outcome));
+    line.add("manager_exit", r.evidence.manager_exit_code).add("manager_signal", r.evidence.manager_signal);
+    line.add("rank", c.rank).add("node", c.node).add("summary", c.summary);
+    line.add("resumed_step", static_cast<long long>(r.resumed_step))
+        .add("max_step", static_cast<long long>(r.max_step));
+    line.add("checkpoint_step", static_cast<long long>(saved)).add("steps_done", static_cast<long long>(r.steps_done));
+    auto add_time = [&](const char* key, double unix_time) {
+      if (unix_time >= 0) {
+        line.add(key, unix_time);
+      } else {
+        line.add_null(key);
+      }
+    };
+    add_time("ready", r.ready_unix);
+    add_time("first_step", r.first_step_unix);
+    add_time("failure_noticed", r.noticed_unix);
+    line.add("productive_s", r.productive_s).add("checkpoint_stall_s", r.checkpoint_stall_s);
+    line.add("relaunch_s", r.relaunch_s).add("load_s", r.load_s).add("detect_s", r.detect_s);
+    line.add("teardown_s", r.teardown_s).add("work_lost_s", work_lost);
+    line.add("backoff_s", d.action == Decision::Action::Retry ? d.backoff.count() / 1000.0 : 0.0);
+    line.add("hang_timeout_s", r.hang_timeout_s).add("decision", d.reason);
+    ledger_->append(line.str());
+  }
+
+  int finish(int exit_code, const std::string& reason) {
+    JsonLine line;
+    line.add("event", "end").add("time", unix_now()).add("invocation", ledger_->history().invocations + 1);
+    line.add("exit_code", exit_code).add("reason", reason);
+    ledger_->append(line.str());
+    GoodputSummary summary = summarize_ledger(ledger_->path());
+    announce((exit_code == 0 ? "done: " : "stopping (exit " + std::to_string(exit_code) + "): ") + reason);
+    write_all_to(STDERR_FILENO, "tenax-launch: " + format_summary(summary));
+    return exit_code;
+  }
+
+  const Options& options_;
+  const std::string run_dir_;
+  const std::string checkpoint_dir_;
+  const bool slurm_;
+  std::optional<Ledger> ledger_;
+  std::optional<BadNodes> bad_nodes_;
+  SlurmJob job_;
+  int attempt_ = 0;
+  int failed_restarts_ = 0;
+  int no_progress_streak_ = 0;
+  std::int64_t best_step_ = -1;
+};
+
+}  // namespace
+
+int supervise(const Options& options) {
+  install_launcher_signal_handlers();
+  become_subreaper();
+  Supervisor supervisor(options);
+  return supervisor.run();
+}
+
+}  // namespace tenax::launch

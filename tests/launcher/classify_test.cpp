@@ -1,0 +1,159 @@
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+#include "classify.hpp"
+
+namespace tenax::launch {
+namespace {
+
+Heartbeat rank_beat(int rank, int exit_code, std::int64_t step = 10) {
+  Heartbeat h;
+  h.rank = rank;
+  h.node = "n" + std::to_string(rank);
+  h.exit_code = exit_code;
+  h.step = step;
+  return h;
+}
+
+TEST(Classify, AllRanksFinished) {
+  AttemptEvidence e;
+  e.manager_exit_code = 0;
+  e.beats = {rank_beat(0, 0), rank_beat(1, 0)};
+  EXPECT_EQ(classify(e).outcome, Outcome::Success);
+}
+
+TEST(Classify, AUsageErrorOfAnyRankWins) {
+  AttemptEvidence e;
+  e.manager_exit_code = 1;
+  e.beats = {rank_beat(0, -1), rank_beat(1, 64)};
+  auto c = classify(e);
+  EXPECT_EQ(c.outcome, Outcome::Usage);
+  EXPECT_EQ(c.rank, 1);
+  EXPECT_NE(c.summary.find("usage-error code 64"), std::string::npos);
+}
+
+TEST(Classify, AUsageErrorBeforeAnyHeartbeatIsKnownFromTheProcessManager) {
+  AttemptEvidence e;
+  e.manager_signal = SIGKILL;  // torn down by the launcher right after the report
+  e.first_event = FailureEvent{FailureEvent::Kind::ExitCode, 1, "", 64, "Exit code:    64"};
+  auto c = classify(e);
+  EXPECT_EQ(c.outcome, Outcome::Usage);
+  EXPECT_EQ(c.rank, 1);
+}
+
+TEST(Classify, ARankThatVanishedIsTheCrashCulprit) {
+  AttemptEvidence e;
+  e.manager_exit_code = 137;
+  e.beats = {rank_beat(0, -1), rank_beat(1, -1), rank_beat(2, -1)};
+  e.first_dead_rank = 2;
+  e.first_event = FailureEvent{FailureEvent::Kind::Signal, 2, "vm", SIGKILL, "..."};
+  auto c = classify(e);
+  EXPECT_EQ(c.outcome, Outcome::Crash);
+  EXPECT_EQ(c.rank, 2);
+  EXPECT_EQ(c.node, "n2");
+  EXPECT_NE(c.summary.find("SIGKILL"), std::string::npos) << c.summary;
+}
+
+TEST(Classify, TheProcessManagersReportNamesTheRankOtherwise) {
+  AttemptEvidence e;
+  e.manager_exit_code = 1;
+  e.first_event =
+      FailureEvent{FailureEvent::Kind::ExitCode, 3, "n7", 1, "srun: error: n7: task 3: Exited with exit code 1"};
+  auto c = classify(e);
+  EXPECT_EQ(c.outcome, Outcome::Crash);
+  EXPECT_EQ(c.rank, 3);
+  EXPECT_EQ(c.node, "n7");
+}
+
+TEST(Classify, ALostNodeIsItsOwnOutcome) {
+  AttemptEvidence e;
+  e.manager_exit_code = 1;
+  e.first_event = FailureEvent{FailureEvent::Kind::NodeLost, -1, "n4", 0, "srun: error: Node failure on n4"};
+  auto c = classify(e);
+  EXPECT_EQ(c.outcome, Outcome::NodeLost);
+  EXPECT_TRUE(c.node_lost);
+  EXPECT_EQ(c.node, "n4");
+}
+
+TEST(Classify, AHangVerdictBlamesItsFirstRank) {
+  AttemptEvidence e;
+  e.hang = HangVerdict{HangVerdict::Kind::Silent, {1}, {"n1"}, "rank 1 on n1 silent for 3.0 s"};
+  e.manager_signal = SIGKILL;
+  auto c = classify(e);
+  EXPECT_EQ(c.outcome, Outcome::Hang);
+  EXPECT_EQ(c.rank, 1);
+  EXPECT_EQ(c.node, "n1");
+}
+
+TEST(Classify, PreemptionAfterTheLauncherForwardedTheSignal) {
+  AttemptEvidence e;
+  e.preemption_forwarded = true;
+  e.manager_exit_code = 75;
+  e.beats = {rank_beat(0, 75), rank_beat(1, 75)};
+  e.beats[0].checkpoint_step = 12;
+  auto c = classify(e);
+  EXPECT_EQ(c.outcome, Outcome::Preempted);
+  EXPECT_NE(c.summary.find("2 of 2 ranks"), std::string::npos) << c.summary;
+  EXPECT_NE(c.summary.find("step 12"), std::string::npos) << c.summary;
+}
+
+TEST(Classify, PeerFailureAloneNamesNoOne) {
+  AttemptEvidence e;
+  e.manager_exit_code = 76;
+  e.beats = {rank_beat(0, 76), rank_beat(1, 76)};
+  auto c = classify(e);
+  EXPECT_EQ(c.outcome, Outcome::PeerFailure);
+  EXPECT_EQ(c.rank, -1);
+}
+
+Options limits(int max_restarts, int no_progress) {
+  Options o;
+  o.max_restarts = max_restarts;
+  o.no_progress_limit = no_progress;
+  o.backoff = std::chrono::milliseconds(1000);
+  o.backoff_max = std::chrono::milliseconds(5000);
+  return o;
+}
+
+TEST(Decide, UsageErrorsAreNeverRetried) {
+  Classification c;
+  c.outcome = Outcome::Usage;
+  auto d = decide(limits(10, 10), c, 0, 0);
+  EXPECT_EQ(d.action, Decision::Action::Stop);
+  EXPECT_EQ(d.exit_code, 64);
+}
+
+TEST(Decide, FailuresAreRetriedWithDoublingBackoffUpToTheLimit) {
+  Classification c;
+  c.outcome = Outcome::Crash;
+  auto o = limits(4, 10);
+  EXPECT_EQ(decide(o, c, 0, 0).backoff.count(), 1000);
+  EXPECT_EQ(decide(o, c, 1, 0).backoff.count(), 2000);
+  EXPECT_EQ(decide(o, c, 2, 0).backoff.count(), 4000);
+  EXPECT_EQ(decide(o, c, 3, 0).backoff.count(), 5000);  // capped at --backoff-max
+  auto stop = decide(o, c, 4, 0);
+  EXPECT_EQ(stop.action, Decision::Action::Stop);
+  EXPECT_EQ(stop.exit_code, kExitGaveUp);
+  EXPECT_NE(stop.reason.find("--max-restarts 4"), std::string::npos);
+}
+
+TEST(Decide, NoProgressStopsWithItsOwnCode) {
+  Classification c;
+  c.outcome = Outcome::Hang;
+  auto d = decide(limits(100, 3), c, 5, 3);
+  EXPECT_EQ(d.action, Decision::Action::Stop);
+  EXPECT_EQ(d.exit_code, kExitNoProgress);
+  EXPECT_EQ(decide(limits(100, 3), c, 5, 2).action, Decision::Action::Retry);
+}
+
+TEST(Decide, PreemptionStopsWith75AndSuccessFinishes) {
+  Classification c;
+  c.outcome = Outcome::Preempted;
+  EXPECT_EQ(decide(limits(0, 1), c, 0, 5).exit_code, 75);
+  c.outcome = Outcome::Success;
+  EXPECT_EQ(decide(limits(0, 1), c, 0, 5).action, Decision::Action::Finish);
+}
+
+}  // namespace
+}  // namespace tenax::launch

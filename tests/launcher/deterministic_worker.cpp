@@ -1,0 +1,242 @@
+// A real, deterministic MPI training program for the launcher's fault tests (it stands in for the training example,
+// which the same tests will drive later).
+//
+// "Training": P float64 parameters replicated on every rank. Each step every rank computes a gradient from the
+// parameters, the step number and its rank; the gradients are summed with an all-reduce and applied. The result
+// depends only on the starting parameters, the number of steps and the world size, so a run that is killed, hung,
+// preempted and resumed from its checkpoints must end with bitwise the same parameters as one that never stopped.
+//
+// Checkpoints: rank 0 writes ckpt-<step>.bin (magic, step, count, parameters, FNV-1a checksum of all that) into
+// TENAX_CHECKPOINT_DIR as temporary + fsync + rename + fsync of the directory, then every rank passes a barrier
+// before the checkpoint counts as committed. At start rank 0 loads the newest file whose checksum verifies and
+// broadcasts it. Files are never overwritten.
+//
+//   deterministic_worker --steps N [--checkpoint-every K] [--step-ms MS] [--params P]
+//                        [--crash-at-step S --crash-rank R]     abort() there on every attempt
+//                        [--hang-at-step S --hang-rank R]       first attempt: never finish step S (no collective)
+// Prints "final parameters checksum: <16 hex digits>" (rank 0) and exits 0; 75 after a preemption checkpoint;
+// 64 for a bad argument.
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tenax/env.hpp"
+#include "tenax/error.hpp"
+#include "tenax/runtime.hpp"
+#include "tenax/worker.hpp"
+
+namespace {
+
+using tenax::DType;
+using Clock = std::chrono::steady_clock;
+
+struct Config {
+  long long steps = 0;
+  long long checkpoint_every = 5;
+  long long step_ms = 20;
+  long long params = 64;
+  long long crash_at_step = -1;
+  long long crash_rank = 0;
+  long long hang_at_step = -1;  // first attempt only: the rank stops issuing collectives but stays alive
+  long long hang_rank = 0;
+};
+
+Config parse(int argc, char** argv) {
+  Config c;
+  for (int i = 1; i < argc; ++i) {
+    std::string name = argv[i];
+    if (i + 1 >= argc) throw tenax::UsageError("option " + name + " needs a value");
+    std::string value = argv[++i];
+    if (name == "--steps") {
+      c.steps = tenax::env::parse_int("--steps", value, 1, 100000000);
+    } else if (name == "--checkpoint-every") {
+      c.checkpoint_every = tenax::env::parse_int("--checkpoint-every", value, 1, 100000000);
+    } else if (name == "--step-ms") {
+      c.step_ms = tenax::env::parse_int("--step-ms", value, 0, 100000);
+    } else if (name == "--params") {
+      c.params = tenax::env::parse_int("--params", value, 1, 100000000);
+    } else if (name == "--crash-at-step") {
+      c.crash_at_step = tenax::env::parse_int("--crash-at-step", value, 1, 100000000);
+    } else if (name == "--hang-at-step") {
+      c.hang_at_step = tenax::env::parse_int("--hang-at-step", value, 1, 100000000);
+    } else if (name == "--hang-rank") {
+      c.hang_rank = tenax::env::parse_int("--hang-rank", value, 0, 100000);
+    } else if (name == "--crash-rank") {
+      c.crash_rank = tenax::env::parse_int("--crash-rank", value, 0, 100000);
+    } else {
+      throw tenax::UsageError("unknown option '" + name + "'");
+    }
+  }
+  if (c.steps == 0) throw tenax::UsageError("--steps is required");
+  return c;
+}
+
+std::uint64_t fnv1a(const void* data, std::size_t size, std::uint64_t hash = 1469598103934665603ull) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < size; ++i) {
+    hash ^= bytes[i];
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+constexpr char kMagic[8] = {'T', 'N', 'X', 'T', 'E', 'S', 'T', '1'};
+
+std::string checkpoint_name(long long step) {
+  char name[64];
+  std::snprintf(name, sizeof name, "ckpt-%010lld.bin", step);
+  return name;
+}
+
+void write_durably(const std::string& dir, long long step, const std::vector<double>& params) {
+  std::vector<unsigned char> bytes(sizeof kMagic + 16 + params.size() * sizeof(double));
+  std::memcpy(bytes.data(), kMagic, sizeof kMagic);
+  std::uint64_t header[2] = {static_cast<std::uint64_t>(step), params.size()};
+  std::memcpy(bytes.data() + sizeof kMagic, header, sizeof header);
+  std::memcpy(bytes.data() + sizeof kMagic + sizeof header, params.data(), params.size() * sizeof(double));
+  std::uint64_t sum = fnv1a(bytes.data(), bytes.size());
+  const std::string final_path = dir + "/" + checkpoint_name(step);
+  const std::string temporary = final_path + ".tmp";
+  int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw tenax::IoError("creating " + temporary + ": " + std::strerror(errno));
+  bool ok = write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) &&
+            write(fd, &sum, sizeof sum) == static_cast<ssize_t>(sizeof sum) && fsync(fd) == 0;
+  ok = (close(fd) == 0) && ok;
+  if (!ok) throw tenax::IoError("writing " + temporary + ": " + std::strerror(errno));
+  if (rename(temporary.c_str(), final_path.c_str()) != 0) {
+    throw tenax::IoError("renaming " + temporary + ": " + std::strerror(errno));
+  }
+  int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0 || fsync(dir_fd) != 0) throw tenax::IoError("fsync of " + dir + ": " + std::strerror(errno));
+  close(dir_fd);
+}
+
+// The newest checkpoint whose checksum verifies; damaged or partial files are skipped, never trusted.
+bool read_newest(const std::string& dir, std::size_t count, long long& step, std::vector<double>& params) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string name = e->d_name;
+      if (name.rfind("ckpt-", 0) == 0 && name.size() > 4 && name.substr(name.size() - 4) == ".bin") {
+        names.push_back(name);
+      }
+    }
+    closedir(d);
+  }
+  std::sort(names.rbegin(), names.rend());
+  const std::size_t expected = sizeof kMagic + 16 + count * sizeof(double) + 8;
+  for (const auto& name : names) {
+    std::vector<unsigned char> bytes(expected + 1);
+    int fd = open((dir + "/" + name).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ssize_t n = read(fd, bytes.data(), bytes.size());
+    close(fd);
+    if (n != static_cast<ssize_t>(expected) || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) continue;
+    std::uint64_t sum;
+    std::memcpy(&sum, bytes.data() + expected - 8, 8);
+    if (sum != fnv1a(bytes.data(), expected - 8)) continue;
+    std::uint64_t header[2];
+    std::memcpy(header, bytes.data() + sizeof kMagic, sizeof header);
+    if (header[1] != count) continue;
+    step = static_cast<long long>(header[0]);
+    params.resize(count);
+    std::memcpy(params.data(), bytes.data() + sizeof kMagic + sizeof header, count * sizeof(double));
+    return true;
+  }
+  return false;
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+int train(tenax::Runtime& runtime, tenax::worker::Worker& worker, const Config& c) {
+  tenax::Communicator& world = runtime.world();
+  const int rank = world.rank();
+  const std::string dir = worker.info().checkpoint_dir;
+  if (dir.empty()) throw tenax::UsageError("TENAX_CHECKPOINT_DIR is not set: run under tenax-launch --checkpoint-dir");
+
+  const auto load_start = Clock::now();
+  std::vector<double> params(static_cast<std::size_t>(c.params));
+  for (std::size_t i = 0; i < params.size(); ++i)
+    params[i] = static_cast<double>(i % 7) * 0.125 - 0.25;
+  long long step = 0;
+  if (rank == 0) read_newest(dir, params.size(), step, params);
+  world.broadcast(&step, 1, DType::I64, 0);
+  world.broadcast(params.data(), params.size(), DType::F64, 0);
+  worker.resumed_from(step, seconds_since(load_start));
+  if (rank == 0) std::printf("rank 0: attempt %d resumed at step %lld\n", worker.info().attempt, step);
+
+  std::vector<double> gradient(params.size());
+  while (step < c.steps) {
+    if (c.step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(c.step_ms));  // the "compute"
+    if (step + 1 == c.crash_at_step && rank == c.crash_rank) std::abort();
+    if (step + 1 == c.hang_at_step && rank == c.hang_rank && worker.info().attempt == 1) {
+      // A livelock outside any collective: the process (and its heartbeat thread) lives, the step never ends.
+      while (true)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      gradient[i] = params[i] * 1e-3 * (rank + 1) +
+                    static_cast<double>((i * 31 + static_cast<std::size_t>(step) * 17 + rank * 13) % 101) * 1e-4;
+    }
+    world.all_reduce(gradient.data(), gradient.data(), gradient.size(), DType::F64, tenax::ReduceOp::Sum);
+    for (std::size_t i = 0; i < params.size(); ++i)
+      params[i] -= 0.01 * gradient[i] / world.size();
+    ++step;
+    worker.heartbeat(step);
+
+    // Every rank must stop at the same step: agree on "anyone was asked to stop".
+    int stop = worker.preemption_requested() ? 1 : 0;
+    world.all_reduce(&stop, &stop, 1, DType::I32, tenax::ReduceOp::Max);
+    const bool periodic = step % c.checkpoint_every == 0 || step == c.steps;
+    if (periodic || stop) {
+      const auto stall_start = Clock::now();
+      if (rank == 0) write_durably(dir, step, params);
+      world.barrier();  // committed only when every rank knows rank 0's write is durable
+      worker.checkpoint_committed(step, seconds_since(stall_start));
+    }
+    if (stop) {
+      if (rank == 0) std::printf("rank 0: preempted, emergency checkpoint at step %lld\n", step);
+      std::fflush(stdout);
+      return tenax::kExitPreempted;
+    }
+  }
+  if (rank == 0) {
+    std::printf("final parameters checksum: %016" PRIx64 "\n", fnv1a(params.data(), params.size() * sizeof(double)));
+    std::fflush(stdout);
+  }
+  return tenax::kExitSuccess;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int code = tenax::kExitCrash;
+  try {
+    tenax::Runtime runtime(argc, argv);
+    tenax::worker::Worker worker(runtime.rank());
+    try {
+      code = train(runtime, worker, parse(argc, argv));
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "deterministic_worker rank %d: %s\n", runtime.rank(), error.what());
+      code = tenax::worker::exit_code_for(error);
+    }
+    worker.finish(code);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "deterministic_worker: %s\n", error.what());
+    return tenax::worker::exit_code_for(error);
+  }
+  return code;
+}

@@ -1,0 +1,216 @@
+// tenax-launch against real failures: real mpirun, real ranks of the deterministic worker, real signals.
+// Every test compares the final parameters with an uninterrupted run of the same program, bit for bit.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "launch_harness.hpp"
+
+namespace tenax::test {
+namespace {
+
+using std::chrono::seconds;
+
+const std::vector<std::string> kWorker = {"--steps", "30", "--checkpoint-every", "5", "--step-ms", "30"};
+
+std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& more) {
+  base.insert(base.end(), more.begin(), more.end());
+  return base;
+}
+
+double now_unix() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::vector<std::string> launcher_args(const ScratchDir& dir, int ranks, const std::vector<std::string>& more = {}) {
+  return with({"-n", std::to_string(ranks), "--run-dir", dir / "run", "--checkpoint-dir", dir / "ckpt", "--backoff",
+               "100ms", "--heartbeat-interval", "100ms", "--kill-grace", "500ms"},
+              more);
+}
+
+TEST(LauncherFaults, KillNineOfARandomRankAtARandomStepRestartsToTheSameResult) {
+  const int ranks = 3;
+  const std::string expected = reference_checksum(ranks, kWorker);
+  std::random_device seed_source;
+  const unsigned seed = seed_source();
+  std::mt19937 rng(seed);
+  const int victim = static_cast<int>(rng() % ranks);
+  const long long at_step = 2 + static_cast<long long>(rng() % 24);
+  SCOPED_TRACE("seed " + std::to_string(seed) + ": kill -9 of rank " + std::to_string(victim) + " at step " +
+               std::to_string(at_step));
+
+  ScratchDir dir("kill9");
+  Launch launch(launcher_args(dir, ranks), kWorker, dir / "out.txt");
+  auto beat = wait_for_step(dir / "run", victim, 1, at_step, seconds(40));
+  ASSERT_TRUE(beat.has_value()) << launch.output();
+  ASSERT_EQ(kill(static_cast<pid_t>(beat->pid), SIGKILL), 0);
+
+  ASSERT_EQ(launch.wait(seconds(60)), 0) << launch.output();
+  const std::string output = launch.output();
+  EXPECT_EQ(final_checksum(output), expected) << output;
+  EXPECT_NE(output.find("attempt 1 crash: rank " + std::to_string(victim) + " on "), std::string::npos) << output;
+  auto attempts = ledger_lines(dir / "run", "attempt");
+  ASSERT_EQ(attempts.size(), 2u) << output;
+  EXPECT_EQ(json_string(attempts[0], "outcome"), "crash");
+  EXPECT_EQ(json_number(attempts[0], "rank"), victim);
+  EXPECT_EQ(json_string(attempts[1], "outcome"), "success");
+  // Resumed from the newest checkpoint at or before the kill (the heartbeat read may lag the kill by a step or two).
+  const double resumed = json_number(attempts[1], "resumed_step");
+  EXPECT_EQ(std::fmod(resumed, 5.0), 0.0);
+  EXPECT_GE(resumed, static_cast<double>((beat->step / 5) * 5));
+  EXPECT_LE(resumed, json_number(attempts[0], "max_step"));
+}
+
+TEST(LauncherFaults, SigstopOfOneRankIsAHangThatNamesTheRankAndRecovers) {
+  const int ranks = 2;
+  const std::string expected = reference_checksum(ranks, kWorker);
+  ScratchDir dir("sigstop");
+  const double hang_timeout = 1.5;
+  Launch launch(launcher_args(dir, ranks, {"--hang-timeout", "1500ms"}), kWorker, dir / "out.txt");
+  auto beat = wait_for_step(dir / "run", 1, 1, 8, seconds(40));
+  ASSERT_TRUE(beat.has_value()) << launch.output();
+  const double stopped_at = now_unix();
+  ASSERT_EQ(kill(static_cast<pid_t>(beat->pid), SIGSTOP), 0);
+
+  ASSERT_EQ(launch.wait(seconds(60)), 0) << launch.output();
+  const std::string output = launch.output();
+  EXPECT_EQ(final_checksum(output), expected) << output;
+  EXPECT_NE(output.find("hang detected: rank 1 on "), std::string::npos) << output;
+  auto attempts = ledger_lines(dir / "run", "attempt");
+  ASSERT_EQ(attempts.size(), 2u) << output;
+  EXPECT_EQ(json_string(attempts[0], "outcome"), "hang");
+  EXPECT_EQ(json_number(attempts[0], "rank"), 1);
+  // Detected within the hang timeout (+1 s for the heartbeat interval and polling).
+  const double detected_after = json_number(attempts[0], "failure_noticed") - stopped_at;
+  EXPECT_GE(detected_after, hang_timeout - 0.2);
+  EXPECT_LE(detected_after, hang_timeout + 1.0);
+}
+
+TEST(LauncherFaults, ARankStuckOutsideCollectivesIsNamedAsTheLaggard) {
+  const int ranks = 2;
+  const std::string expected = reference_checksum(ranks, kWorker);
+  ScratchDir dir("laggard");
+  Launch launch(launcher_args(dir, ranks, {"--hang-timeout", "1500ms"}),
+                with(kWorker, {"--hang-at-step", "12", "--hang-rank", "0"}), dir / "out.txt");
+  ASSERT_EQ(launch.wait(seconds(60)), 0) << launch.output();
+  const std::string output = launch.output();
+  EXPECT_EQ(final_checksum(output), expected) << output;
+  // Rank 0 never issues step 12's all-reduce; rank 1 waits inside it with a higher sequence number.
+  EXPECT_NE(output.find("laggard rank 0 on "), std::string::npos) << output;
+  auto attempts = ledger_lines(dir / "run", "attempt");
+  ASSERT_EQ(attempts.size(), 2u) << output;
+  EXPECT_EQ(json_string(attempts[0], "outcome"), "hang");
+  EXPECT_EQ(json_number(attempts[0], "rank"), 0);
+}
+
+TEST(LauncherFaults, SigtermToTheLauncherCheckpointsExits75AndASecondRunResumes) {
+  const int ranks = 2;
+  const std::vector<std::string> worker = {"--steps", "40", "--checkpoint-every", "7", "--step-ms", "30"};
+  const std::string expected = reference_checksum(ranks, worker);
+  ScratchDir dir("preempt");
+  long long stop_step = -1;
+  {
+    Launch first(launcher_args(dir, ranks), worker, dir / "out1.txt");
+    auto beat = wait_for_step(dir / "run", 0, 1, 10, seconds(40));
+    ASSERT_TRUE(beat.has_value()) << first.output();
+    ASSERT_EQ(kill(first.pid(), SIGTERM), 0);
+    ASSERT_EQ(first.wait(seconds(60)), 75) << first.output();
+    const std::string output = first.output();
+    EXPECT_EQ(final_checksum(output), "") << "the first run must stop early";
+    EXPECT_NE(output.find("preempted, emergency checkpoint at step"), std::string::npos) << output;
+    auto attempts = ledger_lines(dir / "run", "attempt");
+    ASSERT_EQ(attempts.size(), 1u) << output;
+    EXPECT_EQ(json_string(attempts[0], "outcome"), "preempted");
+    stop_step = static_cast<long long>(json_number(attempts[0], "max_step"));
+    // The emergency checkpoint is at the step the ranks stopped at: nothing is lost.
+    EXPECT_EQ(json_number(attempts[0], "checkpoint_step"), stop_step);
+    EXPECT_EQ(json_number(attempts[0], "work_lost_s"), 0.0);
+    EXPECT_GE(stop_step, 10);
+    EXPECT_LT(stop_step, 40);
+  }
+  Launch second(launcher_args(dir, ranks), worker, dir / "out2.txt");
+  ASSERT_EQ(second.wait(seconds(60)), 0) << second.output();
+  const std::string output = second.output();
+  EXPECT_EQ(final_checksum(output), expected) << output;
+  EXPECT_NE(output.find("attempt 2 resumed at step " + std::to_string(stop_step)), std::string::npos) << output;
+  EXPECT_EQ(ledger_lines(dir / "run", "start").size(), 2u);
+}
+
+TEST(LauncherFaults, ACrashOnEveryAttemptStopsAfterMaxRestarts) {
+  ScratchDir dir("crashloop");
+  Launch launch(launcher_args(dir, 2, {"--max-restarts", "2", "--no-progress-limit", "10"}),
+                with(kWorker, {"--crash-at-step", "4", "--crash-rank", "1"}), dir / "out.txt");
+  ASSERT_EQ(launch.wait(seconds(60)), 70) << launch.output();
+  const std::string output = launch.output();
+  EXPECT_NE(output.find("gave up: --max-restarts 2 relaunches used"), std::string::npos) << output;
+  auto attempts = ledger_lines(dir / "run", "attempt");
+  ASSERT_EQ(attempts.size(), 3u) << output;
+  for (const auto& attempt : attempts) {
+    EXPECT_EQ(json_string(attempt, "outcome"), "crash") << attempt;
+    EXPECT_EQ(json_number(attempt, "rank"), 1) << attempt;
+  }
+}
+
+TEST(LauncherFaults, AttemptsWithoutProgressStopAsARestartLoop) {
+  ScratchDir dir("noprogress");
+  Launch launch(launcher_args(dir, 2, {"--max-restarts", "10", "--no-progress-limit", "2"}),
+                with(kWorker, {"--crash-at-step", "8", "--crash-rank", "0"}), dir / "out.txt");
+  ASSERT_EQ(launch.wait(seconds(60)), 71) << launch.output();
+  const std::string output = launch.output();
+  EXPECT_NE(output.find("restart loop: 2 consecutive attempts reached no new highest step"), std::string::npos)
+      << output;
+  // Attempt 1 reaches step 7 (progress), attempts 2 and 3 resume at 5 and die at 8 again.
+  EXPECT_EQ(ledger_lines(dir / "run", "attempt").size(), 3u) << output;
+}
+
+TEST(LauncherFaults, AUsageErrorOfTheProgramIsNotRetried) {
+  ScratchDir dir("usage");
+  Launch launch(launcher_args(dir, 2), {"--steps", "-5"}, dir / "out.txt");
+  ASSERT_EQ(launch.wait(seconds(60)), 64) << launch.output();
+  const std::string output = launch.output();
+  EXPECT_NE(output.find("usage errors are never retried"), std::string::npos) << output;
+  auto attempts = ledger_lines(dir / "run", "attempt");
+  ASSERT_EQ(attempts.size(), 1u) << output;
+  EXPECT_EQ(json_string(attempts[0], "outcome"), "usage-error");
+}
+
+TEST(LauncherFaults, ABadLauncherArgumentFailsBeforeAnythingStarts) {
+  ScratchDir dir("badarg");
+  Launch launch({"-n", "2", "--run-dir", dir / "run", "--max-restarts", "many"}, kWorker, dir / "out.txt");
+  ASSERT_EQ(launch.wait(seconds(30)), 64) << launch.output();
+  EXPECT_NE(launch.output().find("--max-restarts"), std::string::npos) << launch.output();
+  EXPECT_FALSE(std::filesystem::exists(dir / "run")) << "nothing may start before the arguments are checked";
+}
+
+TEST(LauncherFaults, ABadTenaxVariableFailsBeforeAnythingStarts) {
+  ScratchDir dir("badenv");
+  setenv("TENAX_HEARTBEAT_INTERVL", "1s", 1);  // a typo
+  Launch launch({"-n", "2", "--run-dir", dir / "run"}, kWorker, dir / "out.txt");
+  unsetenv("TENAX_HEARTBEAT_INTERVL");
+  ASSERT_EQ(launch.wait(seconds(30)), 64) << launch.output();
+  EXPECT_NE(launch.output().find("TENAX_HEARTBEAT_INTERVL"), std::string::npos) << launch.output();
+  EXPECT_FALSE(std::filesystem::exists(dir / "run"));
+}
+
+TEST(LauncherFaults, TheEndOfRunSummaryReportsGoodput) {
+  ScratchDir dir("summary");
+  Launch launch(launcher_args(dir, 2), kWorker, dir / "out.txt");
+  ASSERT_EQ(launch.wait(seconds(60)), 0) << launch.output();
+  const std::string output = launch.output();
+  EXPECT_NE(output.find("tenax-launch: goodput "), std::string::npos) << output;
+  EXPECT_NE(output.find("productive steps"), std::string::npos) << output;
+  auto end = ledger_lines(dir / "run", "end");
+  ASSERT_EQ(end.size(), 1u);
+  EXPECT_EQ(json_number(end[0], "exit_code"), 0);
+  auto attempts = ledger_lines(dir / "run", "attempt");
+  ASSERT_EQ(attempts.size(), 1u);
+  // 30 steps of >= 30 ms each were productive.
+  EXPECT_GE(json_number(attempts[0], "productive_s"), 0.9);
+}
+
+}  // namespace
+}  // namespace tenax::test

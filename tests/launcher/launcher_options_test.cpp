@@ -1,0 +1,121 @@
+#include <gtest/gtest.h>
+
+#include "options.hpp"
+#include "tenax/error.hpp"
+
+namespace tenax::launch {
+namespace {
+
+ParseResult parse(std::vector<const char*> args) {
+  args.insert(args.begin(), "tenax-launch");
+  return parse_options(static_cast<int>(args.size()), args.data());
+}
+
+std::string usage_message(std::vector<const char*> args) {
+  try {
+    parse(std::move(args));
+  } catch (const UsageError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(LauncherOptions, ParsesALocalLaunch) {
+  auto result = parse({"--mode", "local", "-n", "4", "--max-restarts", "5", "--hang-timeout", "90s", "--backoff",
+                       "250ms", "--run-dir", "/tmp/r", "--checkpoint-dir", "/tmp/c", "--", "/bin/true", "--lr", "1"});
+  ASSERT_TRUE(result.options.has_value());
+  const Options& o = *result.options;
+  EXPECT_EQ(o.mode, Mode::Local);
+  EXPECT_EQ(o.ranks, 4);
+  EXPECT_EQ(o.max_restarts, 5);
+  EXPECT_EQ(o.hang_timeout.count(), 90000);
+  EXPECT_EQ(o.backoff.count(), 250);
+  EXPECT_EQ(o.run_dir, "/tmp/r");
+  EXPECT_EQ(o.checkpoint_dir, "/tmp/c");
+  EXPECT_EQ(o.program, (std::vector<std::string>{"/bin/true", "--lr", "1"}));
+}
+
+TEST(LauncherOptions, BadValuesNameTheirOption) {
+  EXPECT_NE(
+      usage_message({"--mode", "local", "-n", "2", "--max-restarts", "lots", "--", "/bin/true"}).find("--max-restarts"),
+      std::string::npos);
+  EXPECT_NE(
+      usage_message({"--mode", "local", "-n", "2", "--hang-timeout", "soon", "--", "/bin/true"}).find("--hang-timeout"),
+      std::string::npos);
+  EXPECT_NE(usage_message({"--mode", "local", "-n", "0", "--", "/bin/true"}).find("--ranks"), std::string::npos);
+  EXPECT_NE(usage_message({"--mode", "cloud", "-n", "2", "--", "/bin/true"}).find("--mode"), std::string::npos);
+  EXPECT_NE(
+      usage_message({"--mode", "local", "-n", "2", "--hang-factor", "0.5", "--", "/bin/true"}).find("--hang-factor"),
+      std::string::npos);
+  EXPECT_NE(usage_message({"--no-such-option", "--", "/bin/true"}).find("no-such-option"), std::string::npos);
+}
+
+TEST(LauncherOptions, TheProgramMustExistAndComeAfterTheSeparator) {
+  EXPECT_NE(usage_message({"--mode", "local", "-n", "2"}).find("no program"), std::string::npos);
+  EXPECT_NE(usage_message({"--mode", "local", "-n", "2", "--", "/nonexistent/trainer"}).find("/nonexistent/trainer"),
+            std::string::npos);
+  EXPECT_NE(usage_message({"--mode", "local", "-n", "2", "/bin/true"}).find("after '--'"), std::string::npos);
+}
+
+TEST(LauncherOptions, InconsistentCombinationsAreRejected) {
+  EXPECT_NE(usage_message({"--mode", "local", "--", "/bin/true"}).find("--ranks (-n) is required"), std::string::npos);
+  EXPECT_NE(usage_message({"--mode", "local", "-n", "2", "--spare-nodes", "1", "--", "/bin/true"}).find("Slurm mode"),
+            std::string::npos);
+  EXPECT_NE(usage_message(
+                {"--mode", "local", "-n", "2", "--hang-timeout", "1s", "--heartbeat-interval", "1s", "--", "/bin/true"})
+                .find("twice --heartbeat-interval"),
+            std::string::npos);
+  EXPECT_NE(usage_message({"--mode", "local", "-n", "2", "--backoff", "10s", "--backoff-max", "1s", "--", "/bin/true"})
+                .find("--backoff-max"),
+            std::string::npos);
+  EXPECT_NE(usage_message({"--mode", "local", "-n", "3", "--model-parallel", "2", "--", "/bin/true"})
+                .find("multiple of --model-parallel"),
+            std::string::npos);
+  EXPECT_NE(usage_message({"--mode", "local", "-n", "2", "--mpirun", "/nonexistent/mpirun", "--", "/bin/true"})
+                .find("--mpirun"),
+            std::string::npos);
+}
+
+TEST(LauncherOptions, HelpDocumentsEveryOptionAndHelpEnvListsTheRegistry) {
+  auto help = parse({"--help"});
+  EXPECT_FALSE(help.options.has_value());
+  for (const char* option : {"--ranks", "--nodes", "--max-restarts", "--backoff", "--hang-timeout", "--spare-nodes",
+                             "--checkpoint-dir", "--run-dir", "--elastic", "--no-progress-limit", "--help-env"}) {
+    EXPECT_NE(help.text.find(option), std::string::npos) << option;
+  }
+  auto env = parse({"--help-env"});
+  EXPECT_FALSE(env.options.has_value());
+  for (const char* name : {"TENAX_RUN_DIR", "TENAX_HEARTBEAT_INTERVAL", "TENAX_ATTEMPT", "TENAX_LOG_LEVEL"}) {
+    EXPECT_NE(env.text.find(name), std::string::npos) << name;
+  }
+}
+
+TEST(LauncherOptions, TheEnvironmentSetsDefaultsAndTheCommandLineWins) {
+  setenv("TENAX_MAX_RESTARTS", "7", 1);
+  setenv("TENAX_SPARES", "2", 1);
+  auto from_env = parse({"--mode", "slurm", "--srun", "/bin/true", "--", "/bin/true"});
+  auto from_line =
+      parse({"--mode", "slurm", "--srun", "/bin/true", "--max-restarts", "1", "--spare-nodes", "0", "--", "/bin/true"});
+  setenv("TENAX_MAX_RESTARTS", "many", 1);
+  std::string bad = usage_message({"--mode", "local", "-n", "1", "--", "/bin/true"});
+  unsetenv("TENAX_MAX_RESTARTS");
+  unsetenv("TENAX_SPARES");
+  ASSERT_TRUE(from_env.options && from_line.options);
+  EXPECT_EQ(from_env.options->max_restarts, 7);
+  EXPECT_EQ(from_env.options->spare_nodes, 2);
+  EXPECT_EQ(from_line.options->max_restarts, 1);
+  EXPECT_EQ(from_line.options->spare_nodes, 0);
+  EXPECT_NE(bad.find("TENAX_MAX_RESTARTS"), std::string::npos) << bad;
+}
+
+TEST(LauncherOptions, SlurmModeIsChosenInsideAnAllocation) {
+  setenv("SLURM_JOB_ID", "4242", 1);
+  auto result = parse({"--nodes", "2", "--srun", "/bin/true", "--", "/bin/true"});
+  unsetenv("SLURM_JOB_ID");
+  ASSERT_TRUE(result.options.has_value());
+  EXPECT_EQ(result.options->mode, Mode::Slurm);
+  EXPECT_EQ(result.options->nodes, 2);
+}
+
+}  // namespace
+}  // namespace tenax::launch
