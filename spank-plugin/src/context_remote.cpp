@@ -3,7 +3,8 @@
 // user_init runs once per step and node, after slurmstepd has dropped to the user's identity: it resolves the
 // settings, computes the whole step's placement (every node computes the same map), finds the node's GPUs and NUMA
 // nodes and exports the job-wide variables. task_init runs in each task's process just before exec, as the user: it
-// exports the task's rank and binds it. The privileged task callback is deliberately not implemented.
+// exports the task's rank and binds it. There is deliberately no task_init_privileged: nothing here needs root, and a
+// privileged callback must never touch user-controlled paths.
 #include <pwd.h>
 #include <sched.h>
 #include <unistd.h>
