@@ -5,17 +5,21 @@
 //
 // Prints "step N loss X" once per step (world rank 0) and, at the end, a layout-independent checksum of the final
 // parameters, so two runs can be compared exactly.
+//
+// Fault tolerance (training_run.hpp): with a checkpoint directory (--checkpoint-dir or TENAX_CHECKPOINT_DIR, which
+// tenax-launch sets) it resumes from the newest complete checkpoint, in any layout, and saves every
+// --checkpoint-every steps; under tenax-launch it heartbeats and stops with an emergency checkpoint on preemption.
 #include <cxxopts.hpp>
 
-#include <cinttypes>
-#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "tenax/env.hpp"
 #include "tenax/error.hpp"
 #include "tenax/runtime.hpp"
 #include "trainer.hpp"
+#include "training_run.hpp"
 
 namespace {
 
@@ -46,6 +50,13 @@ cxxopts::Options make_options() {
      cxxopts::value<int>()->default_value("2"))
     ("inject-overflow-at", "fp16 testing: steps at which one rank's gradient is made infinite (comma list)",
      cxxopts::value<std::vector<long>>());
+  o.add_options("fault tolerance")
+    ("checkpoint-dir", "checkpoint directory: resume from its newest complete checkpoint, save there "
+     "(default: TENAX_CHECKPOINT_DIR; none: no checkpoints)", cxxopts::value<std::string>())
+    ("checkpoint-every", "save a checkpoint every N steps (0: only at the end and on preemption)",
+     cxxopts::value<int>()->default_value("10"))
+    ("keep", "complete checkpoints kept (default: TENAX_CKPT_KEEP)", cxxopts::value<int>())
+    ("run-dir", "write the step metrics to <dir>/metrics/ (default: TENAX_RUN_DIR)", cxxopts::value<std::string>());
   o.add_options("model")
     ("vocab", "vocabulary size", cxxopts::value<std::size_t>()->default_value("256"))
     ("hidden", "hidden size (the MLP is 4x wider)", cxxopts::value<std::size_t>()->default_value("128"))
@@ -98,24 +109,17 @@ int body(int argc, char** argv) {
   const int steps = args["steps"].as<int>();
   if (steps < 0) throw tenax::UsageError("--steps must be >= 0");
 
-  tenax::examples::Trainer trainer(runtime.world(), c);
-  const bool report = runtime.rank() == 0;
-  if (report)
-    std::printf("layout %s, precision %s, %d steps; loss of an untrained model ~%.3f, floor of the data ~%.3f\n",
-                trainer.layout().to_string().c_str(), std::string(c.precision.name()).c_str(), steps,
-                std::log(static_cast<double>(c.model.vocab)), trainer.loss_floor());
-  for (int s = 0; s < steps; ++s) {
-    const tenax::examples::StepResult r = trainer.step();
-    if (!report) continue;
-    if (r.skipped)
-      std::printf("step %ld loss %.6f (skipped: gradient overflow at loss scale %g)\n", r.step, r.loss, r.loss_scale);
-    else
-      std::printf("step %ld loss %.6f\n", r.step, r.loss);
-    std::fflush(stdout);
-  }
-  const std::uint64_t checksum = trainer.parameters_checksum();
-  if (report) std::printf("final parameters checksum: %016" PRIx64 "\n", checksum);
-  return tenax::kExitSuccess;
+  tenax::examples::RunOptions run;
+  run.steps = steps;
+  run.checkpoint.dir = args.count("checkpoint-dir") ? args["checkpoint-dir"].as<std::string>()
+                                                    : tenax::env::get_string("TENAX_CHECKPOINT_DIR");
+  run.checkpoint.every = args["checkpoint-every"].as<int>();
+  if (run.checkpoint.every < 0) throw tenax::UsageError("--checkpoint-every must be >= 0 (0: no periodic saves)");
+  run.checkpoint.keep =
+      args.count("keep") ? args["keep"].as<int>() : static_cast<int>(tenax::env::get_int("TENAX_CKPT_KEEP"));
+  if (run.checkpoint.keep < 1) throw tenax::UsageError("--keep must be >= 1 (the newest checkpoint is always kept)");
+  if (args.count("run-dir")) run.run_dir = args["run-dir"].as<std::string>();
+  return tenax::examples::run_training(runtime, c, run);
 }
 
 }  // namespace

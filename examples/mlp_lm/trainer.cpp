@@ -87,7 +87,13 @@ void Trainer::fill_micro_batch(int mb, std::vector<std::int32_t>& inputs, std::v
   }
 }
 
+std::optional<metrics::StepMetrics::Scope> Trainer::phase(metrics::Phase p) {
+  if (metrics_ == nullptr) return std::nullopt;
+  return metrics_->measure(p);
+}
+
 StepResult Trainer::step() {
+  using metrics::Phase;
   ++step_;
   StepResult result;
   result.step = step_;
@@ -101,21 +107,33 @@ StepResult Trainer::step() {
   for (std::size_t i = 0; i < actions_.size(); ++i)
     if (actions_[i].op == PipelineOp::Backward) last_backward = i;
 
-  buffers_->zero_grads();
+  {
+    auto t = phase(Phase::Compute);
+    buffers_->zero_grads();
+  }
   double loss_sum = 0.0;
   std::vector<std::int32_t> inputs, targets;
   auto slot = [&](int mb) { return mb % slots_; };
   for (std::size_t i = 0; i < actions_.size(); ++i) {
     const PipelineAction& a = actions_[i];
+    // Pipeline transfers block until the peer stage is ready: exposed communication. The data-parallel bucket
+    // reductions started during backward overlap it and count as compute; what is left at finish_grad_sync is exposed.
+    const bool transfer = a.op != PipelineOp::Forward && a.op != PipelineOp::Backward;
+    auto t = phase(transfer ? Phase::Comm : Phase::Compute);
     switch (a.op) {
       case PipelineOp::RecvForward:
         channel_->recv_forward(activation_buffer_.data(), n);
         break;
-      case PipelineOp::Forward:
-        fill_micro_batch(a.micro_batch, inputs, targets);
+      case PipelineOp::Forward: {
+        {
+          // The batch is generated on the fly on this thread: its time is the step's data wait.
+          auto data = phase(Phase::DataWait);
+          fill_micro_batch(a.micro_batch, inputs, targets);
+        }
         loss_sum +=
             model_->forward(slot(a.micro_batch), inputs.data(), activation_buffer_.data(), targets.data(), grad_scale);
         break;
+      }
       case PipelineOp::SendForward:
         channel_->send_forward(model_->output(slot(a.micro_batch)), n);
         break;
@@ -137,8 +155,12 @@ StepResult Trainer::step() {
         break;
     }
   }
-  buffers_->finish_grad_sync();
+  {
+    auto t = phase(Phase::Comm);
+    buffers_->finish_grad_sync();
+  }
 
+  auto optimizer_phase = phase(Phase::Optimizer);
   if (scaler_) {
     const bool inject = world_.rank() == world_.size() - 1 &&
                         std::find(config_.inject_overflow_at.begin(), config_.inject_overflow_at.end(), step_) !=
@@ -149,9 +171,11 @@ StepResult Trainer::step() {
     result.skipped = scaler_->update(agree_on_overflow(world_, local_flag));
   }
   if (!result.skipped) optimizer_->step();
+  optimizer_phase.reset();
 
   // Only one rank per (last stage, dp replica) holds a loss: the tp ranks of the last stage computed the same value.
   double loss = groups_.coords.pp == groups_.layout.pp - 1 && groups_.coords.tp == 0 ? loss_sum : 0.0;
+  auto comm = phase(Phase::Comm);
   world_.all_reduce(&loss, &loss, 1, DType::F64, ReduceOp::Sum);
   result.loss = loss / global_rows;
   return result;

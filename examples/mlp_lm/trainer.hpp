@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "markov_data.hpp"
@@ -16,6 +17,7 @@
 #include "tenax/data_parallel.hpp"
 #include "tenax/layout.hpp"
 #include "tenax/loss_scaler.hpp"
+#include "tenax/metrics.hpp"
 #include "tenax/optimizer.hpp"
 #include "tenax/pipeline.hpp"
 #include "tenax/pipeline_schedule.hpp"
@@ -80,12 +82,17 @@ class Trainer {
   // Resumes from a saved state: the caller has written every entry of state_entries() back (same layout) and passes the
   // progress saved with them. The next step() continues exactly where the saved run would have.
   void restore(const TrainingProgress& progress);
+  // Attributes the phases of every later step() (data, compute, exposed communication, optimizer) to `metrics`, whose
+  // begin_step/end_step the caller drives; null stops it. Not owned.
+  void set_metrics(metrics::StepMetrics* metrics) { metrics_ = metrics; }
   const ProcessGroups& groups() const { return groups_; }
   const ParallelLayout& layout() const { return groups_.layout; }
   double loss_floor() const { return data_.entropy_rate(); }
 
  private:
   void fill_micro_batch(int mb, std::vector<std::int32_t>& inputs, std::vector<std::int32_t>& targets) const;
+  // The phase `phase` for the returned scope's lifetime (nothing without metrics).
+  std::optional<metrics::StepMetrics::Scope> phase(metrics::Phase phase);
 
   Communicator& world_;
   TrainConfig config_;
@@ -101,6 +108,7 @@ class Trainer {
   std::unique_ptr<DynamicLossScaler> scaler_;
   std::unique_ptr<PipelineChannel> channel_;
   long step_ = 0;
+  metrics::StepMetrics* metrics_ = nullptr;
   std::vector<float> activation_buffer_, grad_buffer_;
 };
 

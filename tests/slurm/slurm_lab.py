@@ -174,3 +174,52 @@ def expect_refused(result, *fragments):
            f"expected a refusal, got exit 0\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}")
     for fragment in fragments:
         expect(fragment in result.stderr, f"expected {fragment!r} in stderr:\n{result.stderr}")
+
+
+# --- training runs under tenax-launch (preemption and node-failure cases) -------------------------------------------
+def wait_until(predicate, timeout, what):
+    """Polls `predicate` until it returns something true; fails naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise LabError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.2)
+
+
+def read_text(path):
+    """The file's text, or "" when it does not exist (yet)."""
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def build_artifact(tools, *relative):
+    """A program of the same build tree as the placement printer (<build>/tests/slurm/tenax-placement-print)."""
+    build_root = os.path.dirname(os.path.dirname(os.path.dirname(tools.placement_print)))
+    path = os.path.join(build_root, *relative)
+    if not os.access(path, os.X_OK):
+        raise LabError(f"{path} is missing: build the targets tenax-launch and tenax_launch_test_worker first")
+    return path
+
+
+def training_script(launcher, worker, run_dir, checkpoint_dir, launcher_args, worker_args):
+    """A batch script whose shell becomes tenax-launch (exec: Slurm's batch signals must reach the launcher itself),
+    supervising the deterministic MPI worker over srun --mpi=pmix. Emulated nodes share one host, so Open MPI's
+    shared-memory transport would collide between nodes: TCP only (the lab gives each node its own TmpFS)."""
+    command = " ".join([launcher, "--mode", "slurm", "--run-dir", run_dir, "--checkpoint-dir", checkpoint_dir,
+                        *launcher_args, "--", worker, *worker_args])
+    return ("#!/bin/bash\n"
+            "export OMPI_MCA_btl=self,tcp\n"
+            "echo \"batch start: restart=${SLURM_RESTART_COUNT-unset} nodes=$SLURM_JOB_NODELIST\"\n"
+            f"mkdir -p {checkpoint_dir} {run_dir}\n"
+            f"exec {command}\n")
+
+
+def final_checksums(text):
+    """Every "final parameters checksum: <hex>" the worker printed."""
+    return re.findall(r"final parameters checksum: ([0-9a-f]{16})", text)
