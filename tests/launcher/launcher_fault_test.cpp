@@ -163,8 +163,12 @@ TEST(LauncherFaults, AttemptsWithoutProgressStopAsARestartLoop) {
   const std::string output = launch.output();
   EXPECT_NE(output.find("restart loop: 2 consecutive attempts reached no new highest step"), std::string::npos)
       << output;
-  // Attempt 1 reaches step 7 (progress), attempts 2 and 3 resume at 5 and die at 8 again.
-  EXPECT_EQ(ledger_lines(dir / "run", "attempt").size(), 3u) << output;
+  // Every attempt resumes at 5 and dies at 8. Progress is judged from heartbeats, which a loaded machine may deliver
+  // a step or two late, so the highest step can still rise once after attempt 1; then two attempts without a new
+  // highest step stop the run: 3 or 4 attempts, far below the 11 that --max-restarts 10 would allow.
+  const std::size_t attempts = ledger_lines(dir / "run", "attempt").size();
+  EXPECT_GE(attempts, 3u) << output;
+  EXPECT_LE(attempts, 4u) << output;
 }
 
 TEST(LauncherFaults, AUsageErrorOfTheProgramIsNotRetried) {
