@@ -1,0 +1,311 @@
+// tenax-bench-checkpoint: what a checkpoint costs the training loop, next to references measured in the same run.
+//
+//   mpirun -n 2 tenax-bench-checkpoint --sizes 64M,256M,1G --dir /tmp/tenax-bench-ckpt
+//
+// Per shard size (bytes per rank, in 4 tensors), median of --reps:
+//   save     the blocking time of save() (copy into staging + CRC32C)  vs  memcpy of the same bytes (pre-touched)
+//   write    background time from save() returning to wait() returning (HDF5 write, fsync, agreement, manifest, VDS,
+//            rename, latest, retention) as aggregate GiB/s  vs  write(2)+fsync(2) of the same bytes into a new file
+//            per rank, deleting the file --keep generations old as retention deletes the oldest checkpoint
+//   load     load() (manifest, hyperslab reads, CRC32C check), page cache hot and, as root, cold  vs  read(2)
+//   slowdown mean time of a compute step (single-thread sgemm, progress() each step) while a checkpoint is in flight,
+//            relative to the same steps with none in flight
+// Targets: save <= 1.2x memcpy, write >= 0.8x raw, slowdown <= 5%. --check makes the exit code non-zero on a miss.
+#include <cblas.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <cxxopts.hpp>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tenax/checkpoint.hpp"
+#include "tenax/runtime.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Largest value over ranks: a collective step is as slow as its slowest rank.
+double max_over_ranks(tenax::Communicator& world, double v) {
+  world.all_reduce(&v, &v, 1, tenax::DType::F64, tenax::ReduceOp::Max);
+  return v;
+}
+
+std::uint64_t parse_size(const std::string& s) {
+  std::uint64_t v = std::stoull(s);
+  switch (s.back()) {
+    case 'K':
+      return v << 10;
+    case 'M':
+      return v << 20;
+    case 'G':
+      return v << 30;
+    default:
+      return v;
+  }
+}
+
+std::string size_name(std::uint64_t b) {
+  if (b >= (1ull << 30) && b % (1ull << 30) == 0) return std::to_string(b >> 30) + " GiB";
+  return std::to_string(b >> 20) + " MiB";
+}
+
+// Pre-touched memory, as the training state and the reference buffers would be.
+struct Buffer {
+  std::uint8_t* data = nullptr;
+  std::size_t size = 0;
+  explicit Buffer(std::size_t n) : size(n) {
+    data = static_cast<std::uint8_t*>(::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (data == MAP_FAILED) throw tenax::IoError("bench: cannot map " + std::to_string(n) + " bytes");
+    for (std::size_t i = 0; i < n; i += 4096)
+      data[i] = static_cast<std::uint8_t>(i * 131 + 7);
+  }
+  ~Buffer() { ::munmap(data, size); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+};
+
+void raw_write_fsync(const std::string& path, const std::uint8_t* data, std::size_t n) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw tenax::IoError("bench: open " + path + ": " + std::strerror(errno));
+  for (std::size_t done = 0; done < n;) {
+    ssize_t w = ::write(fd, data + done, std::min<std::size_t>(n - done, 1u << 30));
+    if (w <= 0) throw tenax::IoError("bench: write " + path + ": " + std::strerror(errno));
+    done += static_cast<std::size_t>(w);
+  }
+  ::fsync(fd);
+  ::close(fd);
+}
+
+double raw_read(const std::string& path, std::uint8_t* data, std::size_t n) {
+  auto t0 = Clock::now();
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw tenax::IoError("bench: open " + path + ": " + std::strerror(errno));
+  for (std::size_t done = 0; done < n;) {
+    ssize_t r = ::read(fd, data + done, std::min<std::size_t>(n - done, 1u << 30));
+    if (r <= 0) break;
+    done += static_cast<std::size_t>(r);
+  }
+  ::close(fd);
+  return seconds_since(t0);
+}
+
+bool drop_page_cache(tenax::Communicator& world) {
+  int ok = 1;
+  if (world.rank() == 0) {
+    ::sync();
+    std::ofstream f("/proc/sys/vm/drop_caches");
+    f << "1\n";
+    f.flush();
+    ok = f.good() ? 1 : 0;
+  }
+  world.broadcast(&ok, 1, tenax::DType::I32, 0);
+  world.barrier();
+  return ok == 1;
+}
+
+struct Compute {
+  int n;
+  std::vector<float> a, b, c;
+  explicit Compute(int size) : n(size), a(n * n, 0.5f), b(n * n, 0.25f), c(n * n, 0.0f) {}
+  void step() {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+  }
+};
+
+struct Row {
+  std::uint64_t bytes;
+  double memcpy_s, save_s, write_s, raw_write_s, load_hot_s, read_hot_s, load_cold_s, read_cold_s, step_base_s,
+      step_during_s;
+  int steps_during;
+};
+
+Row measure(tenax::Communicator& world, const std::string& root, std::uint64_t bytes, int reps, int keep,
+            Compute& compute) {
+  const int rank = world.rank(), size = world.size();
+  const std::string dir = root + "/" + std::to_string(bytes >> 20) + "M";
+  const std::uint64_t elems = bytes / 4, per_tensor = elems / 4;
+  Buffer model(per_tensor * 4 * 4), reference(per_tensor * 4 * 4);
+  std::vector<tenax::TensorShard> shards;
+  for (int t = 0; t < 4; ++t)
+    shards.push_back(tenax::TensorShard::flat_range("bulk" + std::to_string(t), tenax::DType::F32, per_tensor * size,
+                                                    per_tensor * rank, per_tensor, model.data + t * per_tensor * 4));
+  tenax::CheckpointOptions options;
+  options.dir = dir;
+  options.keep = keep;
+  options.layout = tenax::ParallelLayout{1, 1, size};
+  Row row{};
+  row.bytes = per_tensor * 4 * 4;
+  std::vector<double> copy, save, write, raw, load_hot, read_hot;
+  {
+    tenax::Checkpointer ckpt(world, options, shards);
+    for (int r = 0; r < reps; ++r) {
+      world.barrier();
+      auto t0 = Clock::now();
+      std::memcpy(reference.data, model.data, row.bytes);
+      copy.push_back(max_over_ranks(world, seconds_since(t0)));
+
+      model.data[r] ^= 1;  // each checkpoint differs
+      world.barrier();
+      t0 = Clock::now();
+      ckpt.save(static_cast<std::uint64_t>(r + 1));
+      double blocking = seconds_since(t0);
+      auto t1 = Clock::now();
+      ckpt.wait();
+      write.push_back(max_over_ranks(world, seconds_since(t1)));
+      save.push_back(max_over_ranks(world, blocking));
+
+      world.barrier();
+      // The reference rotates its files like retention does: the file `keep` generations old goes in the timed part.
+      auto raw_path = [&](int gen) { return dir + "/raw_" + std::to_string(gen) + "_rank_" + std::to_string(rank); };
+      t0 = Clock::now();
+      raw_write_fsync(raw_path(r), model.data, row.bytes);
+      if (r >= keep) ::unlink(raw_path(r - keep).c_str());
+      raw.push_back(max_over_ranks(world, seconds_since(t0)));
+
+      world.barrier();
+      t0 = Clock::now();
+      ckpt.load();
+      load_hot.push_back(max_over_ranks(world, seconds_since(t0)));
+      char name[32];
+      std::snprintf(name, sizeof name, "/rank_%05d.h5", rank);
+      const std::string own = dir + "/step_" + std::to_string(r + 1) + name;
+      world.barrier();
+      read_hot.push_back(max_over_ranks(world, raw_read(own, reference.data, row.bytes)));
+    }
+    row.memcpy_s = median(copy);
+    row.save_s = median(save);
+    row.write_s = median(write);
+    row.raw_write_s = median(raw);
+    row.load_hot_s = median(load_hot);
+    row.read_hot_s = median(read_hot);
+    row.load_cold_s = row.read_cold_s = -1;
+    if (drop_page_cache(world)) {
+      auto t0 = Clock::now();
+      ckpt.load();
+      row.load_cold_s = max_over_ranks(world, seconds_since(t0));
+      drop_page_cache(world);
+      char name[32];
+      std::snprintf(name, sizeof name, "/rank_%05d.h5", rank);
+      row.read_cold_s =
+          max_over_ranks(world, raw_read(dir + "/step_" + std::to_string(reps) + name, reference.data, row.bytes));
+    }
+
+    // Compute steps with no checkpoint in flight, then while one is written (progress() each step in both).
+    std::vector<double> base, during;
+    for (int s = 0; s < 20; ++s) {
+      auto t0 = Clock::now();
+      compute.step();
+      ckpt.progress();
+      base.push_back(seconds_since(t0));
+    }
+    world.barrier();
+    ckpt.save(static_cast<std::uint64_t>(reps + 1));
+    bool busy = true;
+    while (busy) {
+      auto t0 = Clock::now();
+      compute.step();
+      busy = !ckpt.progress();
+      during.push_back(seconds_since(t0));
+    }
+    ckpt.wait();
+    auto mean = [](const std::vector<double>& v) {
+      double s = 0;
+      for (double x : v)
+        s += x;
+      return s / static_cast<double>(v.size());
+    };
+    row.step_base_s = max_over_ranks(world, mean(base));
+    row.step_during_s = max_over_ranks(world, mean(during));
+    row.steps_during = static_cast<int>(during.size());
+  }
+  world.barrier();
+  if (rank == 0) std::filesystem::remove_all(dir);
+  return row;
+}
+
+int body(int argc, char** argv) {
+  tenax::Runtime runtime(argc, argv);
+  tenax::Communicator& world = runtime.world();
+  cxxopts::Options cli("tenax-bench-checkpoint", "Checkpoint cost against memcpy, write+fsync and read references");
+  cli.add_options()("sizes", "Bytes per rank (K/M/G suffixes), comma-separated",
+                    cxxopts::value<std::string>()->default_value("64M,256M,1G"))(
+      "dir", "Directory on the file system to measure",
+      cxxopts::value<std::string>()->default_value("/tmp/tenax-bench-ckpt"))(
+      "reps", "Repetitions per size (median reported)", cxxopts::value<int>()->default_value("3"))(
+      "keep", "Checkpoints kept (retention deletes older ones inside the timed commit; raw files rotate alike)",
+      cxxopts::value<int>()->default_value("1"))("gemm", "Matrix size of the compute step (single-thread sgemm)",
+                                                 cxxopts::value<int>()->default_value("384"))(
+      "check", "Exit non-zero when a target is missed")("h,help", "Show this help");
+  auto args = cli.parse(argc, argv);
+  if (args.count("help")) {
+    if (world.rank() == 0) std::printf("%s\n", cli.help().c_str());
+    return 0;
+  }
+  std::vector<std::uint64_t> sizes;
+  std::string list = args["sizes"].as<std::string>();
+  for (std::size_t at = 0; at <= list.size();) {
+    std::size_t comma = list.find(',', at);
+    if (comma == std::string::npos) comma = list.size();
+    sizes.push_back(parse_size(list.substr(at, comma - at)));
+    at = comma + 1;
+  }
+  const std::string root = args["dir"].as<std::string>();
+  const int reps = std::max(1, args["reps"].as<int>());
+  Compute compute(args["gemm"].as<int>());
+  if (world.rank() == 0) {
+    std::printf("# tenax-bench-checkpoint: %d ranks, dir %s, %d reps (median), 4 f32 tensors per rank\n", world.size(),
+                root.c_str(), reps);
+    std::printf("# GiB/s are aggregate over ranks; load/read: page cache hot | cold (cold needs root)\n");
+    std::printf("%10s | %8s %8s %6s | %8s %8s %6s | %13s %13s | %8s %8s %6s %5s\n", "size/rank", "memcpy s", "save s",
+                "ratio", "write", "raw w+fs", "ratio", "load GiB/s", "read GiB/s", "step ms", "ckpt ms", "slow",
+                "steps");
+  }
+  bool missed = false;
+  for (std::uint64_t bytes : sizes) {
+    Row r = measure(world, root, bytes, reps, std::max(1, args["keep"].as<int>()), compute);
+    const double total = static_cast<double>(r.bytes) * world.size() / (1ull << 30);
+    const double save_ratio = r.save_s / r.memcpy_s, write_ratio = r.raw_write_s / r.write_s;
+    const double slow = r.step_during_s / r.step_base_s - 1.0;
+    missed = missed || save_ratio > 1.2 || write_ratio < 0.8 || slow > 0.05;
+    if (world.rank() == 0) {
+      char cold_load[16] = "-", cold_read[16] = "-";
+      if (r.load_cold_s > 0) {
+        std::snprintf(cold_load, sizeof cold_load, "%.2f", total / r.load_cold_s);
+        std::snprintf(cold_read, sizeof cold_read, "%.2f", total / r.read_cold_s);
+      }
+      std::printf("%10s | %8.4f %8.4f %5.2fx | %8.2f %8.2f %5.2fx | %6.2f|%6s %6.2f|%6s | %8.1f %8.1f %5.1f%% %5d\n",
+                  size_name(r.bytes).c_str(), r.memcpy_s, r.save_s, save_ratio, total / r.write_s,
+                  total / r.raw_write_s, write_ratio, total / r.load_hot_s, cold_load, total / r.read_hot_s, cold_read,
+                  r.step_base_s * 1e3, r.step_during_s * 1e3, slow * 100, r.steps_during);
+      std::fflush(stdout);
+    }
+  }
+  if (world.rank() == 0)
+    std::printf("# targets: save ratio <= 1.2x, write ratio (checkpoint/raw) >= 0.8x, slowdown <= 5%%: %s\n",
+                missed ? "MISSED" : "met");
+  return args.count("check") && missed ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return tenax::run_main(body, argc, argv);
+}

@@ -1,0 +1,192 @@
+// Asynchronous, atomic, verified and reshardable checkpoints in plain HDF5 (format: docs/checkpoint-format.md).
+//
+// The model is described to the checkpointer as a list of TensorShards: one rank's rectangular block of a named global
+// tensor (row-major, contiguous in memory). A tensor held whole is a block at offset 0; a tensor-parallel weight is a
+// block of rows or columns; a ZeRO-1 optimizer shard is a 1-D tensor's [begin, begin+count) range. Nothing here knows
+// about layers or optimizers: a different layout at load time is just a different list of blocks.
+//
+//   tenax::Checkpointer ckpt(world, tenax::CheckpointOptions::from_env(layout), shards);   // collective
+//   tenax::LoadResult r = ckpt.load();                       // collective; fills the shards if a checkpoint exists
+//   for (step = r.loaded ? r.step + 1 : 0; ...; ++step) {
+//     train_step();
+//     if (step % 100 == 0) ckpt.save(step, blobs);           // collective; blocks only while copying to staging
+//     ckpt.progress();                                       // collective; cheap; commits finished checkpoints
+//   }
+//   ckpt.wait();                                             // collective; the last checkpoint is durable on return
+//
+// Collectives: every public member except the accessors is a collective over `world`: every rank calls it, in the same
+// order, from the thread that owns the communicator (the training thread). The checkpointer never calls the
+// communicator from its own thread.
+//
+// Threads: each rank has one background I/O thread that makes every HDF5 call of this checkpointer (writes, fsyncs, the
+// manifest, the virtual-dataset file, reads at load). The training thread only copies into staging memory and takes
+// part in the commit agreement.
+//
+// Replicated blocks: a block held by several ranks (same tensor, offset and shape, e.g. a TP shard on every DP rank or
+// a tensor every rank holds whole) is written once, by the lowest world rank that holds it. The constructor exchanges
+// every rank's shard list to decide this and refuses (UsageError, naming the tensor) shard lists whose distinct blocks
+// overlap, leave part of a tensor uncovered or disagree about dtype or global shape.
+//
+// Errors: a failed write (ENOSPC, EIO, EACCES, ...) on any rank is raised on every rank at the next save(), progress()
+// or wait() as an IoError naming the failing rank, the file and the system's error text; the partial checkpoint is
+// removed and earlier checkpoints are untouched. The checkpointer stays usable afterwards.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "tenax/communicator.hpp"
+#include "tenax/dtype.hpp"
+#include "tenax/error.hpp"
+#include "tenax/layout.hpp"
+
+namespace tenax {
+
+enum class MemoryKind : std::uint8_t { Host, Device };
+
+// One rank's block of a global tensor. `data` points to the block's elements, row-major and contiguous
+// (shape[0] * ... * shape[n-1] elements). Names may contain '/' (it becomes an HDF5 group in the files) and letters,
+// digits and "_.-:"; no name may be a '/'-prefix of another.
+struct TensorShard {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<std::uint64_t> global_shape;  // the whole tensor; a scalar is shape {1}
+  std::vector<std::uint64_t> offset;        // where this block starts in the global tensor; empty: all zeros
+  std::vector<std::uint64_t> shape;         // this block's extent; empty: the whole tensor
+  void* data = nullptr;                     // saving only reads it; loading writes it
+  MemoryKind memory = MemoryKind::Host;     // Device: CUDA device memory (builds with TENAX_HAVE_CUDA only)
+
+  // The whole tensor on this rank.
+  static TensorShard whole(std::string name, DType dtype, std::vector<std::uint64_t> shape, void* data);
+  // An N-d block of a larger tensor.
+  static TensorShard block(std::string name, DType dtype, std::vector<std::uint64_t> global_shape,
+                           std::vector<std::uint64_t> offset, std::vector<std::uint64_t> shape, void* data);
+  // Elements [begin, begin+count) of a flat 1-D tensor of `total` elements (ZeRO-1 optimizer shards).
+  static TensorShard flat_range(std::string name, DType dtype, std::uint64_t total, std::uint64_t begin,
+                                std::uint64_t count, void* data);
+
+  std::uint64_t elements() const;
+  std::uint64_t bytes() const { return elements() * dtype_size(dtype); }
+};
+
+// Small per-rank state saved with every checkpoint: step counters, RNG state, data-loader position, loss-scaler state.
+// Each rank saves its own; at load a rank receives the blobs of one saved rank (see LoadOptions::blob_rank).
+using Blobs = std::map<std::string, std::vector<std::uint8_t>>;
+
+template <class T>
+void put_value(Blobs& blobs, const std::string& name, const T& value) {
+  static_assert(std::is_trivially_copyable_v<T>, "put_value stores the object's bytes");
+  std::vector<std::uint8_t> bytes(sizeof(T));
+  std::memcpy(bytes.data(), &value, sizeof(T));
+  blobs[name] = std::move(bytes);
+}
+
+// Throws UsageError if the blob is missing or its size is not sizeof(T).
+template <class T>
+T get_value(const Blobs& blobs, const std::string& name) {
+  static_assert(std::is_trivially_copyable_v<T>, "get_value reads the object's bytes");
+  auto it = blobs.find(name);
+  if (it == blobs.end()) throw UsageError("checkpoint blob '" + name + "' is not in the loaded checkpoint");
+  if (it->second.size() != sizeof(T))
+    throw UsageError("checkpoint blob '" + name + "' holds " + std::to_string(it->second.size()) +
+                     " bytes, the requested type has " + std::to_string(sizeof(T)));
+  T value;
+  std::memcpy(&value, it->second.data(), sizeof(T));
+  return value;
+}
+
+struct CheckpointOptions {
+  std::string dir;        // where step_<N>/ directories and `latest` live (TENAX_CHECKPOINT_DIR); created if missing
+  int keep = 3;           // complete checkpoints kept (TENAX_CKPT_KEEP, >= 1); the newest is never deleted
+  ParallelLayout layout;  // recorded in the manifest (informational: loading never needs the saved layout)
+  void* cuda_stream = nullptr;  // cudaStream_t that produces the Device shards; copies are ordered on it
+
+  // dir and keep from TENAX_CHECKPOINT_DIR / TENAX_CKPT_KEEP. Throws UsageError if TENAX_CHECKPOINT_DIR is unset.
+  static CheckpointOptions from_env(const ParallelLayout& layout = {});
+};
+
+struct LoadOptions {
+  // Which saved rank's blobs this rank receives: -1 = the same rank number if the saved world had it, else rank 0.
+  int blob_rank = -1;
+  // Load this step instead of the newest valid one (no fallback: an invalid one is an IoError).
+  std::optional<std::uint64_t> step;
+};
+
+struct LoadResult {
+  bool loaded = false;  // false: the directory holds no complete checkpoint (a fresh start); shards untouched
+  std::uint64_t step = 0;
+  std::string path;  // the step_<N> directory loaded
+  ParallelLayout saved_layout;
+  int saved_world_size = 0;
+  int blob_rank = -1;  // the saved rank whose blobs are in `blobs`
+  Blobs blobs;
+  // Newer complete checkpoints that were rejected (missing, truncated or corrupt shard), each with the reason.
+  std::vector<std::string> rejected;
+};
+
+// A complete checkpoint found in a directory (one whose manifest exists), newest first.
+struct CheckpointInfo {
+  std::uint64_t step = 0;
+  std::string path;
+};
+std::vector<CheckpointInfo> list_checkpoints(const std::string& dir);
+
+class Checkpointer {
+ public:
+  // Collective. Validates the options and every rank's shards (UsageError naming the problem), decides which rank
+  // writes each block, creates `dir`, removes step_*.tmp left by an interrupted run, and allocates and pre-touches the
+  // staging memory (as many bytes as this rank writes; reused by every save).
+  Checkpointer(Communicator& world, CheckpointOptions options, std::vector<TensorShard> shards);
+  // Waits for this rank's I/O thread, but cannot commit (that needs every rank): call wait() first. A checkpoint left
+  // uncommitted is never loaded and is removed by the next Checkpointer on the same directory.
+  ~Checkpointer();
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+
+  // Collective. Starts checkpoint `step`: first finishes the previous one (blocks if it is still being written: at
+  // most one is in flight), raising its error if it failed; then copies every shard this rank writes into staging
+  // memory, computing its CRC32C in the same pass, hands the write to the I/O thread and returns. The shards may be
+  // modified as soon as save() returns (Device shards: by work enqueued on options.cuda_stream after this call).
+  void save(std::uint64_t step, const Blobs& blobs = {});
+
+  // Collective, non-blocking; meant to be called once per training step. Commits the checkpoint in flight once every
+  // rank's shards are durable, and raises an error from the writing or the commit. Returns true when nothing is in
+  // flight any more. Costs one small all-reduce while a checkpoint is in flight, nothing otherwise.
+  bool progress();
+
+  // Collective. Blocks until the checkpoint in flight is committed (durable, renamed, `latest` updated), or raises
+  // its error. Returns at once when nothing is in flight.
+  void wait();
+
+  // Collective, synchronous: the preemption path. Finishes the checkpoint in flight, then saves `step` and waits for
+  // its commit. On return the checkpoint is durable and `latest` points to it.
+  void emergency_save(std::uint64_t step, const Blobs& blobs = {});
+
+  // Collective. Loads the newest complete checkpoint into the shards given to the constructor, reading from each saved
+  // file only the blocks this rank's shards overlap (any saved layout and world size). Every block read is checked
+  // against its CRC32C; a missing, truncated or corrupt file makes every rank fall back to the previous complete
+  // checkpoint (a warning names the file). Throws IoError when checkpoints exist but none is valid, and UsageError
+  // naming the tensor when the checkpoint belongs to another model (unknown tensor, different shape or dtype).
+  LoadResult load(const LoadOptions& options = {});
+
+  // The step of the newest checkpoint this checkpointer committed, if any.
+  std::optional<std::uint64_t> last_committed_step() const;
+  // True while a checkpoint is being written or awaits its commit.
+  bool in_flight() const;
+  const CheckpointOptions& options() const;
+  // Bytes this rank writes per checkpoint (the size of its staging memory).
+  std::uint64_t staged_bytes() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tenax

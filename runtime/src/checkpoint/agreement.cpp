@@ -1,0 +1,60 @@
+#include "checkpoint/agreement.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace tenax::ckpt {
+
+Outcome agree(Communicator& comm, const Outcome& local) {
+  std::int32_t code = local.code;
+  comm.all_reduce(&code, &code, 1, DType::I32, ReduceOp::Max);
+  if (code == 0) return {};
+  std::int32_t first = local.code == code ? comm.rank() : comm.size();
+  comm.all_reduce(&first, &first, 1, DType::I32, ReduceOp::Min);
+  std::string message = broadcast_string(comm, local.message, first);
+  return Outcome{code, "rank " + std::to_string(first) + ": " + message};
+}
+
+std::string broadcast_string(Communicator& comm, const std::string& text, int root) {
+  std::uint64_t size = comm.rank() == root ? text.size() : 0;
+  comm.broadcast(&size, 1, DType::I64, root);
+  std::string out = comm.rank() == root ? text : std::string(size, '\0');
+  if (size > 0) comm.broadcast(out.data(), size, DType::U8, root);
+  return out;
+}
+
+std::vector<std::string> all_gather_strings(Communicator& comm, const std::string& mine) {
+  const int n = comm.size();
+  std::uint64_t my_size = mine.size();
+  std::vector<std::uint64_t> sizes(n);
+  comm.all_gather(&my_size, sizes.data(), 1, DType::I64);
+  std::uint64_t longest = std::max<std::uint64_t>(1, *std::max_element(sizes.begin(), sizes.end()));
+  std::string padded = mine;
+  padded.resize(longest, '\0');
+  std::string all(longest * n, '\0');
+  comm.all_gather(padded.data(), all.data(), longest, DType::U8);
+  std::vector<std::string> out(n);
+  for (int r = 0; r < n; ++r)
+    out[r] = all.substr(r * longest, sizes[r]);
+  return out;
+}
+
+std::vector<std::string> gather_strings(Communicator& comm, const std::string& mine) {
+  const int n = comm.size();
+  std::uint64_t my_size = mine.size();
+  std::vector<std::uint64_t> sizes(n);
+  comm.all_gather(&my_size, sizes.data(), 1, DType::I64);
+  if (comm.rank() != 0) {
+    if (my_size > 0) comm.send(mine.data(), my_size, DType::U8, 0);
+    return {};
+  }
+  std::vector<std::string> out(n);
+  out[0] = mine;
+  for (int r = 1; r < n; ++r) {
+    out[r].resize(sizes[r]);
+    if (sizes[r] > 0) comm.recv(out[r].data(), sizes[r], DType::U8, r);
+  }
+  return out;
+}
+
+}  // namespace tenax::ckpt

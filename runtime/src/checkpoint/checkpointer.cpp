@@ -1,0 +1,317 @@
+// Saving: staging on the training thread, writing on the I/O thread, the two agreements of the commit protocol.
+#include <chrono>
+#include <sstream>
+
+#include "checkpoint/checkpointer_state.hpp"
+#include "checkpoint/commit.hpp"
+#include "checkpoint/crc32c.hpp"
+#include "checkpoint/fs_util.hpp"
+#include "checkpoint/shard_file.hpp"
+#include "tenax/env.hpp"
+#include "tenax/log.hpp"
+
+namespace tenax {
+
+using ckpt::Outcome;
+
+TensorShard TensorShard::whole(std::string name, DType dtype, std::vector<std::uint64_t> shape, void* data) {
+  return TensorShard{std::move(name), dtype, std::move(shape), {}, {}, data, MemoryKind::Host};
+}
+
+TensorShard TensorShard::block(std::string name, DType dtype, std::vector<std::uint64_t> global_shape,
+                               std::vector<std::uint64_t> offset, std::vector<std::uint64_t> shape, void* data) {
+  return TensorShard{std::move(name),  dtype, std::move(global_shape), std::move(offset),
+                     std::move(shape), data,  MemoryKind::Host};
+}
+
+TensorShard TensorShard::flat_range(std::string name, DType dtype, std::uint64_t total, std::uint64_t begin,
+                                    std::uint64_t count, void* data) {
+  return TensorShard{std::move(name), dtype, {total}, {begin}, {count}, data, MemoryKind::Host};
+}
+
+std::uint64_t TensorShard::elements() const {
+  return ckpt::volume(shape.empty() ? global_shape : shape);
+}
+
+CheckpointOptions CheckpointOptions::from_env(const ParallelLayout& layout) {
+  CheckpointOptions o;
+  o.dir = env::get_string("TENAX_CHECKPOINT_DIR");
+  if (o.dir.empty())
+    throw UsageError("TENAX_CHECKPOINT_DIR is not set: set it to the directory where checkpoints are written and read");
+  o.keep = static_cast<int>(env::get_int("TENAX_CKPT_KEEP"));
+  o.layout = layout;
+  return o;
+}
+
+std::vector<CheckpointInfo> list_checkpoints(const std::string& dir) {
+  return ckpt::complete_checkpoints(dir);
+}
+
+namespace {
+
+// Runs `local` on this rank, agrees on its outcome with every rank, and throws the same exception everywhere.
+template <class F>
+void agreed(Communicator& world, F local) {
+  Outcome outcome;
+  try {
+    local();
+  } catch (const UsageError& e) {
+    outcome = Outcome{2, e.what()};
+  } catch (const std::exception& e) {
+    outcome = Outcome{1, e.what()};
+  }
+  Outcome all = ckpt::agree(world, outcome);
+  if (all.code == 2) throw UsageError(all.message);
+  if (all.code != 0) throw IoError(all.message);
+}
+
+std::size_t round_up(std::size_t n, std::size_t to) {
+  return (n + to - 1) / to * to;
+}
+
+}  // namespace
+
+Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::vector<TensorShard> shards)
+    : state_(std::make_unique<State>(world, std::move(options))) {
+  State& s = *state_;
+  agreed(world, [&] {
+    if (s.options.dir.empty())
+      throw UsageError("checkpoint: no directory given (set CheckpointOptions::dir or TENAX_CHECKPOINT_DIR)");
+    if (s.options.keep < 1)
+      throw UsageError("checkpoint: keep = " + std::to_string(s.options.keep) +
+                       " would delete the newest checkpoint; keep at least 1 (TENAX_CKPT_KEEP)");
+    ckpt::normalize_shards(shards);
+  });
+  s.shards = std::move(shards);
+  s.plan = ckpt::make_plan(ckpt::all_gather_strings(world, ckpt::describe_shards(s.shards)));
+
+  std::size_t offset = 0;
+  for (int b = 0; b < static_cast<int>(s.plan.blocks.size()); ++b) {
+    const auto& block = s.plan.blocks[b];
+    if (block.writer != world.rank()) continue;
+    const std::string& name = s.plan.tensors[block.tensor].name;
+    int shard = 0;
+    while (s.shards[shard].name != name)
+      ++shard;
+    std::size_t bytes = s.shards[shard].bytes();
+    s.writes.push_back(State::LocalWrite{shard, b, offset, bytes});
+    offset = round_up(offset + bytes, 4096);
+    if (s.shards[shard].memory == MemoryKind::Device) s.any_device = true;
+  }
+  s.staged_crcs.resize(s.writes.size());
+
+  agreed(world, [&] {
+    if (world.rank() == 0) {
+      ckpt::fs::make_dirs(s.options.dir);
+      ckpt::remove_leftovers(s.options.dir);
+    }
+    s.arena.allocate(offset, s.any_device);
+    if (s.any_device) s.fence = std::make_unique<ckpt::DeviceCopyFence>();
+  });
+  s.io = std::make_unique<ckpt::IoThread>();
+  TENAX_LOG(Info, "ckpt") << "checkpointer on " << s.options.dir << ": " << s.plan.tensors.size() << " tensors, "
+                          << s.writes.size() << " blocks and " << offset << " staging bytes on this rank";
+}
+
+Checkpointer::~Checkpointer() {
+  if (state_->writing) {
+    TENAX_LOG(Warn, "ckpt") << "checkpoint step " << *state_->writing
+                            << " was still being written and is not committed: call wait() before the checkpointer "
+                               "goes away";
+  }
+  state_->io.reset();  // finishes queued jobs, including a commit every rank already agreed to
+}
+
+void Checkpointer::save(std::uint64_t step, const Blobs& blobs) {
+  State& s = *state_;
+  if (s.writing) s.finish_write();  // at most one checkpoint in flight; its failure surfaces here
+  for (const auto& [name, bytes] : blobs)
+    if (name.empty() || name.find_first_of("/\n ") != std::string::npos)
+      throw UsageError("checkpoint blob name '" + name + "' must be non-empty without '/', spaces or newlines");
+
+  for (std::size_t i = 0; i < s.writes.size(); ++i) {
+    const State::LocalWrite& w = s.writes[i];
+    const TensorShard& shard = s.shards[w.shard];
+    std::uint8_t* dst = s.arena.data() + w.offset;
+    if (shard.memory == MemoryKind::Device)
+      ckpt::copy_device_to_host_async(dst, shard.data, w.bytes, s.options.cuda_stream);
+    else
+      s.staged_crcs[i] = ckpt::crc32c_copy(dst, shard.data, w.bytes, 0);
+  }
+  if (s.fence) s.fence->record(s.options.cuda_stream);
+  s.staged_blobs = blobs;
+  s.writing = step;
+  s.write_done = s.io->submit([&s, step] { return s.write_job(step); });
+}
+
+bool Checkpointer::progress() {
+  State& s = *state_;
+  if (s.writing) {
+    std::int32_t done = s.write_done.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+    s.world.all_reduce(&done, &done, 1, DType::I32, ReduceOp::Min);
+    if (done) s.finish_write();
+  } else if (s.committing) {
+    std::int32_t done =
+        s.world.rank() != 0 || s.commit_done.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+    s.world.all_reduce(&done, &done, 1, DType::I32, ReduceOp::Min);
+    if (done) s.finish_commit();
+  }
+  return !in_flight();
+}
+
+void Checkpointer::wait() {
+  State& s = *state_;
+  if (s.writing) s.finish_write();
+  if (s.committing) s.finish_commit();
+}
+
+void Checkpointer::emergency_save(std::uint64_t step, const Blobs& blobs) {
+  wait();
+  save(step, blobs);
+  wait();
+}
+
+std::optional<std::uint64_t> Checkpointer::last_committed_step() const {
+  return state_->last_committed;
+}
+bool Checkpointer::in_flight() const {
+  return state_->writing.has_value() || state_->committing.has_value();
+}
+const CheckpointOptions& Checkpointer::options() const {
+  return state_->options;
+}
+std::uint64_t Checkpointer::staged_bytes() const {
+  return state_->arena.size();
+}
+
+Checkpointer::State::WriteResult Checkpointer::State::write_job(std::uint64_t step) {
+  WriteResult result;
+  const std::string path = ckpt::fs::join(ckpt::temp_dir_path(options.dir, step), ckpt::rank_file_name(rank));
+  try {
+    ckpt::fs::make_dirs(ckpt::temp_dir_path(options.dir, step));
+    if (fence) fence->wait();
+    std::vector<ckpt::ShardWrite> shard_writes;
+    for (std::size_t i = 0; i < writes.size(); ++i) {
+      const LocalWrite& w = writes[i];
+      const TensorShard& shard = shards[w.shard];
+      const std::uint8_t* staged = arena.data() + w.offset;
+      // Device shards arrive by DMA: their checksum is taken here, right after the copy completed.
+      std::uint32_t crc = shard.memory == MemoryKind::Device ? ckpt::crc32c_extend(0, staged, w.bytes) : staged_crcs[i];
+      result.crcs.push_back(crc);
+      shard_writes.push_back(
+          ckpt::ShardWrite{shard.name, shard.dtype, shard.global_shape, plan.blocks[w.block].box, staged, crc});
+    }
+    std::vector<ckpt::BlobWrite> blob_writes;
+    for (const auto& [name, bytes] : staged_blobs) {
+      std::uint32_t crc = ckpt::crc32c_extend(0, bytes.data(), bytes.size());
+      blob_writes.push_back(ckpt::BlobWrite{name, &bytes, crc});
+      result.blobs.push_back(ckpt::ManifestBlob{rank, name, bytes.size(), crc});
+    }
+    ckpt::RankFileHeader header{step, rank, world_size, options.layout};
+    result.file_bytes = ckpt::write_rank_file(path, header, shard_writes, blob_writes);
+  } catch (const std::exception& e) {
+    result.outcome = Outcome{1, e.what()};
+  }
+  return result;
+}
+
+void Checkpointer::State::finish_write() {
+  WriteResult result = write_done.get();
+  Outcome local = result.outcome;
+  // Rank 0's I/O thread ran the previous checkpoint's commit before this write: its outcome is known by now.
+  if (world.rank() == 0 && committing) {
+    Outcome commit = commit_done.get();
+    if (commit.code != 0 && local.code == 0) local = commit;
+  }
+  const std::uint64_t step = *writing;
+  const std::optional<std::uint64_t> previous = committing;
+  writing.reset();
+  committing.reset();
+  Outcome all = ckpt::agree(world, local);
+  if (all.code != 0) {
+    if (world.rank() == 0) {
+      try {
+        ckpt::fs::remove_tree(ckpt::temp_dir_path(options.dir, step));
+      } catch (const std::exception& e) {
+        TENAX_LOG(Warn, "ckpt") << "could not remove the failed checkpoint: " << e.what();
+      }
+    }
+    throw IoError("checkpoint step " + std::to_string(step) + " failed and was removed (earlier checkpoints are " +
+                  "intact): " + all.message);
+  }
+  if (previous) last_committed = previous;
+
+  std::ostringstream report;
+  report << "F " << result.file_bytes << "\n";
+  for (auto crc : result.crcs)
+    report << "C " << crc << "\n";
+  for (const auto& b : result.blobs)
+    report << "B " << b.bytes << " " << b.crc32c << " " << b.name << "\n";
+  std::vector<std::string> reports = ckpt::gather_strings(world, report.str());
+  committing = step;
+  if (world.rank() == 0) {
+    ckpt::Manifest manifest = build_manifest(step, reports);
+    commit_done = io->submit([this, manifest = std::move(manifest)] {
+      try {
+        ckpt::commit_checkpoint(options.dir, manifest, options.keep);
+        TENAX_LOG(Info, "ckpt") << "committed " << ckpt::final_dir_path(options.dir, manifest.step);
+        return Outcome{};
+      } catch (const std::exception& e) {
+        return Outcome{1, "commit of checkpoint step " + std::to_string(manifest.step) + " failed: " + e.what()};
+      }
+    });
+  }
+}
+
+void Checkpointer::State::finish_commit() {
+  Outcome local;
+  if (world.rank() == 0) local = commit_done.get();
+  const std::uint64_t step = *committing;
+  committing.reset();
+  Outcome all = ckpt::agree(world, local);
+  if (all.code != 0) throw IoError("checkpoint step " + std::to_string(step) + ": " + all.message);
+  last_committed = step;
+}
+
+ckpt::Manifest Checkpointer::State::build_manifest(std::uint64_t step, const std::vector<std::string>& reports) const {
+  ckpt::Manifest m;
+  m.step = step;
+  m.layout = options.layout;
+  m.world_size = world.size();
+  std::vector<std::vector<std::uint32_t>> crcs(reports.size());
+  for (int r = 0; r < static_cast<int>(reports.size()); ++r) {
+    std::istringstream in(reports[r]);
+    std::string tag;
+    ckpt::ManifestFile file{r, ckpt::rank_file_name(r), 0};
+    while (in >> tag) {
+      if (tag == "F") {
+        in >> file.bytes;
+      } else if (tag == "C") {
+        std::uint32_t crc = 0;
+        in >> crc;
+        crcs[r].push_back(crc);
+      } else if (tag == "B") {
+        ckpt::ManifestBlob blob{r, "", 0, 0};
+        in >> blob.bytes >> blob.crc32c;
+        in.get();
+        std::getline(in, blob.name);
+        m.blobs.push_back(std::move(blob));
+      }
+    }
+    m.files.push_back(std::move(file));
+  }
+  std::vector<std::size_t> next(reports.size(), 0);  // each writer's blocks arrive in plan order
+  for (const auto& t : plan.tensors) {
+    ckpt::ManifestTensor mt{t.name, t.dtype, t.global_shape, {}};
+    for (int b : t.blocks) {
+      const auto& block = plan.blocks[b];
+      mt.blocks.push_back(ckpt::ManifestBlock{block.writer, block.box,
+                                              ckpt::volume(block.box.shape) * dtype_size(t.dtype),
+                                              crcs[block.writer].at(next[block.writer]++)});
+    }
+    m.tensors.push_back(std::move(mt));
+  }
+  return m;
+}
+
+}  // namespace tenax

@@ -1,0 +1,69 @@
+// Internal: what a Checkpointer holds between calls (shared by checkpointer.cpp and load.cpp).
+//
+// In-flight state is identical on every rank at every moment the training thread is inside a public call, because it
+// only changes at collective points: `writing` is set by save() on every rank and cleared by the agreement that every
+// rank's file is durable; `committing` is set by that agreement and cleared by the next one (which also covers rank 0's
+// commit job, queued on its I/O thread before any later write).
+#pragma once
+
+#include <future>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "checkpoint/agreement.hpp"
+#include "checkpoint/io_thread.hpp"
+#include "checkpoint/manifest.hpp"
+#include "checkpoint/shard_plan.hpp"
+#include "checkpoint/staging.hpp"
+#include "tenax/checkpoint.hpp"
+
+namespace tenax {
+
+struct Checkpointer::State {
+  // One block this rank writes: shards[shard] is the source, plan.blocks[block] the block, staged at arena + offset.
+  struct LocalWrite {
+    int shard = 0;
+    int block = 0;
+    std::size_t offset = 0;
+    std::size_t bytes = 0;
+  };
+  // What a write job reports back: the outcome and, on success, what the manifest needs from this rank.
+  struct WriteResult {
+    ckpt::Outcome outcome;
+    std::uint64_t file_bytes = 0;
+    std::vector<std::uint32_t> crcs;  // per LocalWrite
+    std::vector<ckpt::ManifestBlob> blobs;
+  };
+
+  State(Communicator& w, CheckpointOptions o) : world(w), rank(w.rank()), world_size(w.size()), options(std::move(o)) {}
+
+  Communicator& world;  // used on the training thread only
+  const int rank;       // copies for the I/O thread, which never touches the communicator
+  const int world_size;
+  CheckpointOptions options;
+  std::vector<TensorShard> shards;
+  ckpt::Plan plan;
+  std::vector<LocalWrite> writes;  // in plan block order
+  bool any_device = false;
+  ckpt::StagingArena arena;
+  std::unique_ptr<ckpt::DeviceCopyFence> fence;
+  std::vector<std::uint32_t> staged_crcs;  // host shards' CRCs, computed while staging
+  Blobs staged_blobs;
+
+  std::optional<std::uint64_t> writing;
+  std::future<WriteResult> write_done;
+  std::optional<std::uint64_t> committing;
+  std::future<ckpt::Outcome> commit_done;  // rank 0 only
+  std::optional<std::uint64_t> last_committed;
+
+  // Declared last so that it is destroyed first: its queued jobs use everything above.
+  std::unique_ptr<ckpt::IoThread> io;
+
+  void finish_write();   // collective: the agreement that every rank's file is durable, then queue the commit
+  void finish_commit();  // collective: the agreement that rank 0's commit succeeded
+  WriteResult write_job(std::uint64_t step);
+  ckpt::Manifest build_manifest(std::uint64_t step, const std::vector<std::string>& reports) const;
+};
+
+}  // namespace tenax

@@ -1,0 +1,152 @@
+#include "checkpoint/commit.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
+#include "checkpoint/fs_util.hpp"
+#include "checkpoint/vds_file.hpp"
+#include "tenax/error.hpp"
+#include "tenax/log.hpp"
+
+namespace tenax::ckpt {
+namespace {
+
+// Parses "step_<digits>" (exactly) into its step.
+bool parse_step_name(const std::string& name, std::uint64_t& step) {
+  constexpr std::string_view prefix = "step_";
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0 || name.size() > prefix.size() + 19)
+    return false;
+  std::uint64_t v = 0;
+  for (std::size_t i = prefix.size(); i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return false;
+    v = v * 10 + static_cast<std::uint64_t>(name[i] - '0');
+  }
+  step = v;
+  return true;
+}
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+void replace_latest(const std::string& dir, std::uint64_t step) {
+  const std::string tmp = fs::join(dir, std::string(kLatestName) + ".tmp");
+  fs::remove_tree(tmp);
+  fs::write_file_durable(tmp, step_dir_name(step) + "\n");
+  fs::rename_path(tmp, fs::join(dir, kLatestName));
+  fs::fsync_path(dir);
+}
+
+// Keeps the checkpoint just committed plus the newest keep-1 others. The one just committed counts first even when an
+// older run left higher step numbers behind (a resumed job saving step 150 next to a rejected step_200).
+void apply_retention(const std::string& dir, std::uint64_t committed, int keep) {
+  std::vector<CheckpointInfo> others;
+  for (const auto& c : complete_checkpoints(dir))
+    if (c.step != committed) others.push_back(c);
+  const std::size_t keep_others = static_cast<std::size_t>(std::max(keep, 1) - 1);
+  for (std::size_t i = keep_others; i < others.size(); ++i) {
+    try {
+      // Rename first: a half-removed directory must never look like a complete checkpoint.
+      const std::string doomed = others[i].path + ".deleting";
+      fs::rename_path(others[i].path, doomed);
+      fs::remove_tree(doomed);
+      TENAX_LOG(Info, "ckpt") << "retention (keep " << keep << "): removed " << others[i].path;
+    } catch (const std::exception& e) {
+      // Failing to delete an old checkpoint loses nothing: warn and go on.
+      TENAX_LOG(Warn, "ckpt") << "retention could not remove " << others[i].path << ": " << e.what();
+    }
+  }
+}
+
+}  // namespace
+
+std::string step_dir_name(std::uint64_t step) {
+  return "step_" + std::to_string(step);
+}
+std::string temp_dir_path(const std::string& dir, std::uint64_t step) {
+  return fs::join(dir, step_dir_name(step) + ".tmp");
+}
+std::string final_dir_path(const std::string& dir, std::uint64_t step) {
+  return fs::join(dir, step_dir_name(step));
+}
+
+std::vector<CheckpointInfo> complete_checkpoints(const std::string& dir) {
+  std::vector<CheckpointInfo> out;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec) return out;
+  for (const auto& entry : it) {
+    std::uint64_t step = 0;
+    const std::string name = entry.path().filename().string();
+    if (!parse_step_name(name, step)) continue;
+    const std::string path = fs::join(dir, name);
+    if (fs::is_directory(path) && fs::exists(fs::join(path, kManifestName))) out.push_back({step, path});
+  }
+  std::sort(out.begin(), out.end(), [](const CheckpointInfo& a, const CheckpointInfo& b) { return a.step > b.step; });
+  return out;
+}
+
+void commit_checkpoint(const std::string& dir, const Manifest& manifest, int keep) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  Clock::time_point t_record, t_renamed;
+  const std::string tmp = temp_dir_path(dir, manifest.step);
+  const std::string final_dir = final_dir_path(dir, manifest.step);
+  bool renamed = false;
+  try {
+    write_vds_file(fs::join(tmp, kVdsName), manifest);
+    fs::write_file_durable(fs::join(tmp, kManifestName), manifest.to_json());
+    fs::fsync_path(tmp);
+    t_record = Clock::now();
+    if (fs::exists(final_dir)) {
+      // The same step saved again (e.g. after resuming from an older checkpoint): keep the earlier one aside rather
+      // than overwrite anything in place.
+      std::string aside = final_dir + ".superseded";
+      for (int i = 1; fs::exists(aside); ++i)
+        aside = final_dir + ".superseded." + std::to_string(i);
+      fs::rename_path(final_dir, aside);
+      TENAX_LOG(Warn, "ckpt") << final_dir << " already existed; moved it to " << aside;
+    }
+    fs::rename_path(tmp, final_dir);
+    renamed = true;
+    fs::fsync_path(dir);
+    replace_latest(dir, manifest.step);
+    t_renamed = Clock::now();
+  } catch (...) {
+    try {
+      fs::remove_tree(renamed ? final_dir : tmp);
+    } catch (const std::exception& e) {
+      TENAX_LOG(Warn, "ckpt") << "could not remove the failed checkpoint: " << e.what();
+    }
+    throw;
+  }
+  apply_retention(dir, manifest.step, keep);
+  auto ms = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  };
+  TENAX_LOG(Debug, "ckpt") << "commit of step " << manifest.step << ": VDS + manifest + fsyncs " << ms(t0, t_record)
+                           << " ms, rename + latest " << ms(t_record, t_renamed) << " ms, retention "
+                           << ms(t_renamed, Clock::now()) << " ms";
+}
+
+int remove_leftovers(const std::string& dir) {
+  int removed = 0;
+  std::error_code ec;
+  std::vector<std::string> doomed;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    std::uint64_t step = 0;
+    bool tmp_dir = ends_with(name, ".tmp") && parse_step_name(name.substr(0, name.size() - 4), step);
+    bool deleting = ends_with(name, ".deleting");
+    if (tmp_dir || deleting || name == std::string(kLatestName) + ".tmp") doomed.push_back(fs::join(dir, name));
+  }
+  for (const auto& path : doomed) {
+    fs::remove_tree(path);
+    TENAX_LOG(Info, "ckpt") << "removed " << path << " left by an interrupted checkpoint";
+    ++removed;
+  }
+  return removed;
+}
+
+}  // namespace tenax::ckpt

@@ -1,0 +1,38 @@
+// The directory protocol that makes a checkpoint appear atomically (docs/checkpoint-format.md, "Commit"):
+//
+//   step_<N>.tmp/rank_*.h5     every rank: written and fsynced
+//   step_<N>.tmp/checkpoint.h5 rank 0, after every rank reported its file durable
+//   step_<N>.tmp/manifest.json rank 0, fsynced, then the directory itself fsynced
+//   rename step_<N>.tmp -> step_<N>, fsync <dir>
+//   latest.tmp ("step_<N>\n", fsynced) renamed over latest, fsync <dir>
+//   retention: older complete checkpoints beyond the newest K renamed to *.deleting, then removed
+//
+// A crash before the rename leaves only a .tmp directory (never loaded, removed by the next run); a crash after it
+// leaves a complete checkpoint. Called on rank 0's I/O thread (and at start-up for the clean-up).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "checkpoint/manifest.hpp"
+#include "tenax/checkpoint.hpp"
+
+namespace tenax::ckpt {
+
+std::string step_dir_name(std::uint64_t step);                           // "step_<N>"
+std::string temp_dir_path(const std::string& dir, std::uint64_t step);   // "<dir>/step_<N>.tmp"
+std::string final_dir_path(const std::string& dir, std::uint64_t step);  // "<dir>/step_<N>"
+
+// Complete checkpoints (step_<N> directories holding a manifest), newest first.
+std::vector<CheckpointInfo> complete_checkpoints(const std::string& dir);
+
+// Writes the VDS file and the manifest into the temp directory, renames it into place, moves `latest` and applies
+// retention (keep >= 1). On failure removes the new checkpoint (under either name) and raises IoError; `latest` and
+// older checkpoints are untouched.
+void commit_checkpoint(const std::string& dir, const Manifest& manifest, int keep);
+
+// Removes step_*.tmp and *.deleting directories and a stray latest.tmp left by an interrupted run. Returns how many.
+int remove_leftovers(const std::string& dir);
+
+}  // namespace tenax::ckpt

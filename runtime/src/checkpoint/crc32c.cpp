@@ -1,0 +1,214 @@
+#include "checkpoint/crc32c.hpp"
+
+#include <array>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define TENAX_CRC32C_X86 1
+#else
+#define TENAX_CRC32C_X86 0
+#endif
+
+namespace tenax::ckpt {
+namespace {
+
+constexpr std::uint32_t kPoly = 0x82F63B78u;  // CRC32C, bit-reflected
+
+struct SoftTables {
+  std::uint32_t t[8][256];
+  SoftTables() {
+    for (std::uint32_t i = 0; i < 256; ++i) {
+      std::uint32_t c = i;
+      for (int k = 0; k < 8; ++k)
+        c = (c & 1) ? (c >> 1) ^ kPoly : c >> 1;
+      t[0][i] = c;
+    }
+    for (std::uint32_t i = 0; i < 256; ++i)
+      for (int s = 1; s < 8; ++s)
+        t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xff];
+  }
+};
+
+const SoftTables& soft_tables() {
+  static const SoftTables tables;
+  return tables;
+}
+
+// Raw register update (no pre/post inversion), slice-by-8.
+std::uint32_t soft_update(std::uint32_t crc, const std::uint8_t* p, std::size_t n) {
+  const auto& t = soft_tables().t;
+  while (n >= 8) {
+    std::uint64_t v;
+    std::memcpy(&v, p, 8);
+    v ^= crc;
+    crc = t[7][v & 0xff] ^ t[6][(v >> 8) & 0xff] ^ t[5][(v >> 16) & 0xff] ^ t[4][(v >> 24) & 0xff] ^
+          t[3][(v >> 32) & 0xff] ^ t[2][(v >> 40) & 0xff] ^ t[1][(v >> 48) & 0xff] ^ t[0][v >> 56];
+    p += 8;
+    n -= 8;
+  }
+  while (n--)
+    crc = (crc >> 8) ^ t[0][(crc ^ *p++) & 0xff];
+  return crc;
+}
+
+#if TENAX_CRC32C_X86
+// Bytes per stream per iteration of the three-stream loop. Large enough that the merge is negligible, small enough
+// that three streams' source lines stay in L1/L2 while they are read.
+constexpr std::size_t kStride = 4096;
+
+// Applying "append n zero bytes" to a raw CRC register is linear over GF(2): tabulate it byte by byte.
+struct ShiftTable {
+  std::uint32_t t[4][256];
+};
+
+__attribute__((target("sse4.2"))) std::uint32_t hw_zeros(std::uint32_t crc, std::size_t n) {
+  std::uint64_t c = crc;
+  for (std::size_t i = 0; i < n / 8; ++i)
+    c = _mm_crc32_u64(c, 0);
+  return static_cast<std::uint32_t>(c);
+}
+
+ShiftTable make_shift(std::size_t n) {
+  ShiftTable s;
+  for (int k = 0; k < 4; ++k)
+    for (std::uint32_t b = 0; b < 256; ++b)
+      s.t[k][b] = hw_zeros(b << (8 * k), n);
+  return s;
+}
+
+struct HwTables {
+  ShiftTable one = make_shift(kStride);
+  ShiftTable two = make_shift(2 * kStride);
+};
+
+const HwTables& hw_tables() {
+  static const HwTables tables;
+  return tables;
+}
+
+inline std::uint32_t shift(const ShiftTable& s, std::uint32_t c) {
+  return s.t[0][c & 0xff] ^ s.t[1][(c >> 8) & 0xff] ^ s.t[2][(c >> 16) & 0xff] ^ s.t[3][c >> 24];
+}
+
+__attribute__((target("sse4.2"))) std::uint32_t hw_tail(std::uint32_t crc, const std::uint8_t* p, std::size_t n) {
+  std::uint64_t c = crc;
+  while (n >= 8) {
+    std::uint64_t v;
+    std::memcpy(&v, p, 8);
+    c = _mm_crc32_u64(c, v);
+    p += 8;
+    n -= 8;
+  }
+  std::uint32_t c32 = static_cast<std::uint32_t>(c);
+  while (n--)
+    c32 = _mm_crc32_u8(c32, *p++);
+  return c32;
+}
+
+__attribute__((target("sse4.2"))) std::uint32_t hw_update(std::uint32_t crc, const std::uint8_t* p, std::size_t n) {
+  const HwTables& tables = hw_tables();
+  while (n >= 3 * kStride) {
+    std::uint64_t c0 = crc, c1 = 0, c2 = 0;
+    const std::uint8_t* p1 = p + kStride;
+    const std::uint8_t* p2 = p + 2 * kStride;
+    for (std::size_t i = 0; i < kStride; i += 8) {
+      std::uint64_t a, b, c;
+      std::memcpy(&a, p + i, 8);
+      std::memcpy(&b, p1 + i, 8);
+      std::memcpy(&c, p2 + i, 8);
+      c0 = _mm_crc32_u64(c0, a);
+      c1 = _mm_crc32_u64(c1, b);
+      c2 = _mm_crc32_u64(c2, c);
+    }
+    // crc(A|B|C) = zeros_2L(crc(A)) ^ zeros_L(crc0(B)) ^ crc0(C): the raw register is linear in its input.
+    crc = shift(tables.two, static_cast<std::uint32_t>(c0)) ^ shift(tables.one, static_cast<std::uint32_t>(c1)) ^
+          static_cast<std::uint32_t>(c2);
+    p += 3 * kStride;
+    n -= 3 * kStride;
+  }
+  return hw_tail(crc, p, n);
+}
+
+__attribute__((target("sse4.2"))) std::uint32_t hw_copy(std::uint32_t crc, std::uint8_t* d, const std::uint8_t* p,
+                                                        std::size_t n) {
+  const HwTables& tables = hw_tables();
+  const bool streamed = n >= 3 * kStride;
+  while (n >= 3 * kStride) {
+    std::uint64_t c0 = crc, c1 = 0, c2 = 0;
+    const std::uint8_t* p1 = p + kStride;
+    const std::uint8_t* p2 = p + 2 * kStride;
+    long long* d0 = reinterpret_cast<long long*>(d);
+    long long* d1 = reinterpret_cast<long long*>(d + kStride);
+    long long* d2 = reinterpret_cast<long long*>(d + 2 * kStride);
+    for (std::size_t i = 0; i < kStride; i += 8) {
+      std::uint64_t a, b, c;
+      std::memcpy(&a, p + i, 8);
+      std::memcpy(&b, p1 + i, 8);
+      std::memcpy(&c, p2 + i, 8);
+      c0 = _mm_crc32_u64(c0, a);
+      c1 = _mm_crc32_u64(c1, b);
+      c2 = _mm_crc32_u64(c2, c);
+      _mm_stream_si64(d0 + i / 8, static_cast<long long>(a));
+      _mm_stream_si64(d1 + i / 8, static_cast<long long>(b));
+      _mm_stream_si64(d2 + i / 8, static_cast<long long>(c));
+    }
+    crc = shift(tables.two, static_cast<std::uint32_t>(c0)) ^ shift(tables.one, static_cast<std::uint32_t>(c1)) ^
+          static_cast<std::uint32_t>(c2);
+    p += 3 * kStride;
+    d += 3 * kStride;
+    n -= 3 * kStride;
+  }
+  // Non-temporal stores are weakly ordered: fence so the I/O thread, handed this buffer next, sees every byte.
+  if (streamed) _mm_sfence();
+  std::memcpy(d, p, n);
+  return hw_tail(crc, p, n);
+}
+
+bool detect_hardware() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("sse4.2");
+}
+#endif
+
+}  // namespace
+
+bool crc32c_hardware() {
+#if TENAX_CRC32C_X86
+  static const bool hw = detect_hardware();
+  return hw;
+#else
+  return false;
+#endif
+}
+
+std::uint32_t crc32c_extend(std::uint32_t crc, const void* data, std::size_t size) {
+  const auto* p = static_cast<const std::uint8_t*>(data);
+#if TENAX_CRC32C_X86
+  if (crc32c_hardware()) return ~hw_update(~crc, p, size);
+#endif
+  return ~soft_update(~crc, p, size);
+}
+
+std::uint32_t crc32c_extend_software(std::uint32_t crc, const void* data, std::size_t size) {
+  return ~soft_update(~crc, static_cast<const std::uint8_t*>(data), size);
+}
+
+std::uint32_t crc32c_copy(void* dst, const void* src, std::size_t size, std::uint32_t crc) {
+  auto* d = static_cast<std::uint8_t*>(dst);
+  const auto* p = static_cast<const std::uint8_t*>(src);
+#if TENAX_CRC32C_X86
+  if (crc32c_hardware()) return ~hw_copy(~crc, d, p, size);
+#endif
+  // Software: checksum each cache-sized piece right after copying it, while it is still in cache.
+  constexpr std::size_t kPiece = 64 * 1024;
+  std::uint32_t c = ~crc;
+  for (std::size_t done = 0; done < size; done += kPiece) {
+    std::size_t n = size - done < kPiece ? size - done : kPiece;
+    std::memcpy(d + done, p + done, n);
+    c = soft_update(c, d + done, n);
+  }
+  return ~c;
+}
+
+}  // namespace tenax::ckpt

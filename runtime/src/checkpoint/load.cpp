@@ -1,0 +1,227 @@
+// Loading: pick the newest complete checkpoint every rank can read and verify, reading only the saved blocks that
+// overlap this rank's shards (any saved layout), falling back to older checkpoints on damage.
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "checkpoint/checkpointer_state.hpp"
+#include "checkpoint/commit.hpp"
+#include "checkpoint/crc32c.hpp"
+#include "checkpoint/fs_util.hpp"
+#include "checkpoint/shard_file.hpp"
+#include "tenax/log.hpp"
+
+namespace tenax {
+namespace {
+
+using ckpt::Box;
+using ckpt::Dims;
+
+std::string hex(std::uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", v);
+  return buf;
+}
+
+Dims minus(const Dims& a, const Dims& b) {
+  Dims r(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    r[i] = a[i] - b[i];
+  return r;
+}
+
+// One attempt at one checkpoint directory, on the I/O thread. UsageError: the checkpoint is of another model;
+// any other exception: it is damaged.
+class Attempt {
+ public:
+  Attempt(const std::string& dir, const ckpt::Manifest& manifest) : dir_(dir), m_(manifest) {}
+
+  void check_model(const std::vector<TensorShard>& shards) const {
+    for (const TensorShard& s : shards) {
+      const ckpt::ManifestTensor* t = m_.find(s.name);
+      if (!t)
+        throw UsageError("tensor '" + s.name + "' is not in the checkpoint (it holds " +
+                         std::to_string(m_.tensors.size()) + " other tensors" +
+                         (m_.tensors.empty() ? std::string() : ", e.g. '" + m_.tensors.front().name + "'") +
+                         "): it was saved from a different model");
+      if (t->dtype != s.dtype || t->global_shape != s.global_shape)
+        throw UsageError("tensor '" + s.name + "': the checkpoint holds " + std::string(dtype_name(t->dtype)) + " " +
+                         ckpt::dims_string(t->global_shape) + ", the model has " + std::string(dtype_name(s.dtype)) +
+                         " " + ckpt::dims_string(s.global_shape) + ": it was saved from a different model");
+    }
+  }
+
+  void load_shard(const TensorShard& s) {
+    const ckpt::ManifestTensor& t = *m_.find(s.name);
+    const std::size_t esize = dtype_size(s.dtype);
+    std::vector<std::uint8_t> device_copy;
+    std::uint8_t* dst = static_cast<std::uint8_t*>(s.data);
+    if (s.memory == MemoryKind::Device) {
+      device_copy.resize(s.bytes());
+      dst = device_copy.data();
+    }
+    const Box want{s.offset, s.shape};
+    std::uint64_t covered = 0;
+    for (const ckpt::ManifestBlock& block : t.blocks) {
+      auto common = ckpt::intersect(block.box, want);
+      if (!common) continue;
+      covered += ckpt::volume(common->shape);
+      if (block.bytes != ckpt::volume(block.box.shape) * esize)
+        throw IoError(dir_ + "/" + ckpt::kManifestName + ": block of '" + s.name + "' has an inconsistent size");
+      ckpt::RankFileReader& file = reader(block.rank);
+      const std::string dataset = ckpt::tensor_dataset(s.name);
+      std::uint32_t crc = 0;
+      if (*common == block.box) {
+        // The saved block lies inside this shard: read it straight into place and checksum it there, row by row.
+        const Dims at = minus(block.box.offset, want.offset);
+        file.read_block(dataset, s.dtype, block.box.shape, dst, want.shape, at);
+        ckpt::for_each_run(
+            block.box.shape, block.box.shape, Dims(at.size(), 0), want.shape, at, esize,
+            [&](std::uint64_t, std::uint64_t d, std::uint64_t n) { crc = ckpt::crc32c_extend(crc, dst + d, n); });
+      } else {
+        // Only part of the saved block is needed, but its checksum covers all of it: read it whole.
+        scratch_.resize(block.bytes);
+        file.read_block(dataset, s.dtype, block.box.shape, scratch_.data(), block.box.shape,
+                        Dims(block.box.shape.size(), 0));
+        crc = ckpt::crc32c_extend(0, scratch_.data(), block.bytes);
+        ckpt::for_each_run(common->shape, block.box.shape, minus(common->offset, block.box.offset), want.shape,
+                           minus(common->offset, want.offset), esize,
+                           [&](std::uint64_t from, std::uint64_t to, std::uint64_t n) {
+                             std::memcpy(dst + to, scratch_.data() + from, n);
+                           });
+      }
+      if (crc != block.crc32c)
+        throw IoError(file.path() + " dataset " + dataset + ": CRC32C mismatch (manifest " + hex(block.crc32c) +
+                      ", data " + hex(crc) + "): the file is corrupt");
+    }
+    if (covered != ckpt::volume(want.shape))
+      throw IoError(dir_ + "/" + ckpt::kManifestName + ": the blocks of '" + s.name + "' cover " +
+                    std::to_string(covered) + " of the " + std::to_string(ckpt::volume(want.shape)) +
+                    " elements this rank needs");
+    if (s.memory == MemoryKind::Device) ckpt::copy_host_to_device(s.data, device_copy.data(), device_copy.size());
+  }
+
+  Blobs load_blobs(int rank) {
+    Blobs blobs;
+    for (const ckpt::ManifestBlob& b : m_.blobs) {
+      if (b.rank != rank) continue;
+      ckpt::RankFileReader& file = reader(rank);
+      std::vector<std::uint8_t> bytes = file.read_bytes(ckpt::blob_dataset(b.name), b.bytes);
+      std::uint32_t crc = ckpt::crc32c_extend(0, bytes.data(), bytes.size());
+      if (crc != b.crc32c)
+        throw IoError(file.path() + " blob " + b.name + ": CRC32C mismatch (manifest " + hex(b.crc32c) + ", data " +
+                      hex(crc) + "): the file is corrupt");
+      blobs[b.name] = std::move(bytes);
+    }
+    return blobs;
+  }
+
+ private:
+  // Opens a rank's file once per attempt, after checking it has the size recorded when it was made durable.
+  ckpt::RankFileReader& reader(int rank) {
+    auto it = readers_.find(rank);
+    if (it != readers_.end()) return *it->second;
+    const ckpt::ManifestFile* entry = nullptr;
+    for (const auto& f : m_.files)
+      if (f.rank == rank) entry = &f;
+    if (!entry) throw IoError(dir_ + "/" + ckpt::kManifestName + ": no file listed for rank " + std::to_string(rank));
+    const std::string path = ckpt::fs::join(dir_, entry->name);
+    if (!ckpt::fs::exists(path)) throw IoError(path + ": missing");
+    const std::uint64_t size = ckpt::fs::file_size(path);
+    if (size != entry->bytes)
+      throw IoError(path + ": " + std::to_string(size) + " bytes, the manifest recorded " +
+                    std::to_string(entry->bytes) + (size < entry->bytes ? " (truncated)" : ""));
+    return *readers_.emplace(rank, std::make_unique<ckpt::RankFileReader>(path)).first->second;
+  }
+
+  std::string dir_;
+  const ckpt::Manifest& m_;
+  std::map<int, std::unique_ptr<ckpt::RankFileReader>> readers_;
+  std::vector<std::uint8_t> scratch_;
+};
+
+struct AttemptResult {
+  ckpt::Outcome outcome;
+  LoadResult result;
+};
+
+AttemptResult attempt(const std::string& dir, const std::vector<TensorShard>& shards, int my_rank, int blob_rank) {
+  AttemptResult out;
+  try {
+    ckpt::Manifest m;
+    try {
+      m = ckpt::Manifest::from_json(ckpt::fs::read_file(ckpt::fs::join(dir, ckpt::kManifestName)));
+    } catch (const std::exception& e) {
+      throw IoError(dir + "/" + ckpt::kManifestName + " is unreadable: " + e.what());
+    }
+    Attempt a(dir, m);
+    a.check_model(shards);
+    if (blob_rank >= m.world_size)
+      throw UsageError("LoadOptions::blob_rank " + std::to_string(blob_rank) + " is not a rank of the saved world (" +
+                       std::to_string(m.world_size) + " ranks)");
+    if (blob_rank < 0) blob_rank = my_rank < m.world_size ? my_rank : 0;
+    for (const TensorShard& s : shards)
+      a.load_shard(s);
+    out.result.blobs = a.load_blobs(blob_rank);
+    out.result.loaded = true;
+    out.result.step = m.step;
+    out.result.path = dir;
+    out.result.saved_layout = m.layout;
+    out.result.saved_world_size = m.world_size;
+    out.result.blob_rank = blob_rank;
+  } catch (const UsageError& e) {
+    out.outcome = ckpt::Outcome{2, e.what()};
+  } catch (const std::exception& e) {
+    out.outcome = ckpt::Outcome{1, e.what()};
+  }
+  return out;
+}
+
+}  // namespace
+
+LoadResult Checkpointer::load(const LoadOptions& options) {
+  State& s = *state_;
+  wait();
+  std::string listing;
+  if (s.world.rank() == 0)
+    for (const auto& c : ckpt::complete_checkpoints(s.options.dir))
+      if (!options.step || c.step == *options.step) listing += std::to_string(c.step) + "\n";
+  listing = ckpt::broadcast_string(s.world, listing, 0);
+  std::vector<std::uint64_t> steps;
+  for (std::size_t at = 0, nl; (nl = listing.find('\n', at)) != std::string::npos; at = nl + 1)
+    steps.push_back(std::stoull(listing.substr(at, nl - at)));
+  if (steps.empty()) {
+    if (options.step)
+      throw IoError("checkpoint step " + std::to_string(*options.step) + " is not a complete checkpoint in " +
+                    s.options.dir);
+    TENAX_LOG(Info, "ckpt") << "no checkpoint in " << s.options.dir << ": starting fresh";
+    return LoadResult{};
+  }
+
+  std::vector<std::string> rejected;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const std::string dir = ckpt::final_dir_path(s.options.dir, steps[i]);
+    const int rank = s.world.rank();
+    AttemptResult local =
+        s.io->submit([&s, &dir, rank, &options] { return attempt(dir, s.shards, rank, options.blob_rank); }).get();
+    ckpt::Outcome all = ckpt::agree(s.world, local.outcome);
+    if (all.code == 0) {
+      local.result.rejected = std::move(rejected);
+      TENAX_LOG(Info, "ckpt") << "loaded " << dir << " (saved by " << local.result.saved_world_size << " ranks)";
+      return std::move(local.result);
+    }
+    if (all.code == 2) throw UsageError("checkpoint " + dir + " does not fit this model: " + all.message);
+    rejected.push_back(dir + ": " + all.message);
+    const bool more = !options.step && i + 1 < steps.size();
+    TENAX_LOG(Warn, "ckpt") << "checkpoint " << dir << " rejected: " << all.message
+                            << (more ? "; falling back to the previous complete checkpoint" : "");
+    if (options.step) throw IoError("checkpoint " + dir + " is not valid: " + all.message);
+  }
+  std::string reasons;
+  for (const auto& r : rejected)
+    reasons += "\n  " + r;
+  throw IoError("no valid checkpoint in " + s.options.dir + " (" + std::to_string(rejected.size()) +
+                " complete ones, all damaged):" + reasons);
+}
+
+}  // namespace tenax

@@ -1,0 +1,67 @@
+// The manifest: the commit record of one checkpoint (manifest.json in its directory, format in
+// docs/checkpoint-format.md). A step directory without a manifest is not a checkpoint.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "checkpoint/geometry.hpp"
+#include "tenax/dtype.hpp"
+#include "tenax/layout.hpp"
+
+namespace tenax::ckpt {
+
+inline constexpr std::uint64_t kFormatVersion = 1;
+inline constexpr const char* kManifestName = "manifest.json";
+inline constexpr const char* kVdsName = "checkpoint.h5";
+inline constexpr const char* kLatestName = "latest";
+
+std::string rank_file_name(int rank);                   // "rank_00003.h5"
+std::string tensor_dataset(const std::string& tensor);  // "/tensors/<name>"
+std::string blob_dataset(const std::string& blob);      // "/blobs/<name>"
+
+struct ManifestBlock {
+  int rank = 0;  // the file (rank_<rank>.h5) that holds it
+  Box box;
+  std::uint64_t bytes = 0;
+  std::uint32_t crc32c = 0;
+};
+
+struct ManifestTensor {
+  std::string name;
+  DType dtype = DType::F32;
+  Dims global_shape;
+  std::vector<ManifestBlock> blocks;
+};
+
+struct ManifestBlob {
+  int rank = 0;
+  std::string name;
+  std::uint64_t bytes = 0;
+  std::uint32_t crc32c = 0;
+};
+
+struct ManifestFile {
+  int rank = 0;
+  std::string name;
+  std::uint64_t bytes = 0;  // size after fsync: a shorter file is truncated
+};
+
+struct Manifest {
+  std::uint64_t version = kFormatVersion;
+  std::uint64_t step = 0;
+  ParallelLayout layout;
+  int world_size = 0;
+  std::vector<ManifestFile> files;      // one per saving rank, by rank
+  std::vector<ManifestTensor> tensors;  // sorted by name
+  std::vector<ManifestBlob> blobs;
+
+  std::string to_json() const;
+  // Throws std::runtime_error on malformed or unsupported manifests.
+  static Manifest from_json(std::string_view text);
+  const ManifestTensor* find(const std::string& name) const;
+};
+
+}  // namespace tenax::ckpt

@@ -1,0 +1,58 @@
+// One rank's HDF5 file of a checkpoint (rank_<r>.h5): its blocks under /tensors/<name>, each with its global shape,
+// offset, dtype and CRC32C as attributes, and its blobs under /blobs/<name>. Called on the I/O thread only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "checkpoint/geometry.hpp"
+#include "checkpoint/hdf5_util.hpp"
+#include "tenax/dtype.hpp"
+#include "tenax/layout.hpp"
+
+namespace tenax::ckpt {
+
+struct ShardWrite {
+  std::string tensor;
+  DType dtype = DType::F32;
+  Dims global_shape;
+  Box box;
+  const void* data = nullptr;  // staged bytes, row-major
+  std::uint32_t crc32c = 0;
+};
+
+struct BlobWrite {
+  std::string name;
+  const std::vector<std::uint8_t>* bytes = nullptr;
+  std::uint32_t crc32c = 0;
+};
+
+struct RankFileHeader {
+  std::uint64_t step = 0;
+  int rank = 0;
+  int world_size = 0;
+  ParallelLayout layout;
+};
+
+// Creates `path` (it must not exist), writes everything, closes, fsyncs it, and returns its size. On any failure the
+// partial file is removed and IoError is raised with the path and the system's error text.
+std::uint64_t write_rank_file(const std::string& path, const RankFileHeader& header,
+                              const std::vector<ShardWrite>& shards, const std::vector<BlobWrite>& blobs);
+
+class RankFileReader {
+ public:
+  explicit RankFileReader(const std::string& path);
+  const std::string& path() const { return path_; }
+  // Reads the dataset (which must have block_shape) into a row-major buffer of dst_shape, the block landing at
+  // dst_start. Raises IoError naming the file and dataset on any mismatch or read failure.
+  void read_block(const std::string& dataset, DType dtype, const Dims& block_shape, void* dst, const Dims& dst_shape,
+                  const Dims& dst_start);
+  std::vector<std::uint8_t> read_bytes(const std::string& dataset, std::uint64_t expected_size);
+
+ private:
+  std::string path_;
+  h5::Handle file_;
+};
+
+}  // namespace tenax::ckpt

@@ -1,0 +1,176 @@
+#include "checkpoint/shard_plan.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "tenax/build_config.hpp"
+#include "tenax/error.hpp"
+
+namespace tenax::ckpt {
+namespace {
+
+bool valid_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+         c == '-' || c == ':' || c == '/';
+}
+
+void check_name(const std::string& name) {
+  auto bad = [&](const std::string& why) {
+    throw UsageError("checkpoint tensor name '" + name + "' " + why +
+                     " (names use letters, digits and _ . - : /, with / separating non-empty components)");
+  };
+  if (name.empty()) bad("is empty");
+  if (name.size() > 1024) bad("is longer than 1024 characters");
+  for (char c : name)
+    if (!valid_name_char(c)) bad("contains '" + std::string(1, c) + "'");
+  if (name.front() == '/' || name.back() == '/' || name.find("//") != std::string::npos) bad("has an empty component");
+  std::istringstream parts(name);
+  std::string part;
+  while (std::getline(parts, part, '/'))
+    if (part == "." || part == "..") bad("has a '.' or '..' component");
+}
+
+}  // namespace
+
+void normalize_shards(std::vector<TensorShard>& shards) {
+  std::set<std::string> seen;
+  for (auto& s : shards) {
+    check_name(s.name);
+    const std::string who = "checkpoint shard '" + s.name + "'";
+    if (!seen.insert(s.name).second)
+      throw UsageError(who + " is given twice on this rank: each rank holds at most one block of a tensor");
+    if (s.global_shape.empty()) throw UsageError(who + " has an empty global shape: describe a scalar as shape {1}");
+    for (auto d : s.global_shape)
+      if (d == 0) throw UsageError(who + " has a zero dimension in its global shape " + dims_string(s.global_shape));
+    if (s.offset.empty()) s.offset.assign(s.global_shape.size(), 0);
+    if (s.shape.empty()) s.shape = s.global_shape;
+    if (s.offset.size() != s.global_shape.size() || s.shape.size() != s.global_shape.size())
+      throw UsageError(who + ": offset " + dims_string(s.offset) + " and shape " + dims_string(s.shape) +
+                       " must have as many dimensions as the global shape " + dims_string(s.global_shape));
+    for (std::size_t i = 0; i < s.shape.size(); ++i) {
+      if (s.shape[i] == 0) throw UsageError(who + " has a zero dimension in its shape " + dims_string(s.shape));
+      if (s.offset[i] + s.shape[i] > s.global_shape[i])
+        throw UsageError(who + ": block at " + dims_string(s.offset) + " of shape " + dims_string(s.shape) +
+                         " reaches beyond the global shape " + dims_string(s.global_shape) + " in dimension " +
+                         std::to_string(i));
+    }
+    if (s.data == nullptr) throw UsageError(who + " has no data pointer");
+    if (s.memory == MemoryKind::Device && !TENAX_HAVE_CUDA)
+      throw UsageError(who + " is in device memory but this tenax was built without CUDA (TENAX_WITH_CUDA=OFF)");
+  }
+}
+
+std::string describe_shards(const std::vector<TensorShard>& shards) {
+  std::string out;
+  for (const auto& s : shards) {
+    out += s.name;
+    out += ' ';
+    out += dtype_name(s.dtype);
+    out += ' ';
+    out += std::to_string(s.global_shape.size());
+    for (const Dims* d : {&s.global_shape, &s.offset, &s.shape})
+      for (auto v : *d)
+        out += ' ' + std::to_string(v);
+    out += '\n';
+  }
+  return out;
+}
+
+namespace {
+
+struct Held {
+  int rank;
+  DType dtype;
+  Dims global_shape;
+  Box box;
+};
+
+std::vector<std::pair<std::string, Held>> parse_line_set(const std::string& text, int rank) {
+  std::vector<std::pair<std::string, Held>> out;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty()) continue;
+    std::istringstream in(line);
+    std::string name, dtype;
+    std::size_t n = 0;
+    in >> name >> dtype >> n;
+    Held h{rank, DType::U8, Dims(n), Box{Dims(n), Dims(n)}};
+    auto parsed = parse_dtype(dtype);
+    if (!parsed)
+      throw UsageError("checkpoint: rank " + std::to_string(rank) + " sent an unknown dtype '" + dtype + "'");
+    h.dtype = *parsed;
+    for (auto& v : h.global_shape)
+      in >> v;
+    for (auto& v : h.box.offset)
+      in >> v;
+    for (auto& v : h.box.shape)
+      in >> v;
+    if (!in) throw UsageError("checkpoint: malformed shard description from rank " + std::to_string(rank));
+    out.emplace_back(name, std::move(h));
+  }
+  return out;
+}
+
+}  // namespace
+
+Plan make_plan(const std::vector<std::string>& per_rank) {
+  std::map<std::string, std::vector<Held>> by_name;  // sorted by name; ranks ascending within
+  for (int r = 0; r < static_cast<int>(per_rank.size()); ++r)
+    for (auto& [name, held] : parse_line_set(per_rank[r], r))
+      by_name[name].push_back(std::move(held));
+
+  for (const auto& [name, holders] : by_name)
+    for (std::size_t p = name.find('/'); p != std::string::npos; p = name.find('/', p + 1))
+      if (by_name.count(name.substr(0, p)))
+        throw UsageError("checkpoint tensor '" + name.substr(0, p) + "' is also a group of tensor '" + name +
+                         "': rename one of them");
+
+  Plan plan;
+  for (const auto& [name, holders] : by_name) {
+    const Held& first = holders.front();
+    PlannedTensor t{name, first.dtype, first.global_shape, {}};
+    for (const Held& h : holders) {
+      if (h.dtype != first.dtype || h.global_shape != first.global_shape)
+        throw UsageError("checkpoint tensor '" + name + "': rank " + std::to_string(first.rank) + " holds it as " +
+                         std::string(dtype_name(first.dtype)) + " " + dims_string(first.global_shape) + ", rank " +
+                         std::to_string(h.rank) + " as " + std::string(dtype_name(h.dtype)) + " " +
+                         dims_string(h.global_shape) + ": every rank must describe the same global tensor");
+      int existing = -1;
+      for (int b : t.blocks)
+        if (plan.blocks[b].box == h.box) existing = b;
+      if (existing >= 0) continue;  // a replica: the lower rank already writes it
+      for (int b : t.blocks)
+        if (intersect(plan.blocks[b].box, h.box))
+          throw UsageError("checkpoint tensor '" + name + "': rank " + std::to_string(plan.blocks[b].writer) +
+                           "'s block at " + dims_string(plan.blocks[b].box.offset) + " of shape " +
+                           dims_string(plan.blocks[b].box.shape) + " overlaps rank " + std::to_string(h.rank) +
+                           "'s block at " + dims_string(h.box.offset) + " of shape " + dims_string(h.box.shape) +
+                           ": blocks held by several ranks must be identical or disjoint");
+      t.blocks.push_back(static_cast<int>(plan.blocks.size()));
+      plan.blocks.push_back(PlannedBlock{static_cast<int>(plan.tensors.size()), h.box, h.rank});
+    }
+    std::uint64_t covered = 0;
+    for (int b : t.blocks)
+      covered += volume(plan.blocks[b].box.shape);
+    if (covered != volume(t.global_shape))
+      throw UsageError("checkpoint tensor '" + name + "' " + dims_string(t.global_shape) +
+                       ": the ranks' blocks cover " + std::to_string(covered) + " of its " +
+                       std::to_string(volume(t.global_shape)) + " elements; every element must be held by some rank");
+    plan.tensors.push_back(std::move(t));
+  }
+  return plan;
+}
+
+int find_block(const Plan& plan, const std::string& name, const Box& box) {
+  auto it = std::lower_bound(plan.tensors.begin(), plan.tensors.end(), name,
+                             [](const PlannedTensor& t, const std::string& n) { return t.name < n; });
+  if (it == plan.tensors.end() || it->name != name) return -1;
+  for (int b : it->blocks)
+    if (plan.blocks[b].box == box) return b;
+  return -1;
+}
+
+}  // namespace tenax::ckpt

@@ -1,0 +1,107 @@
+#include "checkpoint/staging.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "tenax/build_config.hpp"
+#include "tenax/error.hpp"
+
+#if TENAX_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace tenax::ckpt {
+
+StagingArena::~StagingArena() {
+  if (pinned_) unpin_host_memory(data_);
+  if (data_) ::munmap(data_, mapped_);
+}
+
+void StagingArena::allocate(std::size_t bytes, bool pin) {
+  if (bytes == 0) return;
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  mapped_ = (bytes + page - 1) / page * page;
+  void* p = ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    throw IoError("checkpoint staging: cannot map " + std::to_string(mapped_) + " bytes: " + std::strerror(errno) +
+                  " (the staging buffer holds everything this rank writes per checkpoint)");
+  data_ = static_cast<std::uint8_t*>(p);
+  size_ = bytes;
+  // One write per page faults every page in now instead of during the first save.
+  for (std::size_t off = 0; off < mapped_; off += page)
+    data_[off] = 0;
+  if (pin) {
+    pin_host_memory(data_, mapped_);
+    pinned_ = true;
+  }
+}
+
+#if TENAX_HAVE_CUDA
+namespace {
+void check_cuda(cudaError_t rc, const char* what) {
+  if (rc != cudaSuccess)
+    throw DeviceError(std::string("checkpoint: ") + what + " failed: " + cudaGetErrorName(rc) + ": " +
+                      cudaGetErrorString(rc));
+}
+}  // namespace
+
+void pin_host_memory(void* p, std::size_t bytes) {
+  check_cuda(cudaHostRegister(p, bytes, cudaHostRegisterDefault), "cudaHostRegister of the staging buffer");
+}
+void unpin_host_memory(void* p) {
+  cudaHostUnregister(p);
+}
+void copy_device_to_host_async(void* dst, const void* src, std::size_t bytes, void* stream) {
+  check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream)),
+             "cudaMemcpyAsync (device to staging)");
+}
+void copy_host_to_device(void* dst, const void* src, std::size_t bytes) {
+  check_cuda(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (checkpoint to device)");
+}
+DeviceCopyFence::DeviceCopyFence() {
+  cudaEvent_t e;
+  check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  event_ = e;
+}
+DeviceCopyFence::~DeviceCopyFence() {
+  cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+void DeviceCopyFence::record(void* stream) {
+  check_cuda(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream)), "cudaEventRecord");
+}
+void DeviceCopyFence::wait() {
+  check_cuda(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "cudaEventSynchronize (staging copies)");
+}
+#else
+namespace {
+[[noreturn]] void no_cuda() {
+  throw UsageError("checkpoint: a device-memory shard needs a tenax built with CUDA (TENAX_WITH_CUDA=ON)");
+}
+}  // namespace
+void pin_host_memory(void*, std::size_t) {
+  no_cuda();
+}
+void unpin_host_memory(void*) {}
+void copy_device_to_host_async(void*, const void*, std::size_t, void*) {
+  no_cuda();
+}
+void copy_host_to_device(void*, const void*, std::size_t) {
+  no_cuda();
+}
+DeviceCopyFence::DeviceCopyFence() {
+  no_cuda();
+}
+DeviceCopyFence::~DeviceCopyFence() = default;
+void DeviceCopyFence::record(void*) {
+  no_cuda();
+}
+void DeviceCopyFence::wait() {
+  no_cuda();
+}
+#endif
+
+}  // namespace tenax::ckpt

@@ -1,0 +1,175 @@
+// Pure unit tests of the checkpoint internals: CRC32C, the manifest's JSON, block geometry and the write plan.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "checkpoint/crc32c.hpp"
+#include "checkpoint/geometry.hpp"
+#include "checkpoint/json.hpp"
+#include "checkpoint/manifest.hpp"
+#include "checkpoint/shard_plan.hpp"
+#include "tenax/error.hpp"
+
+namespace tenax::ckpt {
+namespace {
+
+TEST(CheckpointCrc32c, KnownVectors) {
+  EXPECT_EQ(crc32c_extend(0, "123456789", 9), 0xE3069283u);
+  EXPECT_EQ(crc32c_extend_software(0, "123456789", 9), 0xE3069283u);
+  std::vector<std::uint8_t> zeros(32, 0), ones(32, 0xff);
+  EXPECT_EQ(crc32c_extend(0, zeros.data(), 32), 0x8A9136AAu);  // RFC 3720 B.4
+  EXPECT_EQ(crc32c_extend(0, ones.data(), 32), 0x62A8AB43u);
+  EXPECT_EQ(crc32c_extend(0, nullptr, 0), 0u);
+}
+
+TEST(CheckpointCrc32c, FastPathsMatchTablesForEveryLengthAndAlignment) {
+  std::mt19937_64 rng(42);
+  std::vector<std::uint8_t> src(200000 + 64), dst(src.size());
+  for (auto& b : src)
+    b = static_cast<std::uint8_t>(rng());
+  for (std::size_t len : {0ul, 1ul, 7ul, 8ul, 9ul, 4095ul, 12287ul, 12288ul, 12289ul, 24576ul, 100001ul, 200000ul}) {
+    for (std::size_t align : {0ul, 1ul, 3ul, 8ul}) {
+      const std::uint8_t* p = src.data() + align;
+      const std::uint32_t want = crc32c_extend_software(0x1234, p, len);
+      EXPECT_EQ(crc32c_extend(0x1234, p, len), want) << "len " << len << " align " << align;
+      std::memset(dst.data(), 0, dst.size());
+      EXPECT_EQ(crc32c_copy(dst.data() + (align ^ 1), p, len, 0x1234), want) << "len " << len;
+      EXPECT_EQ(std::memcmp(dst.data() + (align ^ 1), p, len), 0) << "copy of len " << len;
+    }
+  }
+  // Extending piecewise equals one pass.
+  std::uint32_t c = 0;
+  for (std::size_t at = 0; at < 100000; at += 7777)
+    c = crc32c_extend(c, src.data() + at, std::min<std::size_t>(7777, 100000 - at));
+  EXPECT_EQ(c, crc32c_extend(0, src.data(), 100000));
+}
+
+TEST(CheckpointJson, ParsesWhatTheManifestWrites) {
+  Manifest m;
+  m.step = 123456789012ull;
+  m.layout = ParallelLayout{2, 1, 3};
+  m.world_size = 6;
+  m.files = {{0, "rank_00000.h5", 4096}, {1, "rank_00001.h5", 1ull << 40}};
+  m.tensors = {
+      {"a/b.c", DType::BF16, {4, 6}, {{0, Box{{0, 0}, {2, 6}}, 24, 0xffffffffu}, {1, Box{{2, 0}, {2, 6}}, 24, 7}}}};
+  m.blobs = {{1, "rng \"state\"", 16, 99}};
+  Manifest back = Manifest::from_json(m.to_json());
+  EXPECT_EQ(back.step, m.step);
+  EXPECT_EQ(back.layout, m.layout);
+  EXPECT_EQ(back.world_size, 6);
+  ASSERT_EQ(back.files.size(), 2u);
+  EXPECT_EQ(back.files[1].bytes, 1ull << 40);
+  ASSERT_NE(back.find("a/b.c"), nullptr);
+  EXPECT_EQ(back.find("a/b.c")->dtype, DType::BF16);
+  EXPECT_EQ(back.find("a/b.c")->blocks[0].crc32c, 0xffffffffu);
+  EXPECT_EQ(back.find("a/b.c")->blocks[1].box.offset, (Dims{2, 0}));
+  EXPECT_EQ(back.blobs[0].name, "rng \"state\"");
+}
+
+TEST(CheckpointJson, RejectsDamage) {
+  Manifest m;
+  m.world_size = 1;
+  std::string text = m.to_json();
+  EXPECT_THROW(Manifest::from_json(text.substr(0, text.size() / 2)), std::runtime_error);
+  EXPECT_THROW(Manifest::from_json("{\"format\": \"other\"}"), std::runtime_error);
+  EXPECT_THROW(json::Value::parse("[1, 2"), std::runtime_error);
+  EXPECT_THROW(json::Value::parse("{\"a\": -1}").at("a").u64(), std::runtime_error);
+}
+
+TEST(CheckpointGeometry, IntersectAndRuns) {
+  auto i = intersect(Box{{0, 4}, {4, 4}}, Box{{2, 0}, {4, 6}});
+  ASSERT_TRUE(i);
+  EXPECT_EQ(i->offset, (Dims{2, 4}));
+  EXPECT_EQ(i->shape, (Dims{2, 2}));
+  EXPECT_FALSE(intersect(Box{{0}, {4}}, Box{{4}, {4}}));
+
+  // Copy the [1:3, 2:5] box of a 4x6 array into a 3x4 array at [0, 1]; compare with an element-wise copy.
+  std::vector<int> src(24), dst(12, -1), want(12, -1);
+  for (int k = 0; k < 24; ++k)
+    src[k] = k;
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 3; ++c)
+      want[(0 + r) * 4 + 1 + c] = src[(1 + r) * 6 + 2 + c];
+  for_each_run({2, 3}, {4, 6}, {1, 2}, {3, 4}, {0, 1}, sizeof(int),
+               [&](std::uint64_t s, std::uint64_t d, std::uint64_t n) {
+                 std::memcpy(reinterpret_cast<char*>(dst.data()) + d, reinterpret_cast<const char*>(src.data()) + s, n);
+               });
+  EXPECT_EQ(dst, want);
+  // Whole rows merge into one run.
+  int runs = 0;
+  for_each_run({2, 6}, {4, 6}, {1, 0}, {2, 6}, {0, 0}, 4, [&](std::uint64_t, std::uint64_t, std::uint64_t n) {
+    ++runs;
+    EXPECT_EQ(n, 48u);
+  });
+  EXPECT_EQ(runs, 1);
+}
+
+std::string describe(std::vector<TensorShard> shards) {
+  static std::vector<float> buffer(1024);
+  for (auto& s : shards)
+    s.data = buffer.data();
+  normalize_shards(shards);
+  return describe_shards(shards);
+}
+
+TEST(CheckpointPlan, ReplicasWrittenByTheLowestRank) {
+  auto rank = [](std::uint64_t row) {
+    return describe({TensorShard::block("w", DType::F32, {4, 2}, {row, 0}, {2, 2}, nullptr),
+                     TensorShard::whole("b", DType::F32, {2}, nullptr)});
+  };
+  Plan plan = make_plan({rank(0), rank(2), rank(0), rank(2)});  // tp=2 x dp=2
+  ASSERT_EQ(plan.tensors.size(), 2u);
+  EXPECT_EQ(plan.tensors[0].name, "b");
+  ASSERT_EQ(plan.tensors[0].blocks.size(), 1u);
+  EXPECT_EQ(plan.blocks[plan.tensors[0].blocks[0]].writer, 0);
+  ASSERT_EQ(plan.tensors[1].blocks.size(), 2u);
+  EXPECT_EQ(plan.blocks[plan.tensors[1].blocks[0]].writer, 0);
+  EXPECT_EQ(plan.blocks[plan.tensors[1].blocks[1]].writer, 1);
+}
+
+void expect_usage_error(const std::vector<std::string>& ranks, const std::string& needle) {
+  try {
+    make_plan(ranks);
+    ADD_FAILURE() << "no error; expected one mentioning " << needle;
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(CheckpointPlan, RefusesInconsistentShardLists) {
+  auto flat = [](std::uint64_t total, std::uint64_t begin, std::uint64_t count) {
+    return describe({TensorShard::flat_range("m", DType::F32, total, begin, count, nullptr)});
+  };
+  expect_usage_error({flat(10, 0, 6), flat(10, 5, 5)}, "overlaps");
+  expect_usage_error({flat(10, 0, 4), flat(10, 5, 5)}, "cover 9 of its 10");
+  expect_usage_error({flat(10, 0, 5), flat(12, 5, 5)}, "every rank must describe the same global tensor");
+  expect_usage_error({describe({TensorShard::whole("a", DType::F32, {2}, nullptr),
+                                TensorShard::whole("a/b", DType::F32, {2}, nullptr)})},
+                     "also a group");
+}
+
+TEST(CheckpointPlan, RefusesBadShards) {
+  float x[4];
+  auto bad = [&](TensorShard s, const std::string& needle) {
+    s.data = x;
+    std::vector<TensorShard> v{s};
+    try {
+      normalize_shards(v);
+      ADD_FAILURE() << "accepted; expected " << needle;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  bad(TensorShard::whole("", DType::F32, {2}, nullptr), "is empty");
+  bad(TensorShard::whole("a//b", DType::F32, {2}, nullptr), "empty component");
+  bad(TensorShard::whole("a b", DType::F32, {2}, nullptr), "contains ' '");
+  bad(TensorShard::block("w", DType::F32, {4}, {3}, {2}, nullptr), "reaches beyond");
+  bad(TensorShard::whole("w", DType::F32, {}, nullptr), "empty global shape");
+  std::vector<TensorShard> twice{TensorShard::whole("w", DType::F32, {2}, x),
+                                 TensorShard::whole("w", DType::F32, {2}, x)};
+  EXPECT_THROW(normalize_shards(twice), UsageError);
+}
+
+}  // namespace
+}  // namespace tenax::ckpt
