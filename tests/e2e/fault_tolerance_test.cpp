@@ -1,0 +1,243 @@
+// The training example as a fault-tolerant program, end to end: tenax-launch over real mpirun ranks of
+// tenax-example-lm, real HDF5 checkpoints, real signals. A run that is killed, preempted or resumed must end where an
+// uninterrupted run ends: bitwise in the same layout (fp32 on the CPU is deterministic), within a stated tolerance of
+// the loss when the layout changes (the reduction order changes with it).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <random>
+#include <regex>
+
+#include "launch_harness.hpp"
+
+namespace tenax::test {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::seconds;
+
+// A small model: a step takes a few milliseconds on 4 ranks.
+const std::vector<std::string> kModel = {"--vocab",   "64", "--hidden", "32", "--layers",      "2",
+                                         "--seq-len", "8",  "--batch",  "8",  "--micro-batch", "2"};
+
+std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& more) {
+  base.insert(base.end(), more.begin(), more.end());
+  return base;
+}
+
+std::vector<std::string> example_args(const std::vector<std::string>& more) {
+  return with(kModel, more);
+}
+
+std::vector<std::string> launcher_args(const ScratchDir& dir, int ranks) {
+  return {"-n",
+          std::to_string(ranks),
+          "--run-dir",
+          dir / "run",
+          "--checkpoint-dir",
+          dir / "ckpt",
+          "--backoff",
+          "100ms",
+          "--heartbeat-interval",
+          "20ms",
+          "--kill-grace",
+          "500ms"};
+}
+
+// "step N loss X" lines of rank 0.
+std::map<long, double> losses(const std::string& output) {
+  static const std::regex pattern(R"(step (\d+) loss ([0-9.]+))");
+  std::map<long, double> out;
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), pattern); it != std::sregex_iterator(); ++it)
+    out[std::stol((*it)[1].str())] = std::stod((*it)[2].str());
+  return out;
+}
+
+std::vector<std::string> checkpoint_steps(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory() && name.rfind("step_", 0) == 0 && name.find(".tmp") == std::string::npos)
+      out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(ExampleFaultTolerance, KillNineOfARandomRankAtARandomStepRestartsToTheSameResult) {
+  const int ranks = 4;
+  // The default model (about 60 ms a step here): slow enough for the kill to land at a step chosen in advance.
+  const std::vector<std::string> args = {"--tp", "2", "--steps", "100", "--checkpoint-every", "10"};
+  const std::string expected = reference_checksum(ranks, args);
+  std::random_device seed_source;
+  const unsigned seed = seed_source();
+  std::mt19937 rng(seed);
+  const int victim = static_cast<int>(rng() % ranks);
+  const long long at_step = 3 + static_cast<long long>(rng() % 70);
+  SCOPED_TRACE("seed " + std::to_string(seed) + ": kill -9 of rank " + std::to_string(victim) + " at step " +
+               std::to_string(at_step));
+
+  ScratchDir dir("kill9");
+  Launch launch(launcher_args(dir, ranks), args, dir / "out.txt");
+  auto beat = wait_for_step(dir / "run", victim, 1, at_step, seconds(50));
+  ASSERT_TRUE(beat.has_value()) << launch.output();
+  ASSERT_EQ(kill(static_cast<pid_t>(beat->pid), SIGKILL), 0);
+
+  ASSERT_EQ(launch.wait(seconds(90)), 0) << launch.output();
+  const std::string output = launch.output();
+  EXPECT_EQ(final_checksum(output), expected) << output;
+  EXPECT_NE(output.find("attempt 1 crash: rank " + std::to_string(victim) + " on "), std::string::npos) << output;
+  auto attempts = ledger_lines(dir / "run", "attempt");
+  ASSERT_EQ(attempts.size(), 2u) << output;
+  EXPECT_EQ(json_string(attempts[0], "outcome"), "crash");
+  EXPECT_EQ(json_string(attempts[1], "outcome"), "success");
+  // Resumed from a periodic checkpoint at or before the kill (the heartbeat read may lag the kill by a few steps).
+  const double resumed = json_number(attempts[1], "resumed_step");
+  EXPECT_EQ(std::fmod(resumed, 10.0), 0.0);
+  EXPECT_GE(resumed, static_cast<double>((beat->step / 10) * 10));
+  EXPECT_LE(resumed, json_number(attempts[0], "max_step"));
+  if (resumed > 0) {
+    EXPECT_NE(output.find("resumed from " + (dir / "ckpt") + "/step_" + std::to_string(static_cast<long>(resumed))),
+              std::string::npos)
+        << output;
+  }
+}
+
+TEST(ExampleFaultTolerance, SigtermTakesAnEmergencyCheckpointAndASecondInvocationFinishesTheRun) {
+  const int ranks = 4;
+  const auto args = example_args({"--dp", "2", "--tp", "2", "--zero1", "--steps", "300", "--checkpoint-every", "25"});
+  const std::string expected = reference_checksum(ranks, args);
+  ScratchDir dir("sigterm");
+  long long stop_step = 0;
+  {
+    Launch first(launcher_args(dir, ranks), args, dir / "out1.txt");
+    auto beat = wait_for_step(dir / "run", 0, 1, 8, seconds(50));
+    ASSERT_TRUE(beat.has_value()) << first.output();
+    ASSERT_EQ(kill(first.pid(), SIGTERM), 0);
+    ASSERT_EQ(first.wait(seconds(60)), 75) << first.output();
+    const std::string output = first.output();
+    EXPECT_EQ(final_checksum(output), "") << "the first run must stop early";
+    static const std::regex committed(R"(preempted: emergency checkpoint of step (\d+) committed)");
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(output, m, committed)) << output;
+    stop_step = std::stoll(m[1].str());
+    EXPECT_GE(stop_step, 8);
+    EXPECT_LT(stop_step, 300);
+    EXPECT_EQ(losses(output).rbegin()->first, stop_step) << "every rank finishes the step it is in, then stops";
+    auto attempts = ledger_lines(dir / "run", "attempt");
+    ASSERT_EQ(attempts.size(), 1u) << output;
+    EXPECT_EQ(json_string(attempts[0], "outcome"), "preempted");
+    EXPECT_EQ(json_number(attempts[0], "checkpoint_step"), static_cast<double>(stop_step));
+    const auto saved = checkpoint_steps(dir / "ckpt");
+    ASSERT_FALSE(saved.empty());
+    EXPECT_EQ(saved.back(), "step_" + std::to_string(stop_step));
+  }
+  Launch second(launcher_args(dir, ranks), args, dir / "out2.txt");
+  ASSERT_EQ(second.wait(seconds(60)), 0) << second.output();
+  const std::string output = second.output();
+  EXPECT_EQ(final_checksum(output), expected) << output;
+  EXPECT_NE(output.find("at step " + std::to_string(stop_step) + " (saved with layout"), std::string::npos) << output;
+  EXPECT_EQ(losses(output).begin()->first, stop_step + 1) << "nothing is recomputed after an emergency checkpoint";
+}
+
+// Train 10 steps with tp=2 x dp=2 (with `first_options`), then resume the same checkpoint with other layouts. The sums
+// of a matrix product and of the data-parallel reduction run in another order, so the values differ in the last bits:
+// every resumed step's loss must be within 1e-4 (relative) of the uninterrupted tp=2 x dp=2 run's loss at the same
+// step.
+void expect_resume_continues(const std::vector<std::string>& first_options,
+                             const std::vector<std::string>& resume_layout, int resume_ranks) {
+  constexpr double kRelativeTolerance = 1e-4;
+  const auto common = example_args({"--checkpoint-every", "5"});
+  const auto first_layout = with({"--tp", "2", "--dp", "2"}, first_options);
+  ScratchDir reference_dir("reshard-reference");
+  Launch reference(launcher_args(reference_dir, 4), with(with(common, first_layout), {"--steps", "20"}),
+                   reference_dir / "out.txt");
+  ASSERT_EQ(reference.wait(seconds(60)), 0) << reference.output();
+  const auto expected = losses(reference.output());
+  ASSERT_EQ(expected.size(), 20u) << reference.output();
+
+  ScratchDir dir("reshard");
+  Launch first(launcher_args(dir, 4), with(with(common, first_layout), {"--steps", "10"}), dir / "out1.txt");
+  ASSERT_EQ(first.wait(seconds(60)), 0) << first.output();
+  const auto before = losses(first.output());
+  for (long s = 1; s <= 10; ++s)
+    EXPECT_EQ(before.at(s), expected.at(s)) << "step " << s << ": the same layout is bitwise reproducible";
+
+  Launch second(launcher_args(dir, resume_ranks), with(with(common, resume_layout), {"--steps", "20"}),
+                dir / "out2.txt");
+  ASSERT_EQ(second.wait(seconds(60)), 0) << second.output();
+  const std::string output = second.output();
+  EXPECT_NE(output.find("resumed from " + (dir / "ckpt") + "/step_10 at step 10"), std::string::npos) << output;
+  EXPECT_NE(final_checksum(output), "") << output;
+  const auto after = losses(output);
+  ASSERT_EQ(after.size(), 10u) << output;
+  EXPECT_EQ(after.begin()->first, 11);
+  for (const auto& [step, loss] : after)
+    EXPECT_NEAR(loss, expected.at(step), kRelativeTolerance * expected.at(step)) << "step " << step;
+  // Training went on: the loss kept falling from where the first run left it.
+  EXPECT_LT(after.at(20), before.at(10));
+}
+
+// ZeRO-1 on both sides: the optimizer shards move from 2 to 4 data-parallel ranks and lose the tensor split.
+TEST(ExampleFaultTolerance, ResumeWithFourDataParallelRanksInsteadOfTwoByTwo) {
+  expect_resume_continues({"--zero1"}, {"--tp", "1", "--dp", "4", "--zero1"}, 4);
+}
+
+// A smaller world: 4 ranks -> 2, tp 2 -> 1.
+TEST(ExampleFaultTolerance, ResumeOnTwoRanksWithoutTensorParallelism) {
+  expect_resume_continues({}, {"--tp", "1", "--dp", "2"}, 2);
+}
+
+// Damages one shard of the newest of two checkpoints with `damage`; the next run must warn naming the file, resume from
+// the previous checkpoint and still end bitwise where an uninterrupted run ends.
+void expect_fallback_after(const std::function<void(const std::string&)>& damage) {
+  const int ranks = 4;
+  const auto common = example_args({"--tp", "2", "--checkpoint-every", "10"});
+  const std::string expected = reference_checksum(ranks, with(common, {"--steps", "30"}));
+  ScratchDir dir("corrupt");
+  Launch first(launcher_args(dir, ranks), with(common, {"--steps", "20"}), dir / "out1.txt");
+  ASSERT_EQ(first.wait(seconds(60)), 0) << first.output();
+  ASSERT_EQ(checkpoint_steps(dir / "ckpt"), (std::vector<std::string>{"step_10", "step_20"}));
+  const std::string shard = dir / "ckpt/step_20/rank_00001.h5";
+  ASSERT_TRUE(fs::exists(shard));
+  damage(shard);
+
+  Launch second(launcher_args(dir, ranks), with(common, {"--steps", "30"}), dir / "out2.txt");
+  ASSERT_EQ(second.wait(seconds(60)), 0) << second.output();
+  const std::string output = second.output();
+  EXPECT_NE(output.find("skipped a damaged checkpoint: " + (dir / "ckpt/step_20")), std::string::npos) << output;
+  EXPECT_NE(output.find("rank_00001.h5"), std::string::npos) << "the warning names the damaged file\n" << output;
+  EXPECT_NE(output.find("resumed from " + (dir / "ckpt") + "/step_10 at step 10"), std::string::npos) << output;
+  EXPECT_EQ(losses(output).begin()->first, 11);
+  EXPECT_EQ(final_checksum(output), expected) << output;
+}
+
+// A failing disk or an interrupted copy: the file is cut in half.
+TEST(ExampleFaultTolerance, ATruncatedShardInTheNewestCheckpointFallsBackToThePreviousOne) {
+  expect_fallback_after([](const std::string& shard) { fs::resize_file(shard, fs::file_size(shard) / 2); });
+}
+
+// Silent corruption: same size, 64 bytes in the second half of the file (the tensors' data) inverted.
+TEST(ExampleFaultTolerance, ACorruptShardInTheNewestCheckpointFallsBackToThePreviousOne) {
+  expect_fallback_after([](const std::string& shard) {
+    std::fstream file(shard, std::ios::in | std::ios::out | std::ios::binary);
+    const auto at = static_cast<std::streamoff>(fs::file_size(shard) * 3 / 4);
+    std::vector<char> bytes(64);
+    file.seekg(at);
+    file.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    for (char& b : bytes)
+      b = static_cast<char>(~b);
+    file.seekp(at);
+    file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    ASSERT_TRUE(file.good());
+  });
+}
+
+}  // namespace
+}  // namespace tenax::test
