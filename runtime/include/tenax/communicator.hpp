@@ -7,10 +7,12 @@
 // Contract, as in MPI and NCCL: every rank of a communicator calls the same collectives in the same order with the same
 // count, dtype, op and root. Operations on one communicator are issued from one thread at a time.
 //
-// Failure: every blocking wait honours TENAX_COMM_TIMEOUT. A timeout throws TimeoutError, any backend error throws
-// CommError; both name the group, the operation and its sequence number. After either, the communicator is aborted and
-// every later call throws CommError at once (a half-finished collective cannot be resumed). A dead peer therefore
-// becomes an exception (or, under mpirun, the job's termination), never a silent hang.
+// Failure: every blocking operation honours TENAX_COMM_TIMEOUT. MPI: each operation is exactly the blocking MPI call
+// it wraps, watched by a per-process watchdog; an operation still running after the timeout is logged (group,
+// operation, sequence number, size, time waited) and the process ends with kExitPeerFailure (a stuck MPI call can
+// neither be interrupted nor finalised around; tenax-launch restarts the job). NCCL: a timeout throws TimeoutError.
+// Any backend error throws CommError naming the group and the operation; after it the communicator is aborted and
+// every later call throws CommError at once. A dead peer therefore never becomes a silent hang.
 //
 // Buffers: count is in elements. In place: all_reduce with send == recv; all_gather with
 // send == recv + rank*count; reduce_scatter with send == recv is not allowed (use separate buffers).

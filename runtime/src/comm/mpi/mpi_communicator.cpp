@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "comm/comm_state.hpp"
-#include "comm/mpi/mpi_wait.hpp"
 #include "core/check_mpi.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
@@ -108,32 +107,22 @@ void MpiCommunicator::fail() {
   mark_communicator_aborted();
 }
 
-std::uint64_t MpiCommunicator::begin(std::string_view op) {
+template <class Call>
+void MpiCommunicator::run(const char* op, std::size_t count, DType dtype, Call&& call) {
   if (aborted_)
     throw CommError(std::string(op) + " on group '" + name_ +
                     "': the communicator was aborted after an earlier failure (see the first error in the log); "
                     "the run must restart");
   count_operation();
-  return ++sequence_;
-}
-
-void MpiCommunicator::complete(MPI_Request* requests, int n, std::string_view op, std::uint64_t sequence,
-                               std::size_t count, DType dtype) {
-  bool done = false;
-  try {
-    done = wait_requests(requests, n, comm_timeout());
-  } catch (const CommError& e) {
-    fail();
-    throw CommError(describe_operation(*this, op, sequence, count, dtype) + " failed: " + e.what());
+  const std::uint64_t sequence = ++sequence_;
+  int rc = MPI_SUCCESS;
+  {
+    WatchedOperation watched(slot_, op, sequence, count, dtype);
+    rc = call();
   }
-  if (!done) {
+  if (rc != MPI_SUCCESS) {
     fail();
-    const auto seconds = std::chrono::duration<double>(comm_timeout()).count();
-    throw TimeoutError(describe_operation(*this, op, sequence, count, dtype) + " did not complete within " +
-                       std::to_string(seconds) +
-                       " s (TENAX_COMM_TIMEOUT): a peer in this group is dead, stuck, or issued a different "
-                       "operation; look for the first error among the group's ranks, or raise TENAX_COMM_TIMEOUT "
-                       "if steps legitimately take longer");
+    throw CommError(describe_operation(*this, op, sequence, count, dtype) + " failed: " + mpi_error_text(rc));
   }
 }
 
@@ -144,49 +133,31 @@ void MpiCommunicator::check_peer(int peer, std::string_view op) const {
 }
 
 void MpiCommunicator::all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
-  const std::uint64_t seq = begin("all_reduce");
   const int n = mpi_count(count, "all_reduce");
-  MPI_Request request = MPI_REQUEST_NULL;
-  try {
-    if (is_half(dtype)) {
-      scratch_in_.resize(count);
-      kernels::cast_to_f32(send, dtype, scratch_in_.data(), count);
-      TENAX_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, scratch_in_.data(), n, MPI_FLOAT, mpi_op(op), comm_, &request));
-    } else {
-      const void* source = send == recv ? MPI_IN_PLACE : send;
-      TENAX_CHECK_MPI(MPI_Iallreduce(source, recv, n, mpi_type(dtype), mpi_op(op), comm_, &request));
-    }
-  } catch (...) {
-    fail();
-    throw;
-  }
-  complete(&request, 1, "all_reduce", seq, count, dtype);
   if (is_half(dtype)) {
+    scratch_in_.resize(count);
+    kernels::cast_to_f32(send, dtype, scratch_in_.data(), count);
+    run("all_reduce", count, dtype,
+        [&] { return MPI_Allreduce(MPI_IN_PLACE, scratch_in_.data(), n, MPI_FLOAT, mpi_op(op), comm_); });
     if (op == ReduceOp::Avg) divide_in_place(scratch_in_.data(), count, size_);
     kernels::cast_from_f32(scratch_in_.data(), recv, dtype, count);
-  } else if (op == ReduceOp::Avg) {
-    divide_by(recv, count, dtype, size_);
+    return;
   }
+  const void* source = send == recv ? MPI_IN_PLACE : send;
+  run("all_reduce", count, dtype, [&] { return MPI_Allreduce(source, recv, n, mpi_type(dtype), mpi_op(op), comm_); });
+  if (op == ReduceOp::Avg) divide_by(recv, count, dtype, size_);
 }
 
 void MpiCommunicator::all_gather(const void* send, void* recv, std::size_t count, DType dtype) {
-  const std::uint64_t seq = begin("all_gather");
   const int n = mpi_count(count, "all_gather");
   mpi_count(count * static_cast<std::size_t>(size_), "all_gather");
   const std::size_t block = count * dtype_size(dtype);
   const void* source = byte_ptr(send) == byte_ptr(recv) + block * static_cast<std::size_t>(rank_) ? MPI_IN_PLACE : send;
-  MPI_Request request = MPI_REQUEST_NULL;
-  try {
-    TENAX_CHECK_MPI(MPI_Iallgather(source, n, mpi_type(dtype), recv, n, mpi_type(dtype), comm_, &request));
-  } catch (...) {
-    fail();
-    throw;
-  }
-  complete(&request, 1, "all_gather", seq, count, dtype);
+  run("all_gather", count, dtype,
+      [&] { return MPI_Allgather(source, n, mpi_type(dtype), recv, n, mpi_type(dtype), comm_); });
 }
 
 void MpiCommunicator::reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
-  const std::uint64_t seq = begin("reduce_scatter");
   const int n = mpi_count(count, "reduce_scatter");
   const std::size_t total = count * static_cast<std::size_t>(size_);
   mpi_count(total, "reduce_scatter");
@@ -196,42 +167,26 @@ void MpiCommunicator::reduce_scatter(const void* send, void* recv, std::size_t c
   if (count > 0 && r < s + total * esize && s < r + count * esize)
     throw UsageError("reduce_scatter on group '" + name_ +
                      "': the send and receive buffers overlap; use separate buffers");
-  MPI_Request request = MPI_REQUEST_NULL;
-  try {
-    if (is_half(dtype)) {
-      scratch_in_.resize(total);
-      scratch_out_.resize(count);
-      kernels::cast_to_f32(send, dtype, scratch_in_.data(), total);
-      TENAX_CHECK_MPI(MPI_Ireduce_scatter_block(scratch_in_.data(), scratch_out_.data(), n, MPI_FLOAT, mpi_op(op),
-                                                comm_, &request));
-    } else {
-      TENAX_CHECK_MPI(MPI_Ireduce_scatter_block(send, recv, n, mpi_type(dtype), mpi_op(op), comm_, &request));
-    }
-  } catch (...) {
-    fail();
-    throw;
-  }
-  complete(&request, 1, "reduce_scatter", seq, count, dtype);
   if (is_half(dtype)) {
+    scratch_in_.resize(total);
+    scratch_out_.resize(count);
+    kernels::cast_to_f32(send, dtype, scratch_in_.data(), total);
+    run("reduce_scatter", count, dtype, [&] {
+      return MPI_Reduce_scatter_block(scratch_in_.data(), scratch_out_.data(), n, MPI_FLOAT, mpi_op(op), comm_);
+    });
     if (op == ReduceOp::Avg) divide_in_place(scratch_out_.data(), count, size_);
     kernels::cast_from_f32(scratch_out_.data(), recv, dtype, count);
-  } else if (op == ReduceOp::Avg) {
-    divide_by(recv, count, dtype, size_);
+    return;
   }
+  run("reduce_scatter", count, dtype,
+      [&] { return MPI_Reduce_scatter_block(send, recv, n, mpi_type(dtype), mpi_op(op), comm_); });
+  if (op == ReduceOp::Avg) divide_by(recv, count, dtype, size_);
 }
 
 void MpiCommunicator::broadcast(void* buffer, std::size_t count, DType dtype, int root) {
   check_peer(root, "broadcast");
-  const std::uint64_t seq = begin("broadcast");
   const int n = mpi_count(count, "broadcast");
-  MPI_Request request = MPI_REQUEST_NULL;
-  try {
-    TENAX_CHECK_MPI(MPI_Ibcast(buffer, n, mpi_type(dtype), root, comm_, &request));
-  } catch (...) {
-    fail();
-    throw;
-  }
-  complete(&request, 1, "broadcast", seq, count, dtype);
+  run("broadcast", count, dtype, [&] { return MPI_Bcast(buffer, n, mpi_type(dtype), root, comm_); });
 }
 
 // Point-to-point messages use one tag: MPI keeps messages between a pair in order, which is all tenax relies on.
@@ -239,73 +194,35 @@ constexpr int kTag = 7;
 
 void MpiCommunicator::send(const void* buffer, std::size_t count, DType dtype, int peer) {
   check_peer(peer, "send");
-  const std::uint64_t seq = begin("send");
-  MPI_Request request = MPI_REQUEST_NULL;
-  try {
-    TENAX_CHECK_MPI(MPI_Isend(buffer, mpi_count(count, "send"), mpi_type(dtype), peer, kTag, comm_, &request));
-  } catch (...) {
-    fail();
-    throw;
-  }
-  complete(&request, 1, "send", seq, count, dtype);
+  const int n = mpi_count(count, "send");
+  run("send", count, dtype, [&] { return MPI_Send(buffer, n, mpi_type(dtype), peer, kTag, comm_); });
 }
 
 void MpiCommunicator::recv(void* buffer, std::size_t count, DType dtype, int peer) {
   check_peer(peer, "recv");
-  const std::uint64_t seq = begin("recv");
-  MPI_Request request = MPI_REQUEST_NULL;
-  try {
-    TENAX_CHECK_MPI(MPI_Irecv(buffer, mpi_count(count, "recv"), mpi_type(dtype), peer, kTag, comm_, &request));
-  } catch (...) {
-    fail();
-    throw;
-  }
-  complete(&request, 1, "recv", seq, count, dtype);
+  const int n = mpi_count(count, "recv");
+  run("recv", count, dtype, [&] { return MPI_Recv(buffer, n, mpi_type(dtype), peer, kTag, comm_, MPI_STATUS_IGNORE); });
 }
 
 void MpiCommunicator::send_recv(const void* send_buffer, std::size_t send_count, int dst, void* recv_buffer,
                                 std::size_t recv_count, int src, DType dtype) {
   check_peer(dst, "send_recv");
   check_peer(src, "send_recv");
-  const std::uint64_t seq = begin("send_recv");
-  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  try {
-    TENAX_CHECK_MPI(
-        MPI_Irecv(recv_buffer, mpi_count(recv_count, "send_recv"), mpi_type(dtype), src, kTag, comm_, &requests[0]));
-    TENAX_CHECK_MPI(
-        MPI_Isend(send_buffer, mpi_count(send_count, "send_recv"), mpi_type(dtype), dst, kTag, comm_, &requests[1]));
-  } catch (...) {
-    fail();
-    throw;
-  }
-  complete(requests, 2, "send_recv", seq, send_count, dtype);
+  const int ns = mpi_count(send_count, "send_recv");
+  const int nr = mpi_count(recv_count, "send_recv");
+  run("send_recv", send_count, dtype, [&] {
+    return MPI_Sendrecv(send_buffer, ns, mpi_type(dtype), dst, kTag, recv_buffer, nr, mpi_type(dtype), src, kTag, comm_,
+                        MPI_STATUS_IGNORE);
+  });
 }
 
 void MpiCommunicator::barrier() {
-  const std::uint64_t seq = begin("barrier");
-  MPI_Request request = MPI_REQUEST_NULL;
-  try {
-    TENAX_CHECK_MPI(MPI_Ibarrier(comm_, &request));
-  } catch (...) {
-    fail();
-    throw;
-  }
-  complete(&request, 1, "barrier", seq, 0, DType::U8);
+  run("barrier", 0, DType::U8, [&] { return MPI_Barrier(comm_); });
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, std::string name) {
-  // MPI_Comm_split has no non-blocking form. Meeting first in a bounded all_gather means every rank has arrived
-  // (or the timeout has named the group), so the blocking split that follows cannot hang on a missing peer.
-  const int mine[2] = {color, key};
-  std::vector<int> everyone(2 * static_cast<std::size_t>(size_));
-  all_gather(mine, everyone.data(), 2, DType::I32);
   MPI_Comm child = MPI_COMM_NULL;
-  try {
-    TENAX_CHECK_MPI(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &child));
-  } catch (...) {
-    fail();
-    throw;
-  }
+  run("split", 0, DType::I32, [&] { return MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &child); });
   if (child == MPI_COMM_NULL) return nullptr;
   TENAX_LOG(Debug, "comm") << "split '" << name_ << "' -> '" << name << "'";
   return std::make_unique<MpiCommunicator>(child, std::move(name));

@@ -1,6 +1,6 @@
-// The MPI backend of Communicator (host buffers). Every operation is issued non-blocking and completed by
-// wait_requests() under TENAX_COMM_TIMEOUT; bf16/f16 reductions go through fp32 scratch buffers that are kept and
-// reused (fresh pages are expensive on the machines tenax runs on).
+// The MPI backend of Communicator (host buffers). Every operation is exactly the blocking MPI call it wraps, watched
+// by the process's watchdog under TENAX_COMM_TIMEOUT (watchdog.hpp says why); bf16/f16 reductions go through fp32
+// scratch buffers that are kept and reused (fresh pages are expensive on the machines tenax runs on).
 #pragma once
 
 #include <mpi.h>
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/mpi/watchdog.hpp"
 #include "tenax/communicator.hpp"
 
 namespace tenax::detail {
@@ -40,11 +41,10 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm handle() const { return comm_; }
 
  private:
-  // Starts an operation (throws if aborted), returns its sequence number.
-  std::uint64_t begin(std::string_view op);
-  // Waits for the requests; on timeout or MPI error marks this communicator aborted and throws.
-  void complete(MPI_Request* requests, int n, std::string_view op, std::uint64_t sequence, std::size_t count,
-                DType dtype);
+  // Runs one blocking MPI call under the watchdog; an MPI error marks this communicator aborted and throws CommError
+  // naming the operation. Throws at once if the communicator was aborted earlier. `op` must be a string literal.
+  template <class Call>
+  void run(const char* op, std::size_t count, DType dtype, Call&& call);
   void check_peer(int peer, std::string_view op) const;
   void fail();
 
@@ -56,6 +56,7 @@ class MpiCommunicator final : public Communicator {
   bool aborted_ = false;
   std::vector<float> scratch_in_;
   std::vector<float> scratch_out_;
+  OperationSlot slot_{*this};
 };
 
 }  // namespace tenax::detail
