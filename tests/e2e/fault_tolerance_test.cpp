@@ -4,6 +4,7 @@
 // the loss when the layout changes (the reduction order changes with it).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <algorithm>
 
 #include <chrono>
 #include <cmath>
@@ -97,10 +98,12 @@ TEST(ExampleFaultTolerance, KillNineOfARandomRankAtARandomStepRestartsToTheSameR
   ASSERT_EQ(attempts.size(), 2u) << output;
   EXPECT_EQ(json_string(attempts[0], "outcome"), "crash");
   EXPECT_EQ(json_string(attempts[1], "outcome"), "success");
-  // Resumed from a periodic checkpoint at or before the kill (the heartbeat read may lag the kill by a few steps).
+  // Resumed from a periodic checkpoint at or before the kill. Saves are asynchronous: the checkpoint of the last
+  // multiple of 10 before the kill may still have been in flight (then it was rightly discarded), but the one before
+  // it had committed, since at most one checkpoint is in flight and the next save waits for it.
   const double resumed = json_number(attempts[1], "resumed_step");
   EXPECT_EQ(std::fmod(resumed, 10.0), 0.0);
-  EXPECT_GE(resumed, static_cast<double>((beat->step / 10) * 10));
+  EXPECT_GE(resumed, static_cast<double>(std::max(0LL, (beat->step / 10) * 10 - 10)));
   EXPECT_LE(resumed, json_number(attempts[0], "max_step"));
   if (resumed > 0) {
     EXPECT_NE(output.find("resumed from " + (dir / "ckpt") + "/step_" + std::to_string(static_cast<long>(resumed))),
