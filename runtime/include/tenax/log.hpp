@@ -49,7 +49,7 @@ class Line {
 
 // A loop that runs at most once (not an if/else) so that the macro is safe inside an unbraced if; arguments are not
 // evaluated when the message is filtered out.
-#define TENAX_LOG(level, subsys)                                                                         \
+#define TENAX_LOG(level, subsys)                                                                          \
   for (bool tenax_log_once_ = ::tenax::log::enabled(::tenax::log::Level::level, subsys); tenax_log_once_; \
-       tenax_log_once_ = false)                                                                          \
+       tenax_log_once_ = false)                                                                           \
   ::tenax::log::Line(::tenax::log::Level::level, subsys)

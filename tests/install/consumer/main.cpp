@@ -13,4 +13,6 @@ static int body(int argc, char** argv) {
   return 0;
 }
 
-int main(int argc, char** argv) { return tenax::run_main(body, argc, argv); }
+int main(int argc, char** argv) {
+  return tenax::run_main(body, argc, argv);
+}
