@@ -1,9 +1,8 @@
 // Local context (srun): validates before any task starts, so a step that cannot be placed fails at the prompt.
 //
-// init_post_opt checks the environment layer like sbatch does. local_user_init runs once the step exists: the task
-// and node counts are known, so the layout is checked against them, and an uneven task distribution (which placement
-// cannot serve) is refused when the counts alone prove it.
-#include <cstdlib>
+// init_post_opt is the allocator context's (the environment layer is checked as sbatch does). local_user_init runs once
+// the step exists: the task and node counts are known, so the layout is checked against them, and an uneven task
+// distribution (which placement cannot serve) is refused when the counts alone prove it.
 
 #include "contexts.hpp"
 #include "plugin_state.hpp"
@@ -11,19 +10,6 @@
 #include "tenax/error.hpp"
 
 namespace tenax::spank::local {
-
-int init_post_opt(spank_t /*sp*/) {
-  PluginState& s = state();
-  if (!s.options.enabled) return 0;
-  const JobRequest environment = request_from_environment(
-      [](const char* name) -> std::optional<std::string> {
-        const char* value = std::getenv(name);
-        return value ? std::optional<std::string>(value) : std::nullopt;
-      },
-      s.admin);
-  s.settings = resolve_settings(s.options, environment, s.admin);
-  return 0;
-}
 
 int user_init(spank_t sp) {
   PluginState& s = state();

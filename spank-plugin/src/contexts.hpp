@@ -14,11 +14,10 @@
 namespace tenax::spank {
 
 namespace allocator {
-int init_post_opt(spank_t sp);
+int init_post_opt(spank_t sp);  // also used by the local context
 }  // namespace allocator
 
 namespace local {
-int init_post_opt(spank_t sp);
 int user_init(spank_t sp);
 }  // namespace local
 

@@ -64,9 +64,8 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
   return guarded("init_post_opt", [&] {
     switch (spank_context()) {
       case S_CTX_ALLOCATOR:
+      case S_CTX_LOCAL:  // srun checks the environment layer exactly as sbatch does
         return tenax::spank::allocator::init_post_opt(sp);
-      case S_CTX_LOCAL:
-        return tenax::spank::local::init_post_opt(sp);
       default:
         return 0;
     }

@@ -165,17 +165,9 @@ void expect_reduced(const Communicator& comm, const void* out, DType t, ReduceOp
   }
 }
 
-bool reducible(DType t, ReduceOp op) {
-  // Summing u8 across ranks stays in range by construction of the inputs; every combination is supported.
-  (void)t;
-  (void)op;
-  return true;
-}
-
 }  // namespace
 
 void check_all_reduce(Communicator& comm, DType t, ReduceOp op, std::size_t count, std::uint32_t salt) {
-  if (!reducible(t, op)) return;
   const auto in = make_input(t, comm.rank(), count, salt);
   std::vector<unsigned char> out(in.size(), 0xAB);
   comm.all_reduce(in.data(), out.data(), count, t, op);
