@@ -157,15 +157,17 @@ TEST(LauncherFaults, ACrashOnEveryAttemptStopsAfterMaxRestarts) {
 
 TEST(LauncherFaults, AttemptsWithoutProgressStopAsARestartLoop) {
   ScratchDir dir("noprogress");
-  Launch launch(launcher_args(dir, 2, {"--max-restarts", "10", "--no-progress-limit", "2"}),
-                with(kWorker, {"--crash-at-step", "8", "--crash-rank", "0"}), dir / "out.txt");
+  Launch launch(
+      launcher_args(dir, 2, {"--max-restarts", "10", "--no-progress-limit", "2", "--heartbeat-interval", "10ms"}),
+      with(kWorker, {"--crash-at-step", "8", "--crash-rank", "0"}), dir / "out.txt");
   ASSERT_EQ(launch.wait(seconds(60)), 71) << launch.output();
   const std::string output = launch.output();
   EXPECT_NE(output.find("restart loop: 2 consecutive attempts reached no new highest step"), std::string::npos)
       << output;
-  // Every attempt resumes at 5 and dies at 8. Progress is judged from heartbeats, which a loaded machine may deliver
-  // a step or two late, so the highest step can still rise once after attempt 1; then two attempts without a new
-  // highest step stop the run: 3 or 4 attempts, far below the 11 that --max-restarts 10 would allow.
+  // Every attempt resumes at 5 and dies at 8. Progress is judged from heartbeats: with 30 ms steps they are written
+  // every 10 ms here, so each attempt is seen reaching step 7; a loaded machine may still miss that last heartbeat
+  // once, letting the highest step rise one attempt late. Then two attempts without a new highest step stop the run:
+  // 3 or 4 attempts, far below the 11 that --max-restarts 10 would allow.
   const std::size_t attempts = ledger_lines(dir / "run", "attempt").size();
   EXPECT_GE(attempts, 3u) << output;
   EXPECT_LE(attempts, 4u) << output;
