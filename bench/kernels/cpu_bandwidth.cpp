@@ -12,12 +12,15 @@
 #include "cpu_gpu_entry.hpp"
 #include "tenax/kernels/activation.hpp"
 #include "tenax/kernels/cast.hpp"
+#include "tenax/kernels/elementwise.hpp"
+#include "tenax/kernels/embedding.hpp"
 #include "tenax/kernels/gemm.hpp"
 #include "tenax/kernels/layernorm.hpp"
 #include "tenax/kernels/loss.hpp"
 #include "tenax/kernels/optimizer.hpp"
 #include "tenax/kernels/reduction.hpp"
 #include "tenax/kernels/unscale.hpp"
+#include "tenax/kernels/vocab_parallel_loss.hpp"
 
 namespace tenax::bench {
 namespace {
@@ -85,6 +88,23 @@ class CpuBench {
     add("bias_gelu_forward", rc, 8 * e, [&] { cpu::bias_gelu_forward(a.data(), bias.data(), b.data(), rows, cols); });
     add("bias_gelu_backward", rc, 12 * e,
         [&] { cpu::bias_gelu_backward(a.data(), bias.data(), g.data(), c.data(), dbias.data(), rows, cols); });
+    add("add_inplace (residual)", flat, 12 * n, [&] { cpu::add_inplace(b.data(), g.data(), n_); });
+    add("bias_add", rc, 8 * e, [&] { cpu::bias_add(b.data(), bias.data(), rows, cols); });
+    add("bias_grad", rc, 4 * e, [&] { cpu::bias_grad(g.data(), dbias.data(), rows, cols); });
+
+    // Embedding: rows of 1024 features gathered from (and their gradients added into) a 8192-token table.
+    const std::size_t features = 1024, emb_vocab = 8192, emb_rows = n_ / features;
+    const double emb_e = static_cast<double>(emb_rows * features);
+    std::vector<std::int32_t> tokens(emb_rows);
+    for (std::size_t r = 0; r < emb_rows; ++r)
+      tokens[r] = static_cast<std::int32_t>((r * 104729) % emb_vocab);
+    const std::vector<float> table = filled(emb_vocab * features, 0.1f);
+    std::vector<float> table_grad(emb_vocab * features, 0.0f);
+    const std::string embshape = std::to_string(emb_rows) + "x" + std::to_string(features);
+    add("embedding_forward", embshape, 8 * emb_e,
+        [&] { cpu::embedding_forward(tokens.data(), table.data(), b.data(), emb_rows, features, emb_vocab); });
+    add("embedding_backward", embshape, 12 * emb_e,
+        [&] { cpu::embedding_backward(tokens.data(), g.data(), table_grad.data(), emb_rows, features); });
 
     const std::size_t vocab = 32768, ce_rows = n_ / vocab;
     std::vector<std::int32_t> targets(ce_rows);
@@ -92,6 +112,19 @@ class CpuBench {
       targets[r] = static_cast<std::int32_t>((r * 7919) % vocab);
     add("softmax_cross_entropy", std::to_string(ce_rows) + "x" + std::to_string(vocab), 8.0 * ce_rows * vocab,
         [&] { cpu::softmax_cross_entropy(a.data(), targets.data(), b.data(), ce_rows, vocab, 1.0f); });
+    // The vocabulary-parallel phases on one rank's logits (here the whole vocabulary).
+    std::vector<float> row_max(ce_rows);
+    std::vector<double> row_sums(2 * ce_rows);
+    const std::string ceshape = std::to_string(ce_rows) + "x" + std::to_string(vocab);
+    const double ce_e = static_cast<double>(ce_rows * vocab);
+    add("ce_row_max (tp vocab)", ceshape, 4 * ce_e, [&] { cpu::ce_row_max(a.data(), ce_rows, vocab, row_max.data()); });
+    add("ce_row_sums (tp vocab)", ceshape, 4 * ce_e,
+        [&] { cpu::ce_row_sums(a.data(), targets.data(), ce_rows, vocab, 0, row_max.data(), row_sums.data()); });
+    add("ce_finish (tp vocab)", ceshape, 8 * ce_e, [&] {
+      volatile double loss =
+          cpu::ce_finish(a.data(), targets.data(), b.data(), ce_rows, vocab, 0, row_max.data(), row_sums.data(), 1.0f);
+      (void)loss;
+    });
 
     const std::size_t hidden = 1024, ln_rows = n_ / hidden;
     const std::string lnshape = std::to_string(ln_rows) + "x" + std::to_string(hidden);

@@ -14,12 +14,15 @@
 #include "cuda/check.hpp"
 #include "tenax/kernels/activation.hpp"
 #include "tenax/kernels/cast.hpp"
+#include "tenax/kernels/elementwise.hpp"
+#include "tenax/kernels/embedding.hpp"
 #include "tenax/kernels/gemm.hpp"
 #include "tenax/kernels/layernorm.hpp"
 #include "tenax/kernels/loss.hpp"
 #include "tenax/kernels/optimizer.hpp"
 #include "tenax/kernels/reduction.hpp"
 #include "tenax/kernels/unscale.hpp"
+#include "tenax/kernels/vocab_parallel_loss.hpp"
 
 namespace tenax::bench {
 namespace {
@@ -119,6 +122,28 @@ class GpuBench {
     add("bias_gelu_forward", rc, 8 * e, [&] { cuda::bias_gelu_forward(a.f(), bias.f(), b.f(), rows, cols, nullptr); });
     add("bias_gelu_backward", rc, 12 * e,
         [&] { cuda::bias_gelu_backward(a.f(), bias.f(), g.f(), c.f(), dbias.f(), rows, cols, nullptr); });
+    add("add_inplace (residual)", flat, 12 * n, [&] { cuda::add_inplace(b.f(), g.f(), n_, nullptr); });
+    add("bias_add", rc, 8 * e, [&] { cuda::bias_add(b.f(), bias.f(), rows, cols, nullptr); });
+    add("bias_grad", rc, 4 * e, [&] { cuda::bias_grad(g.f(), dbias.f(), rows, cols, nullptr); });
+
+    // Embedding: rows of 1024 features gathered from (and their gradients added into) a 8192-token table.
+    const std::size_t features = 1024, emb_vocab = 8192, emb_rows = n_ / features;
+    const double emb_e = static_cast<double>(emb_rows * features);
+    std::vector<std::int32_t> host_tokens(emb_rows);
+    for (std::size_t r = 0; r < emb_rows; ++r)
+      host_tokens[r] = static_cast<std::int32_t>((r * 104729) % emb_vocab);
+    DeviceArray tokens(emb_rows * sizeof(std::int32_t)), table(emb_vocab * features, 0.1f);
+    DeviceArray table_grad(emb_vocab * features, 0.0f);
+    TENAX_CUDA_CHECK(cudaMemcpy(tokens.f(), host_tokens.data(), emb_rows * 4, cudaMemcpyHostToDevice));
+    const std::string embshape = std::to_string(emb_rows) + "x" + std::to_string(features);
+    add("embedding_forward", embshape, 8 * emb_e, [&] {
+      cuda::embedding_forward(tokens.as<std::int32_t>(), table.f(), b.f(), emb_rows, features, emb_vocab, nullptr);
+    });
+    // Each gradient element is read once and added (read + write) into the table.
+    add("embedding_backward", embshape, 12 * emb_e, [&] {
+      cuda::embedding_backward(tokens.as<std::int32_t>(), g.f(), table_grad.f(), emb_rows, features, emb_vocab,
+                               nullptr);
+    });
 
     const std::size_t vocab = 32768, ce_rows = n_ / vocab;
     std::vector<std::int32_t> host_targets(ce_rows);
@@ -129,6 +154,22 @@ class GpuBench {
     add("softmax_cross_entropy", std::to_string(ce_rows) + "x" + std::to_string(vocab), 8.0 * ce_rows * vocab, [&] {
       cuda::softmax_cross_entropy(a.f(), targets.as<std::int32_t>(), b.f(), ce_rows, vocab, 1.0f, sum.as<double>(),
                                   nullptr);
+    });
+
+    // The vocabulary-parallel phases of one tensor-parallel rank's logits (here its whole vocabulary): the maximum and
+    // the exponential sums read the logits once each, the finish reads them and writes the gradient.
+    DeviceArray row_max(ce_rows, 0.0f), row_sums(2 * ce_rows * sizeof(double));
+    const std::string ceshape = std::to_string(ce_rows) + "x" + std::to_string(vocab);
+    const double ce_e = static_cast<double>(ce_rows * vocab);
+    add("ce_row_max (tp vocab)", ceshape, 4 * ce_e,
+        [&] { cuda::ce_row_max(a.f(), ce_rows, vocab, row_max.f(), nullptr); });
+    add("ce_row_sums (tp vocab)", ceshape, 4 * ce_e, [&] {
+      cuda::ce_row_sums(a.f(), targets.as<std::int32_t>(), ce_rows, vocab, 0, row_max.f(), row_sums.as<double>(),
+                        nullptr);
+    });
+    add("ce_finish (tp vocab)", ceshape, 8 * ce_e, [&] {
+      cuda::ce_finish(a.f(), targets.as<std::int32_t>(), b.f(), ce_rows, vocab, 0, vocab, row_max.f(),
+                      row_sums.as<double>(), 1.0f, sum.as<double>(), nullptr);
     });
 
     const std::size_t hidden = 1024, ln_rows = n_ / hidden;
@@ -163,6 +204,7 @@ void gpu_matmul_rates(const Options& o) {
   std::printf("\nCUDA matmul rates (C = A B, square)\n%-34s %8s %10s %10s\n", "path", "m=n=k", "time ms", "TFLOP/s");
   cublasHandle_t handle;
   TENAX_CUBLAS_CHECK(cublasCreate(&handle));
+  void* own_handle = cuda::create_blas_handle();
   for (std::size_t s : {std::size_t{4096}, std::size_t{8192}}) {
     const double flops = 2.0 * s * s * s;
     DeviceArray a(s * s, 0.1f), b(s * s, 0.2f), c(s * s, 0.0f);
@@ -180,7 +222,15 @@ void gpu_matmul_rates(const Options& o) {
                                       CUBLAS_GEMM_DEFAULT));
     });
     std::printf("%-34s %8zu %10.3f %10.1f\n", "bf16 in/out, fp32 accumulate", s, t16 * 1e3, flops / t16 / 1e12);
+    // The training path's product: bf16 inputs, fp32 accumulation into an fp32 C (tenax cuda::gemm_lowp).
+    const double tlow = median_device_seconds(o.reps, [&] {
+      cuda::gemm_lowp(DType::BF16, Trans::No, Trans::No, s, s, s, 1.0f, a16.f(), s, b16.f(), s, 0.0f, c.f(), s, nullptr,
+                      own_handle);
+    });
+    std::printf("%-34s %8zu %10.3f %10.1f\n", "bf16 in, fp32 out (cuda::gemm_lowp)", s, tlow * 1e3,
+                flops / tlow / 1e12);
   }
+  cuda::destroy_blas_handle(own_handle);
   TENAX_CUBLAS_CHECK(cublasDestroy(handle));
 }
 

@@ -10,6 +10,7 @@
 #include "common/math.hpp"
 #include "common/validate.hpp"
 #include "cuda/check.hpp"
+#include "cuda/column_sum.cuh"
 #include "cuda/device_util.cuh"
 #include "cuda/elementwise.cuh"
 #include "cuda/launch.hpp"
@@ -29,9 +30,6 @@ using detail::kVec;
 // columns.
 constexpr int kRowThreads = 1024;
 constexpr int kNormThreads = 128;  // layer-norm rows are the hidden size (hundreds to a few thousand)
-constexpr int kColX = 32;          // column kernels: a warp spans 32 x V consecutive columns of one row...
-constexpr int kColY = 8;           // ...and 8 warps take 8 rows at a time
-constexpr int kColThreads = kColX * kColY;
 
 struct Max {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
@@ -59,54 +57,6 @@ struct BiasGeluForwardOp {
   }
   __device__ void finish() {}
 };
-
-// Column sums over all rows of K per-element quantities (elem.apply adds its contributions for V columns of one row,
-// and may write per-element outputs on the way). Threads reduce their rows in registers, the block reduces its 8 rows
-// of partials in shared memory, and one atomicAdd per column and block publishes the result.
-template <int V, int K, class Elem>
-__global__ void __launch_bounds__(kColThreads)
-    column_sum_kernel(std::size_t rows, std::size_t cols, Elem elem, float* out0, float* out1) {
-  const std::size_t c = (std::size_t{blockIdx.x} * kColX + threadIdx.x) * V;
-  float acc[K][V] = {};
-  if (c < cols) {
-    for (std::size_t r = std::size_t{blockIdx.y} * kColY + threadIdx.y; r < rows; r += std::size_t{gridDim.y} * kColY)
-      elem.template apply<V>(r, c, acc);
-  }
-  __shared__ float partial[K][kColY][kColX * V];
-  for (int q = 0; q < K; ++q)
-    for (int j = 0; j < V; ++j)
-      partial[q][threadIdx.y][threadIdx.x * V + j] = acc[q][j];
-  __syncthreads();
-  if (threadIdx.y != 0 || c >= cols) return;
-  for (int q = 0; q < K; ++q) {
-    float* out = q == 0 ? out0 : out1;
-    for (int j = 0; j < V; ++j) {
-      float s = 0.0f;
-      for (int y = 0; y < kColY; ++y)
-        s += partial[q][y][threadIdx.x * V + j];
-      atomicAdd(out + c + j, s);
-    }
-  }
-}
-
-template <int K, class Elem>
-void launch_column_sum(std::size_t rows, std::size_t cols, bool vectorise, const Elem& elem, float* out0, float* out1,
-                       void* stream) {
-  if (rows == 0 || cols == 0) return;
-  const int V = vectorise ? kVec : 1;
-  const std::size_t col_blocks = (cols / V + kColX - 1) / kColX;
-  const std::size_t row_groups = (rows + kColY - 1) / kColY;
-  // Enough row blocks to fill the device once, no more: each extra one only adds atomics.
-  const std::size_t wanted = std::max<std::size_t>(1, detail::resident_blocks(kColThreads) / col_blocks);
-  const dim3 grid(static_cast<unsigned>(col_blocks),
-                  static_cast<unsigned>(std::min({row_groups, wanted, std::size_t{65535}})));
-  const dim3 block(kColX, kColY);
-  if (vectorise)
-    column_sum_kernel<kVec, K><<<grid, block, 0, detail::to_stream(stream)>>>(rows, cols, elem, out0, out1);
-  else
-    column_sum_kernel<1, K><<<grid, block, 0, detail::to_stream(stream)>>>(rows, cols, elem, out0, out1);
-  TENAX_CUDA_CHECK_LAUNCH(column_sum_kernel);
-}
 
 struct BiasGeluBackwardElem {
   const float* in;
@@ -282,8 +232,8 @@ void bias_gelu_backward(const float* in, const float* bias, const float* dout, f
   detail::require_pointer("bias_gelu_backward", dout, rows * cols, "dout");
   detail::require_pointer("bias_gelu_backward", din, rows * cols, "din");
   detail::require_pointer("bias_gelu_backward", dbias, cols, "dbias");
-  launch_column_sum<1>(rows, cols, all_vec_aligned({in, bias, dout, din, dbias}, cols),
-                       BiasGeluBackwardElem{in, bias, dout, din, cols}, dbias, nullptr, stream);
+  detail::launch_column_sum<1>(rows, cols, all_vec_aligned({in, bias, dout, din, dbias}, cols),
+                               BiasGeluBackwardElem{in, bias, dout, din, cols}, dbias, nullptr, stream);
 }
 
 void softmax_cross_entropy(const float* logits, const std::int32_t* targets, float* dlogits, std::size_t rows,
@@ -340,8 +290,8 @@ void layernorm_backward(const float* x, const float* gamma, const float* mean, c
   if (rows == 0) return;
   auto* s = detail::to_stream(stream);
   // The parameter gradients first: they read dy, which dx may overwrite when the two alias.
-  launch_column_sum<2>(rows, cols, all_vec_aligned({x, dy, dgamma, dbeta}, cols),
-                       LayerNormParamGradElem{x, mean, rstd, dy, cols}, dgamma, dbeta, stream);
+  detail::launch_column_sum<2>(rows, cols, all_vec_aligned({x, dy, dgamma, dbeta}, cols),
+                               LayerNormParamGradElem{x, mean, rstd, dy, cols}, dgamma, dbeta, stream);
   const int blocks = row_blocks(rows, kNormThreads);
   if (all_vec_aligned({x, gamma, dy, dx}, cols))
     layernorm_backward_dx_kernel<kVec><<<blocks, kNormThreads, 0, s>>>(x, gamma, mean, rstd, dy, dx, rows, cols);

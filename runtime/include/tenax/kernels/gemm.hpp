@@ -6,6 +6,7 @@
 #include <cstddef>
 
 #include "tenax/build_config.hpp"
+#include "tenax/dtype.hpp"
 
 namespace tenax::kernels {
 
@@ -24,6 +25,23 @@ namespace cuda {
 // first use, in full fp32 (no TF32), so results match the CPU up to summation order.
 void gemm(Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a, std::size_t lda,
           const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc, void* stream);
+
+// A cuBLAS handle (cublasHandle_t) for the current device in full fp32 math (no TF32), for callers that keep one handle
+// per execution stream instead of the per-thread handles above. Destroy it with destroy_blas_handle (on the same
+// device, before the device is reset).
+void* create_blas_handle();
+void destroy_blas_handle(void* handle) noexcept;
+
+// As gemm, with the caller's handle (bound to `stream` here; use a handle from one thread at a time).
+void gemm(Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a, std::size_t lda,
+          const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc, void* stream, void* handle);
+
+// Mixed precision: A and B hold 16-bit values (raw bits of `input_type`, BF16 or F16), C is fp32; the products are
+// accumulated in fp32 on tensor cores (cublasGemmEx with CUBLAS_COMPUTE_32F), and beta = 1 accumulates into C (gradient
+// accumulation across micro-batches stays fp32). Throws UsageError for any other input type.
+void gemm_lowp(DType input_type, Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
+               const void* a, std::size_t lda, const void* b, std::size_t ldb, float beta, float* c, std::size_t ldc,
+               void* stream, void* handle);
 }  // namespace cuda
 #endif
 

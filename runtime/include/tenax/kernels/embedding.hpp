@@ -1,0 +1,33 @@
+// Token embedding lookup and its gradient on a row-major [vocab x features] table.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tenax/build_config.hpp"
+
+namespace tenax::kernels {
+
+namespace cpu {
+// y[r] = table[tokens[r]] (rows of `features` floats). A token outside [0, vocab) throws UsageError naming the row.
+void embedding_forward(const std::int32_t* tokens, const float* table, float* y, std::size_t rows, std::size_t features,
+                       std::size_t vocab);
+// table_grad[tokens[r]] += dy[r] for every row, rows in order (deterministic). Tokens are not checked again: the
+// forward pass already did.
+void embedding_backward(const std::int32_t* tokens, const float* dy, float* table_grad, std::size_t rows,
+                        std::size_t features);
+}  // namespace cpu
+
+#if TENAX_HAVE_CUDA
+namespace cuda {
+// As the cpu:: versions on device pointers, asynchronous on `stream`. A device cannot throw: a token outside
+// [0, vocab) fills its output row with NaN (the loss then becomes NaN, which the non-finite check reports), and the
+// backward pass skips it. The gradient rows are added with atomics (a token repeated in the batch adds in any order).
+void embedding_forward(const std::int32_t* tokens, const float* table, float* y, std::size_t rows, std::size_t features,
+                       std::size_t vocab, void* stream);
+void embedding_backward(const std::int32_t* tokens, const float* dy, float* table_grad, std::size_t rows,
+                        std::size_t features, std::size_t vocab, void* stream);
+}  // namespace cuda
+#endif
+
+}  // namespace tenax::kernels
