@@ -66,6 +66,9 @@ class Communicator {
   virtual void barrier() = 0;
   // Waits until every operation issued so far has completed (NCCL); a no-op for MPI.
   virtual void synchronize() = 0;
+  // The CUDA stream (a cudaStream_t) the operations are enqueued on, for ordering device work around them with events
+  // (tenax/execution.hpp); null for host backends.
+  virtual void* cuda_stream() const { return nullptr; }
 
   // Collective over this communicator: ranks with the same color form a new communicator, ordered by key.
   // color < 0: this rank joins no group and gets nullptr.

@@ -18,7 +18,13 @@
 //
 // Collectives: mark_grad_ready() may issue a collective on the dp communicator; all dp ranks mark the same parameters
 // in the same order (they run the same model), so they issue the same bucket reductions in the same order.
-// Host memory only (the CPU path).
+//
+// Memory: the buffers live in the memory of the execution context given at construction (tenax/execution.hpp; the host
+// by default), and so do the pointers weight(), grad(), param() and the flat_*() accessors return. On a device context
+// the dp communicator must be an NCCL one, and the bucket reductions overlap the backward pass: each is enqueued on the
+// communicator's stream as soon as its bucket is final, after an event that marks the end of the gradient kernels
+// queued so far on the compute stream, and the host never waits for it; finish_grad_sync() makes the compute stream
+// wait for the communicator's stream (an event again), so the optimizer's kernels read the reduced gradients.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +33,7 @@
 #include <vector>
 
 #include "tenax/communicator.hpp"
+#include "tenax/execution.hpp"
 #include "tenax/model_state.hpp"
 #include "tenax/tensor.hpp"
 
@@ -67,7 +74,7 @@ class ParameterBuffers {
  public:
   // tp_rank: this rank's tensor-parallel index (a parameter that TP does not split is primary on TP rank 0 only).
   ParameterBuffers(std::vector<ParameterSpec> specs, DType param_dtype, Communicator& dp, int tp_rank,
-                   DataParallelConfig config);
+                   DataParallelConfig config, ExecutionContext& context = ExecutionContext::host());
   ParameterBuffers(const ParameterBuffers&) = delete;
   ParameterBuffers& operator=(const ParameterBuffers&) = delete;
 
@@ -79,14 +86,20 @@ class ParameterBuffers {
   const FlatLayout& layout() const { return layout_; }
   const DataParallelConfig& config() const { return config_; }
   Communicator& dp() const { return dp_; }
+  ExecutionContext& context() const { return ctx_; }
 
   float* weight(std::size_t i) { return weights_ + layout_.param_offset.at(i); }
-  float* grad(std::size_t i) { return grads_.f32() + layout_.param_offset.at(i); }
+  float* grad(std::size_t i) { return grads_.as<float>() + layout_.param_offset.at(i); }
+  // Parameter i in the param dtype (the 16-bit copy the optimizer writes; the same memory as weight(i) in fp32).
+  void* param(std::size_t i) {
+    return static_cast<unsigned char*>(params_.data()) + layout_.param_offset.at(i) * dtype_size(param_dtype_);
+  }
   float* flat_weights() { return weights_; }
-  float* flat_grads() { return grads_.f32(); }
+  float* flat_grads() { return grads_.as<float>(); }
   void* flat_params() { return params_.data(); }
 
-  // Sets every parameter from (seed, name, global index) as its spec says, identically for every layout.
+  // Sets every parameter from (seed, name, global index) as its spec says, identically for every layout (the values
+  // are computed on the host and copied to the context's memory).
   void initialize(std::uint64_t seed);
 
   void zero_grads();
@@ -99,7 +112,8 @@ class ParameterBuffers {
 
   // The flat ranges this rank updates (every bucket without ZeRO-1, one slice per bucket with it).
   const std::vector<FlatRange>& owned_ranges() const { return owned_; }
-  // grads *= inv_scale on owned ranges; returns 1.0f if any was inf/NaN (before or after scaling), else 0.0f.
+  // grads *= inv_scale on owned ranges; returns 1.0f if any was inf/NaN (before or after scaling), else 0.0f. On a
+  // device the flag is read back, so the call waits for the compute stream (once per step, for the loss scaler).
   float unscale_and_check_owned(float inv_scale);
   // After the optimizer wrote owned ranges of params: all-gather them (ZeRO-1) and refresh the fp32 weights.
   void publish_params();
@@ -107,10 +121,12 @@ class ParameterBuffers {
   // weights from them. Local, no communication.
   void refresh_weights();
 
-  // One entry per parameter (name "param/<name>") in the param dtype.
+  // One entry per parameter (name "param/<name>") in the param dtype. The entries point into the context's memory and
+  // say so (StateEntry::device); HostStateMirror gives host copies of device entries.
   std::vector<StateEntry> parameter_entries();
   // Entries for a buffer holding only the owned ranges, packed one after another in order (as the optimizer stores its
   // state), named "<prefix>/<name>".
+  // `packed` lives in the context's memory.
   std::vector<StateEntry> owned_entries(const std::string& prefix, void* packed, DType dtype);
   // True when this rank is the canonical holder of parameter i's values among its replicas.
   bool is_primary_holder(std::size_t i) const;
@@ -122,12 +138,15 @@ class ParameterBuffers {
   DType param_dtype_;
   Communicator& dp_;
   DataParallelConfig config_;
+  ExecutionContext& ctx_;
   FlatLayout layout_;
   Tensor params_;
   Tensor weights_storage_;  // only in 16-bit modes
   float* weights_ = nullptr;
   Tensor grads_;
-  Tensor scatter_scratch_;  // ZeRO-1 receive buffer (reduce_scatter may not run in place)
+  Tensor scatter_scratch_;     // ZeRO-1 receive buffer (reduce_scatter may not run in place)
+  Tensor found_nonfinite_;     // device flag of unscale_and_check_owned (device contexts only)
+  bool comm_pending_ = false;  // a bucket reduction was enqueued that the compute stream has not waited for
   std::vector<FlatRange> owned_;
   std::vector<std::size_t> ready_in_bucket_;
   std::vector<bool> param_ready_;

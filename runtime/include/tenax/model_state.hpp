@@ -15,6 +15,7 @@
 
 #include "tenax/communicator.hpp"
 #include "tenax/dtype.hpp"
+#include "tenax/execution.hpp"
 #include "tenax/tensor.hpp"
 
 namespace tenax {
@@ -45,6 +46,7 @@ struct StateEntry {
   void* data = nullptr;
   DType dtype = DType::F32;
   bool primary = true;
+  Device device = Device::Host;  // where `data` lives; readers of host memory take a HostStateMirror of device entries
 };
 
 // The boxes of the tensor `local_shape` (row-major) covered by its flat element range [begin, begin+count), each as
@@ -59,7 +61,28 @@ std::vector<LocalBox> boxes_of_flat_range(const Shape& local_shape, std::int64_t
 // A checksum of the global tensors described by `entries` (only primary entries count) that is independent of how they
 // are sharded: each element contributes a hash of (tensor name, global flat index, value bits), combined by addition
 // modulo 2^64 over all ranks of `world`. Two runs whose global tensors are bitwise equal get the same value, whatever
-// their layouts. A collective over `world`.
+// their layouts. A collective over `world` (a host communicator). Every entry must be in host memory (UsageError
+// otherwise: checksum a HostStateMirror's entries).
 std::uint64_t global_checksum(const std::vector<StateEntry>& entries, Communicator& world);
+
+// Host copies of state entries that live in device memory, for everything that reads state as host memory
+// (checkpoints, checksums). host_entries() are the entries with `data` redirected to host buffers owned by the mirror
+// (host entries pass through unchanged: their data is already host memory). pull() copies device -> host (waiting for
+// the context's queued work first), push() host -> device (after a checkpoint load wrote the host buffers). The
+// buffers are allocated once, at construction.
+class HostStateMirror {
+ public:
+  HostStateMirror(std::vector<StateEntry> entries, ExecutionContext& context);
+
+  const std::vector<StateEntry>& host_entries() const { return host_; }
+  void pull();
+  void push();
+
+ private:
+  ExecutionContext& ctx_;
+  std::vector<StateEntry> device_;  // the original entries
+  std::vector<StateEntry> host_;
+  std::vector<std::vector<unsigned char>> storage_;  // one host buffer per device entry
+};
 
 }  // namespace tenax

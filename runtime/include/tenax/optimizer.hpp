@@ -7,7 +7,8 @@
 //
 // step() updates the owned ranges from the (reduced, unscaled) gradients and then publishes the parameters
 // (ParameterBuffers::publish_params: all-gather under ZeRO-1, refresh of the fp32 compute copy). It is a collective on
-// the data-parallel group under ZeRO-1.
+// the data-parallel group under ZeRO-1. The state lives in the buffers' execution context, and the update kernels run
+// there (on a device: enqueued on its compute stream, no host synchronisation).
 #pragma once
 
 #include <string>

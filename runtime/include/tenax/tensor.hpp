@@ -5,7 +5,10 @@
 // the same bytes (as in PyTorch); clone() makes an independent copy. view() wraps memory owned elsewhere (a slice of a
 // flat parameter buffer, for example) and never frees it.
 //
-// Device memory exists only in a build with CUDA; asking for it elsewhere throws UsageError. Host memory is 64-byte
+// Device memory exists only in a build with CUDA; asking for it elsewhere throws UsageError. Device memory is allocated
+// on the current CUDA device (ExecutionContext::empty/zeros make the context's device current and order the zeroing on
+// its stream); Tensor's own fill_zero() and clone() on device memory are synchronous with respect to the host and the
+// legacy stream only, so inside a step use the ExecutionContext's zero() and copy() instead. Host memory is 64-byte
 // aligned and zero-filled at allocation (which also touches every page once, so the first real use is not slowed by
 // page faults).
 #pragma once

@@ -11,9 +11,15 @@
 //                         ColumnParallelLinear over the vocabulary), with three small all-reduces per call.
 //
 // Layers hold no tensors: they declare their parameters (ParameterSpec, with the shard this tp rank holds) and, once
-// the ParameterBuffers exist, bind() to them to find their weights and gradients. Activations are row-major [rows,
-// features] fp32 host arrays owned by the caller. Weight gradients are accumulated (+=), so micro-batches add up. Every
-// collective runs on the tp communicator given at construction; all tp ranks call the same layers in the same order.
+// the ParameterBuffers exist, bind() to them to find their weights, gradients and execution context. Activations are
+// row-major [rows, features] fp32 arrays owned by the caller, in the memory of that context (host, or the CUDA device:
+// tenax/execution.hpp), and every kernel runs there. Weight gradients are accumulated (+=), so micro-batches add up.
+// Every collective runs on the tp communicator given at construction (an NCCL one for a device context), ordered after
+// the compute stream's work and before the next kernel by events; all tp ranks call the same layers in the same order.
+//
+// Matrix products: fp32 on the host. On a device with 16-bit model weights (bf16/fp16 policy) they take 16-bit inputs
+// (the weights' 16-bit copy as the optimizer wrote it, activations and gradients rounded on the fly) and accumulate in
+// fp32 on tensor cores (ops::gemm_mixed); outputs and weight gradients stay fp32.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +29,7 @@
 
 #include "tenax/communicator.hpp"
 #include "tenax/data_parallel.hpp"
+#include "tenax/execution.hpp"
 #include "tenax/model_state.hpp"
 
 namespace tenax {
@@ -41,7 +48,7 @@ class ColumnParallelLinear {
   std::size_t out_begin() const { return out_begin_; }  // first output feature of this rank
 
   // y[rows, out_local] = x[rows, in] W_local^T. The bias is NOT added: the caller fuses it into its activation
-  // (kernels::cpu::bias_gelu_forward) and accumulates its gradient there (bias_gelu_backward into bias_grad()).
+  // (ops::bias_gelu_forward) and accumulates its gradient there (bias_gelu_backward into bias_grad()).
   void forward(const float* x, std::size_t rows, float* y) const;
   // dW += dy^T x; if dx is not null, dx[rows, in] = all-reduce_tp(dy W_local).
   void backward(const float* x, const float* dy, std::size_t rows, float* dx);
@@ -58,6 +65,9 @@ class ColumnParallelLinear {
   bool with_bias_;
   float init_std_;
   std::size_t weight_index_ = 0, bias_index_ = 0;
+  ExecutionContext* ctx_ = nullptr;
+  DType weight_dtype_ = DType::F32;
+  const void* weight_lowp_ = nullptr;  // the weight in weight_dtype_ (the same memory as weight_ in fp32)
   const float* weight_ = nullptr;
   float* weight_grad_ = nullptr;
   const float* bias_ = nullptr;
@@ -89,6 +99,9 @@ class RowParallelLinear {
   Communicator& tp_;
   float init_std_;
   std::size_t weight_index_ = 0, bias_index_ = 0;
+  ExecutionContext* ctx_ = nullptr;
+  DType weight_dtype_ = DType::F32;
+  const void* weight_lowp_ = nullptr;  // the weight in weight_dtype_ (the same memory as weight_ in fp32)
   const float* weight_ = nullptr;
   float* weight_grad_ = nullptr;
   const float* bias_ = nullptr;
@@ -104,5 +117,14 @@ class RowParallelLinear {
 double vocab_parallel_cross_entropy(Communicator& tp, const float* logits, const std::int32_t* targets, float* dlogits,
                                     std::size_t rows, std::size_t vocab_local, std::size_t vocab_begin,
                                     std::size_t vocab, float grad_scale);
+
+// The same on an execution context (tenax/execution.hpp): every pointer lives in ctx's memory, and the loss summed over
+// rows is ADDED to *loss_sum (ctx's memory too, so on a device micro-batches gather into one value that is read back
+// once per step instead of once per call). On the host, targets are checked as above; on a device a target outside
+// [0, vocab) makes the loss NaN instead (a kernel cannot throw). The reductions over tp are ordered on the streams.
+void vocab_parallel_cross_entropy(ExecutionContext& ctx, Communicator& tp, const float* logits,
+                                  const std::int32_t* targets, float* dlogits, std::size_t rows,
+                                  std::size_t vocab_local, std::size_t vocab_begin, std::size_t vocab, float grad_scale,
+                                  double* loss_sum);
 
 }  // namespace tenax

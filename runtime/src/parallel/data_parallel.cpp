@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <stdexcept>
 
 #include "parallel/init_values.hpp"
@@ -10,6 +9,7 @@
 #include "tenax/kernels/cast.hpp"
 #include "tenax/kernels/unscale.hpp"
 #include "tenax/log.hpp"
+#include "tenax/ops.hpp"
 
 namespace tenax {
 
@@ -54,8 +54,8 @@ FlatRange FlatLayout::owned(std::size_t bucket, int dp_rank, int dp_size, bool z
 }
 
 ParameterBuffers::ParameterBuffers(std::vector<ParameterSpec> specs, DType param_dtype, Communicator& dp, int tp_rank,
-                                   DataParallelConfig config)
-    : specs_(std::move(specs)), param_dtype_(param_dtype), dp_(dp), config_(config), tp_rank_(tp_rank) {
+                                   DataParallelConfig config, ExecutionContext& context)
+    : specs_(std::move(specs)), param_dtype_(param_dtype), dp_(dp), config_(config), ctx_(context), tp_rank_(tp_rank) {
   config_.validate();
   if (param_dtype != DType::F32 && param_dtype != DType::BF16 && param_dtype != DType::F16)
     throw UsageError("parameter buffers: parameters must be f32, bf16 or f16, not " +
@@ -67,25 +67,27 @@ ParameterBuffers::ParameterBuffers(std::vector<ParameterSpec> specs, DType param
   }
   layout_ = FlatLayout::build(specs_, config_.bucket_bytes, dp_.size(), config_.zero1);
   const auto total = static_cast<std::int64_t>(layout_.total);
-  params_ = Tensor::zeros({total}, param_dtype_);
+  params_ = ctx_.zeros({total}, param_dtype_);
   if (param_dtype_ == DType::F32) {
-    weights_ = params_.f32();
+    weights_ = params_.as<float>();
   } else {
-    weights_storage_ = Tensor::zeros({total}, DType::F32);
-    weights_ = weights_storage_.f32();
+    weights_storage_ = ctx_.zeros({total}, DType::F32);
+    weights_ = weights_storage_.as<float>();
   }
-  grads_ = Tensor::zeros({total}, DType::F32);
+  grads_ = ctx_.zeros({total}, DType::F32);
   std::size_t largest_shard = 0;
   for (std::size_t b = 0; b < layout_.buckets.size(); ++b) {
     owned_.push_back(layout_.owned(b, dp_.rank(), dp_.size(), config_.zero1));
     largest_shard = std::max(largest_shard, owned_.back().count);
   }
-  if (config_.zero1) scatter_scratch_ = Tensor::zeros({static_cast<std::int64_t>(largest_shard)}, DType::F32);
+  if (config_.zero1) scatter_scratch_ = ctx_.zeros({static_cast<std::int64_t>(largest_shard)}, DType::F32);
+  if (ctx_.on_device()) found_nonfinite_ = ctx_.zeros({1}, DType::F32);
   ready_in_bucket_.assign(layout_.buckets.size(), 0);
   param_ready_.assign(specs_.size(), false);
   bucket_done_.assign(layout_.buckets.size(), false);
   TENAX_LOG(Info, "parallel") << specs_.size() << " parameters, " << layout_.total << " elements in "
-                              << layout_.buckets.size() << " gradient buckets" << (config_.zero1 ? " (ZeRO-1)" : "");
+                              << layout_.buckets.size() << " gradient buckets" << (config_.zero1 ? " (ZeRO-1)" : "")
+                              << " on " << ctx_.describe();
 }
 
 std::size_t ParameterBuffers::index_of(const std::string& name) const {
@@ -95,21 +97,29 @@ std::size_t ParameterBuffers::index_of(const std::string& name) const {
 }
 
 void ParameterBuffers::initialize(std::uint64_t seed) {
+  // The values are made on the host (they are a function of the seed and the global index only); a device context
+  // gets them through one host image of the whole parameter buffer.
+  Tensor host_image;
+  unsigned char* target = static_cast<unsigned char*>(params_.data());
+  if (ctx_.on_device()) {
+    host_image = Tensor::zeros({static_cast<std::int64_t>(layout_.total)}, param_dtype_);
+    target = static_cast<unsigned char*>(host_image.data());
+  }
   std::vector<float> values;
   for (std::size_t i = 0; i < specs_.size(); ++i) {
     const ParameterSpec& s = specs_[i];
     const auto n = static_cast<std::size_t>(shape_numel(s.shape));
     values.resize(n);
     detail::fill_init_values(s, seed, values.data());
-    kernels::cpu::cast_from_f32(
-        values.data(), static_cast<unsigned char*>(params_.data()) + layout_.param_offset[i] * dtype_size(param_dtype_),
-        param_dtype_, n);
+    kernels::cpu::cast_from_f32(values.data(), target + layout_.param_offset[i] * dtype_size(param_dtype_),
+                                param_dtype_, n);
   }
-  if (param_dtype_ != DType::F32) kernels::cpu::cast_to_f32(params_.data(), param_dtype_, weights_, layout_.total);
+  if (ctx_.on_device()) ctx_.upload(params_.data(), host_image.data(), host_image.nbytes());
+  refresh_weights();
 }
 
 void ParameterBuffers::zero_grads() {
-  grads_.fill_zero();
+  ctx_.zero(grads_.data(), grads_.nbytes());
 }
 
 void ParameterBuffers::mark_grad_ready(std::size_t i) {
@@ -127,14 +137,20 @@ void ParameterBuffers::reduce_bucket(std::size_t b) {
   bucket_done_[b] = true;
   if (dp_.size() == 1) return;
   const FlatLayout::Bucket& bucket = layout_.buckets[b];
-  float* data = grads_.f32() + bucket.begin;
+  float* data = grads_.as<float>() + bucket.begin;
+  // The reduction reads gradients the compute stream wrote: order it after them. The compute stream does not wait for
+  // it here (finish_grad_sync does), so it overlaps the rest of the backward pass.
+  ctx_.before_communication(dp_);
+  comm_pending_ = true;
   if (!config_.zero1) {
     dp_.all_reduce(data, data, bucket.count, DType::F32, ReduceOp::Sum);
     return;
   }
   const FlatRange mine = owned_[b];
-  dp_.reduce_scatter(data, scatter_scratch_.f32(), mine.count, DType::F32, ReduceOp::Sum);
-  std::memcpy(grads_.f32() + mine.begin, scatter_scratch_.f32(), mine.count * sizeof(float));
+  float* scratch = scatter_scratch_.as<float>();
+  dp_.reduce_scatter(data, scratch, mine.count, DType::F32, ReduceOp::Sum);
+  // On the communicator's stream, after the reduce-scatter and before the next bucket's (which reuses the scratch).
+  ctx_.copy_after_communication(dp_, grads_.as<float>() + mine.begin, scratch, mine.count * sizeof(float));
 }
 
 void ParameterBuffers::finish_grad_sync() {
@@ -142,6 +158,9 @@ void ParameterBuffers::finish_grad_sync() {
   // order on every rank.
   for (std::size_t b = 0; b < bucket_done_.size(); ++b)
     if (!bucket_done_[b]) reduce_bucket(b);
+  // Every reduction ran on the one communicator stream, in order: waiting for its end covers them all.
+  if (comm_pending_) ctx_.after_communication(dp_);
+  comm_pending_ = false;
   std::fill(param_ready_.begin(), param_ready_.end(), false);
   std::fill(ready_in_bucket_.begin(), ready_in_bucket_.end(), 0);
   std::fill(bucket_done_.begin(), bucket_done_.end(), false);
@@ -150,8 +169,16 @@ void ParameterBuffers::finish_grad_sync() {
 
 float ParameterBuffers::unscale_and_check_owned(float inv_scale) {
   float found = 0.0f;
+  if (!ctx_.on_device()) {
+    for (const FlatRange& r : owned_)
+      kernels::cpu::unscale_and_check(grads_.f32() + r.begin, r.count, inv_scale, &found);
+    return found;
+  }
+  float* flag = found_nonfinite_.as<float>();
+  ctx_.zero(flag, sizeof(float));
   for (const FlatRange& r : owned_)
-    kernels::cpu::unscale_and_check(grads_.f32() + r.begin, r.count, inv_scale, &found);
+    ops::unscale_and_check(ctx_, grads_.as<float>() + r.begin, r.count, inv_scale, flag);
+  ctx_.download(&found, flag, sizeof(float));
   return found;
 }
 
@@ -159,16 +186,18 @@ void ParameterBuffers::publish_params() {
   if (config_.zero1 && dp_.size() > 1) {
     auto* bytes = static_cast<unsigned char*>(params_.data());
     const std::size_t elem = dtype_size(param_dtype_);
+    ctx_.before_communication(dp_);
     for (std::size_t b = 0; b < layout_.buckets.size(); ++b) {
       const FlatRange mine = owned_[b];
       dp_.all_gather(bytes + mine.begin * elem, bytes + layout_.buckets[b].begin * elem, mine.count, param_dtype_);
     }
+    ctx_.after_communication(dp_);
   }
   refresh_weights();
 }
 
 void ParameterBuffers::refresh_weights() {
-  if (param_dtype_ != DType::F32) kernels::cpu::cast_to_f32(params_.data(), param_dtype_, weights_, layout_.total);
+  if (param_dtype_ != DType::F32) ops::cast_to_f32(ctx_, params_.data(), param_dtype_, weights_, layout_.total);
 }
 
 bool ParameterBuffers::is_primary_holder(std::size_t i) const {
@@ -181,7 +210,8 @@ std::vector<StateEntry> ParameterBuffers::parameter_entries() {
   for (std::size_t i = 0; i < specs_.size(); ++i) {
     const ParameterSpec& s = specs_[i];
     out.push_back({"param/" + s.name, s.global_shape, s.offset, s.shape,
-                   bytes + layout_.param_offset[i] * dtype_size(param_dtype_), param_dtype_, is_primary_holder(i)});
+                   bytes + layout_.param_offset[i] * dtype_size(param_dtype_), param_dtype_, is_primary_holder(i),
+                   ctx_.device()});
   }
   return out;
 }
@@ -215,6 +245,7 @@ std::vector<StateEntry> ParameterBuffers::owned_entries(const std::string& prefi
         e.data = base + (packed_at + (flat - r.begin)) * elem;
         e.dtype = dtype;
         e.primary = primary;
+        e.device = ctx_.device();
         out.push_back(std::move(e));
       }
     }

@@ -1,10 +1,9 @@
 #include "tenax/layers.hpp"
 
-#include <cstring>
 #include <string>
 
 #include "tenax/error.hpp"
-#include "tenax/kernels/layernorm.hpp"
+#include "tenax/ops.hpp"
 
 namespace tenax {
 
@@ -21,6 +20,7 @@ std::vector<ParameterSpec> LayerNorm::parameters() const {
 }
 
 void LayerNorm::bind(ParameterBuffers& buffers) {
+  ctx_ = &buffers.context();
   gain_index_ = buffers.index_of(name_ + ".gain");
   bias_index_ = buffers.index_of(name_ + ".bias");
   gain_ = buffers.weight(gain_index_);
@@ -34,12 +34,12 @@ std::vector<std::size_t> LayerNorm::parameter_indices() const {
 }
 
 void LayerNorm::forward(const float* x, std::size_t rows, float* y, float* mean, float* rstd) const {
-  kernels::cpu::layernorm_forward(x, gain_, bias_, y, mean, rstd, rows, features_, kLayerNormEps);
+  ops::layernorm_forward(*ctx_, x, gain_, bias_, y, mean, rstd, rows, features_, kLayerNormEps);
 }
 
 void LayerNorm::backward(const float* x, const float* mean, const float* rstd, const float* dy, std::size_t rows,
                          float* dx) {
-  kernels::cpu::layernorm_backward(x, gain_, mean, rstd, dy, dx, gain_grad_, bias_grad_, rows, features_);
+  ops::layernorm_backward(*ctx_, x, gain_, mean, rstd, dy, dx, gain_grad_, bias_grad_, rows, features_);
 }
 
 Embedding::Embedding(std::string name, std::size_t vocab, std::size_t features, float init_std)
@@ -51,26 +51,24 @@ std::vector<ParameterSpec> Embedding::parameters() const {
 }
 
 void Embedding::bind(ParameterBuffers& buffers) {
+  ctx_ = &buffers.context();
   index_ = buffers.index_of(name_ + ".weight");
   table_ = buffers.weight(index_);
   table_grad_ = buffers.grad(index_);
 }
 
 void Embedding::forward(const std::int32_t* tokens, std::size_t rows, float* y) const {
-  for (std::size_t r = 0; r < rows; ++r) {
+  if (ctx_->on_device()) return ops::embedding_forward(*ctx_, tokens, table_, y, rows, features_, vocab_);
+  // The host checks here rather than in the kernel so that the message names the layer.
+  for (std::size_t r = 0; r < rows; ++r)
     if (tokens[r] < 0 || static_cast<std::size_t>(tokens[r]) >= vocab_)
       throw UsageError(name_ + ": token " + std::to_string(tokens[r]) + " at row " + std::to_string(r) +
                        " is outside the vocabulary [0, " + std::to_string(vocab_) + "); check the data");
-    std::memcpy(y + r * features_, table_ + static_cast<std::size_t>(tokens[r]) * features_, features_ * sizeof(float));
-  }
+  ops::embedding_forward(*ctx_, tokens, table_, y, rows, features_, vocab_);
 }
 
 void Embedding::backward(const std::int32_t* tokens, const float* dy, std::size_t rows) {
-  for (std::size_t r = 0; r < rows; ++r) {
-    float* g = table_grad_ + static_cast<std::size_t>(tokens[r]) * features_;
-    for (std::size_t c = 0; c < features_; ++c)
-      g[c] += dy[r * features_ + c];
-  }
+  ops::embedding_backward(*ctx_, tokens, dy, table_grad_, rows, features_, vocab_);
 }
 
 }  // namespace tenax

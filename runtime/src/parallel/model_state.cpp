@@ -112,6 +112,9 @@ std::vector<LocalBox> boxes_of_flat_range(const Shape& local_shape, std::int64_t
 std::uint64_t global_checksum(const std::vector<StateEntry>& entries, Communicator& world) {
   std::uint64_t local = 0;
   for (const StateEntry& e : entries) {
+    if (e.device != Device::Host)
+      throw UsageError("global_checksum: entry " + e.name +
+                       " lives in device memory; checksum the host copies of a HostStateMirror instead");
     if (!e.primary) continue;
     const std::uint64_t name_hash = hash_name(e.name);
     const std::size_t elem = dtype_size(e.dtype);

@@ -1,9 +1,7 @@
 #include "tenax/optimizer.hpp"
 
-#include <algorithm>
 #include "tenax/error.hpp"
-
-#include "tenax/kernels/cast.hpp"
+#include "tenax/ops.hpp"
 
 namespace tenax {
 
@@ -18,14 +16,15 @@ Optimizer::Optimizer(ParameterBuffers& buffers, OptimizerConfig config) : buffer
   for (const FlatRange& r : buffers_.owned_ranges())
     owned += r.count;
   const auto n = static_cast<std::int64_t>(owned);
-  m_ = Tensor::zeros({n}, DType::F32);
-  if (config_.kind == OptimizerKind::AdamW) v_ = Tensor::zeros({n}, DType::F32);
+  ExecutionContext& ctx = buffers_.context();
+  m_ = ctx.zeros({n}, DType::F32);
+  if (config_.kind == OptimizerKind::AdamW) v_ = ctx.zeros({n}, DType::F32);
   if (buffers_.param_dtype() != DType::F32) {
     // The master weights start as the (already rounded) initial parameters, so every layout starts identically.
-    master_ = Tensor::zeros({n}, DType::F32);
+    master_ = ctx.zeros({n}, DType::F32);
     std::size_t at = 0;
     for (const FlatRange& r : buffers_.owned_ranges()) {
-      std::copy(buffers_.flat_weights() + r.begin, buffers_.flat_weights() + r.begin + r.count, master_.f32() + at);
+      ctx.copy(master_.as<float>() + at, buffers_.flat_weights() + r.begin, r.count * sizeof(float));
       at += r.count;
     }
   }
@@ -38,20 +37,21 @@ void Optimizer::set_learning_rate(float lr) {
 
 void Optimizer::step() {
   ++steps_;
+  ExecutionContext& ctx = buffers_.context();
   const DType lowp = buffers_.param_dtype();
   auto* params = static_cast<unsigned char*>(buffers_.flat_params());
   std::size_t at = 0;
   for (const FlatRange& r : buffers_.owned_ranges()) {
     // fp32: update the parameters in place; 16-bit: update the fp32 master and write the rounded parameters.
-    float* master = lowp == DType::F32 ? buffers_.flat_weights() + r.begin : master_.f32() + at;
+    float* master = lowp == DType::F32 ? buffers_.flat_weights() + r.begin : master_.as<float>() + at;
     void* lowp_out = lowp == DType::F32 ? nullptr : params + r.begin * dtype_size(lowp);
     const float* grad = buffers_.flat_grads() + r.begin;
     if (config_.kind == OptimizerKind::AdamW) {
       kernels::AdamWParams p = config_.adamw;
       p.step = steps_;
-      kernels::cpu::adamw_step(master, m_.f32() + at, v_.f32() + at, grad, lowp_out, lowp, r.count, p);
+      ops::adamw_step(ctx, master, m_.as<float>() + at, v_.as<float>() + at, grad, lowp_out, lowp, r.count, p);
     } else {
-      kernels::cpu::sgd_momentum_step(master, m_.f32() + at, grad, lowp_out, lowp, r.count, config_.sgd);
+      ops::sgd_momentum_step(ctx, master, m_.as<float>() + at, grad, lowp_out, lowp, r.count, config_.sgd);
     }
     at += r.count;
   }

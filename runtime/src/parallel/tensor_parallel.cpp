@@ -2,13 +2,13 @@
 
 #include <string>
 
+#include "parallel/collective.hpp"
 #include "tenax/error.hpp"
-#include "tenax/kernels/gemm.hpp"
+#include "tenax/ops.hpp"
 
 namespace tenax {
 
 using kernels::Trans;
-using kernels::cpu::gemm;
 
 namespace {
 
@@ -45,8 +45,11 @@ std::vector<ParameterSpec> ColumnParallelLinear::parameters() const {
 }
 
 void ColumnParallelLinear::bind(ParameterBuffers& buffers) {
+  ctx_ = &buffers.context();
+  weight_dtype_ = buffers.param_dtype();
   weight_index_ = buffers.index_of(name_ + ".weight");
   weight_ = buffers.weight(weight_index_);
+  weight_lowp_ = buffers.param(weight_index_);
   weight_grad_ = buffers.grad(weight_index_);
   if (with_bias_) {
     bias_index_ = buffers.index_of(name_ + ".bias");
@@ -61,15 +64,18 @@ std::vector<std::size_t> ColumnParallelLinear::parameter_indices() const {
 }
 
 void ColumnParallelLinear::forward(const float* x, std::size_t rows, float* y) const {
-  gemm(Trans::No, Trans::Yes, rows, out_local_, in_, 1.0f, x, in_, weight_, in_, 0.0f, y, out_local_);
+  ops::gemm_mixed(*ctx_, weight_dtype_, Trans::No, Trans::Yes, rows, out_local_, in_, 1.0f, x, nullptr, in_, weight_,
+                  weight_lowp_, in_, 0.0f, y, out_local_);
 }
 
 void ColumnParallelLinear::backward(const float* x, const float* dy, std::size_t rows, float* dx) {
-  gemm(Trans::Yes, Trans::No, out_local_, in_, rows, 1.0f, dy, out_local_, x, in_, 1.0f, weight_grad_, in_);
+  ops::gemm_mixed(*ctx_, weight_dtype_, Trans::Yes, Trans::No, out_local_, in_, rows, 1.0f, dy, nullptr, out_local_, x,
+                  nullptr, in_, 1.0f, weight_grad_, in_);
   if (dx == nullptr) return;
-  gemm(Trans::No, Trans::No, rows, in_, out_local_, 1.0f, dy, out_local_, weight_, in_, 0.0f, dx, in_);
+  ops::gemm_mixed(*ctx_, weight_dtype_, Trans::No, Trans::No, rows, in_, out_local_, 1.0f, dy, nullptr, out_local_,
+                  weight_, weight_lowp_, in_, 0.0f, dx, in_);
   // The backward of the identity that fed every rank the same input: the input gradient is the sum of the ranks'.
-  if (tp_.size() > 1) tp_.all_reduce(dx, dx, rows * in_, DType::F32, ReduceOp::Sum);
+  if (tp_.size() > 1) detail::all_reduce_in_context(*ctx_, tp_, dx, rows * in_, DType::F32, ReduceOp::Sum);
 }
 
 RowParallelLinear::RowParallelLinear(std::string name, std::size_t in_features, std::size_t out_features,
@@ -87,7 +93,10 @@ std::vector<ParameterSpec> RowParallelLinear::parameters() const {
 }
 
 void RowParallelLinear::bind(ParameterBuffers& buffers) {
+  ctx_ = &buffers.context();
+  weight_dtype_ = buffers.param_dtype();
   weight_index_ = buffers.index_of(name_ + ".weight");
+  weight_lowp_ = buffers.param(weight_index_);
   bias_index_ = buffers.index_of(name_ + ".bias");
   weight_ = buffers.weight(weight_index_);
   weight_grad_ = buffers.grad(weight_index_);
@@ -100,21 +109,20 @@ std::vector<std::size_t> RowParallelLinear::parameter_indices() const {
 }
 
 void RowParallelLinear::forward(const float* x_local, std::size_t rows, float* y) const {
-  gemm(Trans::No, Trans::Yes, rows, out_, in_local_, 1.0f, x_local, in_local_, weight_, in_local_, 0.0f, y, out_);
-  if (tp_.size() > 1) tp_.all_reduce(y, y, rows * out_, DType::F32, ReduceOp::Sum);
+  ops::gemm_mixed(*ctx_, weight_dtype_, Trans::No, Trans::Yes, rows, out_, in_local_, 1.0f, x_local, nullptr, in_local_,
+                  weight_, weight_lowp_, in_local_, 0.0f, y, out_);
+  if (tp_.size() > 1) detail::all_reduce_in_context(*ctx_, tp_, y, rows * out_, DType::F32, ReduceOp::Sum);
   // The bias after the reduction: added once, not tp times.
-  for (std::size_t r = 0; r < rows; ++r)
-    for (std::size_t c = 0; c < out_; ++c)
-      y[r * out_ + c] += bias_[c];
+  ops::bias_add(*ctx_, y, bias_, rows, out_);
 }
 
 void RowParallelLinear::backward(const float* x_local, const float* dy, std::size_t rows, float* dx_local) {
-  gemm(Trans::Yes, Trans::No, out_, in_local_, rows, 1.0f, dy, out_, x_local, in_local_, 1.0f, weight_grad_, in_local_);
-  for (std::size_t r = 0; r < rows; ++r)
-    for (std::size_t c = 0; c < out_; ++c)
-      bias_grad_[c] += dy[r * out_ + c];
+  ops::gemm_mixed(*ctx_, weight_dtype_, Trans::Yes, Trans::No, out_, in_local_, rows, 1.0f, dy, nullptr, out_, x_local,
+                  nullptr, in_local_, 1.0f, weight_grad_, in_local_);
+  ops::bias_grad(*ctx_, dy, bias_grad_, rows, out_);
   if (dx_local != nullptr)
-    gemm(Trans::No, Trans::No, rows, in_local_, out_, 1.0f, dy, out_, weight_, in_local_, 0.0f, dx_local, in_local_);
+    ops::gemm_mixed(*ctx_, weight_dtype_, Trans::No, Trans::No, rows, in_local_, out_, 1.0f, dy, nullptr, out_, weight_,
+                    weight_lowp_, in_local_, 0.0f, dx_local, in_local_);
 }
 
 }  // namespace tenax

@@ -44,7 +44,10 @@ void zero_bytes(void* data, std::size_t bytes, Device device) {
     return;
   }
 #if TENAX_HAVE_CUDA
+  // cudaMemset runs on the legacy default stream, which does not order against non-blocking streams (those of
+  // ExecutionContext and NCCL): wait for it, so the zeros are in place whatever stream reads them next.
   TENAX_CHECK_CUDA(cudaMemset(data, 0, bytes));
+  TENAX_CHECK_CUDA(cudaDeviceSynchronize());
 #endif
 }
 
@@ -105,6 +108,8 @@ Tensor Tensor::clone() const {
     std::memcpy(t.data_, data_, nbytes());
   } else {
 #if TENAX_HAVE_CUDA
+    // cudaMemcpy waits for the copy but not for work still queued on other streams that writes the source: callers
+    // synchronise their stream first (documented in tensor.hpp).
     TENAX_CHECK_CUDA(cudaMemcpy(t.data_, data_, nbytes(), cudaMemcpyDeviceToDevice));
 #endif
   }

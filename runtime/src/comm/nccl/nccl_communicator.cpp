@@ -108,6 +108,7 @@ class NcclCommunicator final : public Communicator {
   const std::string& name() const override { return name_; }
   std::uint64_t sequence() const override { return sequence_; }
   bool aborted() const override { return aborted_; }
+  void* cuda_stream() const override { return stream_; }
 
   void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) override {
     issue("all_reduce", count, dtype,

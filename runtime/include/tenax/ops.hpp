@@ -1,0 +1,78 @@
+// The kernels a model uses, dispatched on an ExecutionContext (tenax/execution.hpp): on the host each call is exactly
+// the CPU reference kernel (tenax::kernels::cpu, bit for bit), on a CUDA context the CUDA kernel enqueued on the
+// context's stream (tenax::kernels::cuda). Every pointer must live in the context's memory. Semantics, aliasing rules
+// and validation are those of the kernels' headers, named next to each function.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tenax/dtype.hpp"
+#include "tenax/execution.hpp"
+#include "tenax/kernels/gemm.hpp"
+#include "tenax/kernels/optimizer.hpp"
+
+namespace tenax::ops {
+
+using kernels::Trans;
+
+// kernels/gemm.hpp: fp32 C = alpha op(A) op(B) + beta C (OpenBLAS / cuBLAS without TF32).
+void gemm(ExecutionContext& ctx, Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
+          const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc);
+
+// The matrix product of a layer whose model weights are stored in `input_dtype` (the precision policy's). On a CUDA
+// context with a 16-bit input_dtype the operands are taken in that format (a_lowp / b_lowp when the caller already has
+// the 16-bit copy, such as the weights the optimizer writes; otherwise a and b are rounded into the context's
+// workspace) and multiplied on tensor cores with fp32 accumulation into the fp32 C (kernels::cuda::gemm_lowp). In
+// every other case it is gemm() on the fp32 operands (the CPU path computes in fp32; a_lowp and b_lowp are ignored).
+void gemm_mixed(ExecutionContext& ctx, DType input_dtype, Trans ta, Trans tb, std::size_t m, std::size_t n,
+                std::size_t k, float alpha, const float* a, const void* a_lowp, std::size_t lda, const float* b,
+                const void* b_lowp, std::size_t ldb, float beta, float* c, std::size_t ldc);
+
+// kernels/layernorm.hpp
+void layernorm_forward(ExecutionContext& ctx, const float* x, const float* gamma, const float* beta, float* y,
+                       float* mean, float* rstd, std::size_t rows, std::size_t cols, float eps);
+void layernorm_backward(ExecutionContext& ctx, const float* x, const float* gamma, const float* mean, const float* rstd,
+                        const float* dy, float* dx, float* dgamma, float* dbeta, std::size_t rows, std::size_t cols);
+
+// kernels/activation.hpp
+void bias_gelu_forward(ExecutionContext& ctx, const float* in, const float* bias, float* out, std::size_t rows,
+                       std::size_t cols);
+void bias_gelu_backward(ExecutionContext& ctx, const float* in, const float* bias, const float* dout, float* din,
+                        float* dbias, std::size_t rows, std::size_t cols);
+
+// kernels/elementwise.hpp
+void add_inplace(ExecutionContext& ctx, float* y, const float* x, std::size_t n);
+void bias_add(ExecutionContext& ctx, float* y, const float* bias, std::size_t rows, std::size_t cols);
+void bias_grad(ExecutionContext& ctx, const float* dy, float* dbias, std::size_t rows, std::size_t cols);
+
+// kernels/embedding.hpp (on the host a token outside [0, vocab) throws UsageError; on a device it yields NaN rows)
+void embedding_forward(ExecutionContext& ctx, const std::int32_t* tokens, const float* table, float* y,
+                       std::size_t rows, std::size_t features, std::size_t vocab);
+void embedding_backward(ExecutionContext& ctx, const std::int32_t* tokens, const float* dy, float* table_grad,
+                        std::size_t rows, std::size_t features, std::size_t vocab);
+
+// kernels/cast.hpp
+void cast_to_f32(ExecutionContext& ctx, const void* in, DType in_type, float* out, std::size_t n);
+void cast_from_f32(ExecutionContext& ctx, const float* in, void* out, DType out_type, std::size_t n);
+// Rounds n fp32 values in place to `dtype` (tenax/precision.hpp round_to_dtype), through the context's workspace.
+void round_to_dtype(ExecutionContext& ctx, float* values, std::size_t n, DType dtype);
+
+// kernels/unscale.hpp (found_nonfinite in the context's memory)
+void unscale_and_check(ExecutionContext& ctx, float* grad, std::size_t n, float inv_scale, float* found_nonfinite);
+
+// kernels/optimizer.hpp
+void adamw_step(ExecutionContext& ctx, float* master, float* m, float* v, const float* grad, void* lowp_out,
+                DType lowp_type, std::size_t n, const kernels::AdamWParams& p);
+void sgd_momentum_step(ExecutionContext& ctx, float* master, float* velocity, const float* grad, void* lowp_out,
+                       DType lowp_type, std::size_t n, const kernels::SgdParams& p);
+
+// kernels/vocab_parallel_loss.hpp. ce_finish ADDS the loss sum to *loss_sum (context memory) on both paths.
+void ce_row_max(ExecutionContext& ctx, const float* logits, std::size_t rows, std::size_t vocab_local, float* row_max);
+void ce_row_sums(ExecutionContext& ctx, const float* logits, const std::int32_t* targets, std::size_t rows,
+                 std::size_t vocab_local, std::size_t vocab_begin, const float* row_max, double* sums);
+void ce_finish(ExecutionContext& ctx, const float* logits, const std::int32_t* targets, float* dlogits,
+               std::size_t rows, std::size_t vocab_local, std::size_t vocab_begin, std::size_t vocab,
+               const float* row_max, const double* sums, float grad_scale, double* loss_sum);
+
+}  // namespace tenax::ops

@@ -1,0 +1,201 @@
+// The one place where a kernel call chooses between the CPU reference and the CUDA implementation: the host branch is
+// the CPU kernel called exactly as before dispatch existed (the CPU path stays bit for bit what it was); the device
+// branch passes the context's stream (and cuBLAS handle).
+#include "tenax/ops.hpp"
+
+#include <stdexcept>
+#include <vector>
+
+#include "tenax/build_config.hpp"
+#include "tenax/kernels/activation.hpp"
+#include "tenax/kernels/cast.hpp"
+#include "tenax/kernels/elementwise.hpp"
+#include "tenax/kernels/embedding.hpp"
+#include "tenax/kernels/layernorm.hpp"
+#include "tenax/kernels/unscale.hpp"
+#include "tenax/kernels/vocab_parallel_loss.hpp"
+
+namespace tenax::ops {
+namespace {
+
+// A device context exists only in a CUDA build (ExecutionContext::cuda throws elsewhere); reaching a device branch
+// without CUDA is a programming error.
+[[noreturn]] [[maybe_unused]] void no_cuda() {
+  throw std::logic_error("tenax::ops: a device context in a build without CUDA");
+}
+
+#if TENAX_HAVE_CUDA
+#define TENAX_DEVICE_CALL(call) \
+  do {                          \
+    ctx.activate();             \
+    call;                       \
+  } while (0)
+#else
+#define TENAX_DEVICE_CALL(call) no_cuda()
+#endif
+
+}  // namespace
+
+void gemm(ExecutionContext& ctx, Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
+          const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
+  if (!ctx.on_device()) return kernels::cpu::gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  TENAX_DEVICE_CALL(
+      kernels::cuda::gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ctx.stream(), ctx.blas_handle()));
+}
+
+void gemm_mixed(ExecutionContext& ctx, DType input_dtype, Trans ta, Trans tb, std::size_t m, std::size_t n,
+                std::size_t k, float alpha, const float* a, const void* a_lowp, std::size_t lda, const float* b,
+                const void* b_lowp, std::size_t ldb, float beta, float* c, std::size_t ldc) {
+  if (!ctx.on_device() || (input_dtype != DType::BF16 && input_dtype != DType::F16))
+    return gemm(ctx, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#if TENAX_HAVE_CUDA
+  if (m == 0 || n == 0) return;
+  // The stored matrices: A is m x k (k x m transposed) with row stride lda, B is k x n (n x k) with stride ldb.
+  const std::size_t a_elems = (ta == Trans::Yes ? k : m) * lda;
+  const std::size_t b_elems = (tb == Trans::Yes ? n : k) * ldb;
+  const std::size_t elem = dtype_size(input_dtype);
+  // Both rounded copies share one workspace request; the second starts 256-byte aligned (what cuBLAS prefers).
+  const std::size_t a_bytes = a_lowp == nullptr ? (a_elems * elem + 255) / 256 * 256 : 0;
+  const std::size_t b_bytes = b_lowp == nullptr ? b_elems * elem : 0;
+  if (a_bytes + b_bytes > 0) {
+    auto* space = static_cast<unsigned char*>(ctx.workspace(a_bytes + b_bytes));
+    if (a_lowp == nullptr) {
+      cast_from_f32(ctx, a, space, input_dtype, a_elems);
+      a_lowp = space;
+    }
+    if (b_lowp == nullptr) {
+      cast_from_f32(ctx, b, space + a_bytes, input_dtype, b_elems);
+      b_lowp = space + a_bytes;
+    }
+  }
+  ctx.activate();
+  kernels::cuda::gemm_lowp(input_dtype, ta, tb, m, n, k, alpha, a_lowp, lda, b_lowp, ldb, beta, c, ldc, ctx.stream(),
+                           ctx.blas_handle());
+#else
+  (void)a_lowp;
+  (void)b_lowp;
+  no_cuda();
+#endif
+}
+
+void layernorm_forward(ExecutionContext& ctx, const float* x, const float* gamma, const float* beta, float* y,
+                       float* mean, float* rstd, std::size_t rows, std::size_t cols, float eps) {
+  if (!ctx.on_device()) return kernels::cpu::layernorm_forward(x, gamma, beta, y, mean, rstd, rows, cols, eps);
+  TENAX_DEVICE_CALL(kernels::cuda::layernorm_forward(x, gamma, beta, y, mean, rstd, rows, cols, eps, ctx.stream()));
+}
+
+void layernorm_backward(ExecutionContext& ctx, const float* x, const float* gamma, const float* mean, const float* rstd,
+                        const float* dy, float* dx, float* dgamma, float* dbeta, std::size_t rows, std::size_t cols) {
+  if (!ctx.on_device())
+    return kernels::cpu::layernorm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta, rows, cols);
+  TENAX_DEVICE_CALL(
+      kernels::cuda::layernorm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta, rows, cols, ctx.stream()));
+}
+
+void bias_gelu_forward(ExecutionContext& ctx, const float* in, const float* bias, float* out, std::size_t rows,
+                       std::size_t cols) {
+  if (!ctx.on_device()) return kernels::cpu::bias_gelu_forward(in, bias, out, rows, cols);
+  TENAX_DEVICE_CALL(kernels::cuda::bias_gelu_forward(in, bias, out, rows, cols, ctx.stream()));
+}
+
+void bias_gelu_backward(ExecutionContext& ctx, const float* in, const float* bias, const float* dout, float* din,
+                        float* dbias, std::size_t rows, std::size_t cols) {
+  if (!ctx.on_device()) return kernels::cpu::bias_gelu_backward(in, bias, dout, din, dbias, rows, cols);
+  TENAX_DEVICE_CALL(kernels::cuda::bias_gelu_backward(in, bias, dout, din, dbias, rows, cols, ctx.stream()));
+}
+
+void add_inplace(ExecutionContext& ctx, float* y, const float* x, std::size_t n) {
+  if (!ctx.on_device()) return kernels::cpu::add_inplace(y, x, n);
+  TENAX_DEVICE_CALL(kernels::cuda::add_inplace(y, x, n, ctx.stream()));
+}
+
+void bias_add(ExecutionContext& ctx, float* y, const float* bias, std::size_t rows, std::size_t cols) {
+  if (!ctx.on_device()) return kernels::cpu::bias_add(y, bias, rows, cols);
+  TENAX_DEVICE_CALL(kernels::cuda::bias_add(y, bias, rows, cols, ctx.stream()));
+}
+
+void bias_grad(ExecutionContext& ctx, const float* dy, float* dbias, std::size_t rows, std::size_t cols) {
+  if (!ctx.on_device()) return kernels::cpu::bias_grad(dy, dbias, rows, cols);
+  TENAX_DEVICE_CALL(kernels::cuda::bias_grad(dy, dbias, rows, cols, ctx.stream()));
+}
+
+void embedding_forward(ExecutionContext& ctx, const std::int32_t* tokens, const float* table, float* y,
+                       std::size_t rows, std::size_t features, std::size_t vocab) {
+  if (!ctx.on_device()) return kernels::cpu::embedding_forward(tokens, table, y, rows, features, vocab);
+  TENAX_DEVICE_CALL(kernels::cuda::embedding_forward(tokens, table, y, rows, features, vocab, ctx.stream()));
+}
+
+void embedding_backward(ExecutionContext& ctx, const std::int32_t* tokens, const float* dy, float* table_grad,
+                        std::size_t rows, std::size_t features, std::size_t vocab) {
+  if (!ctx.on_device()) return kernels::cpu::embedding_backward(tokens, dy, table_grad, rows, features);
+  TENAX_DEVICE_CALL(kernels::cuda::embedding_backward(tokens, dy, table_grad, rows, features, vocab, ctx.stream()));
+}
+
+void cast_to_f32(ExecutionContext& ctx, const void* in, DType in_type, float* out, std::size_t n) {
+  if (!ctx.on_device()) return kernels::cpu::cast_to_f32(in, in_type, out, n);
+  TENAX_DEVICE_CALL(kernels::cuda::cast_to_f32(in, in_type, out, n, ctx.stream()));
+}
+
+void cast_from_f32(ExecutionContext& ctx, const float* in, void* out, DType out_type, std::size_t n) {
+  if (!ctx.on_device()) return kernels::cpu::cast_from_f32(in, out, out_type, n);
+  TENAX_DEVICE_CALL(kernels::cuda::cast_from_f32(in, out, out_type, n, ctx.stream()));
+}
+
+void round_to_dtype(ExecutionContext& ctx, float* values, std::size_t n, DType dtype) {
+  if (dtype == DType::F32 || n == 0) return;
+  if (!ctx.on_device()) {
+    // A per-thread scratch rather than the host context's workspace: the host context is shared by the whole process.
+    thread_local std::vector<std::uint16_t> host_scratch;
+    host_scratch.resize(n);
+    cast_from_f32(ctx, values, host_scratch.data(), dtype, n);
+    cast_to_f32(ctx, host_scratch.data(), dtype, values, n);
+    return;
+  }
+  void* scratch = ctx.workspace(n * dtype_size(dtype));
+  cast_from_f32(ctx, values, scratch, dtype, n);
+  cast_to_f32(ctx, scratch, dtype, values, n);
+}
+
+void unscale_and_check(ExecutionContext& ctx, float* grad, std::size_t n, float inv_scale, float* found_nonfinite) {
+  if (!ctx.on_device()) return kernels::cpu::unscale_and_check(grad, n, inv_scale, found_nonfinite);
+  TENAX_DEVICE_CALL(kernels::cuda::unscale_and_check(grad, n, inv_scale, found_nonfinite, ctx.stream()));
+}
+
+void adamw_step(ExecutionContext& ctx, float* master, float* m, float* v, const float* grad, void* lowp_out,
+                DType lowp_type, std::size_t n, const kernels::AdamWParams& p) {
+  if (!ctx.on_device()) return kernels::cpu::adamw_step(master, m, v, grad, lowp_out, lowp_type, n, p);
+  TENAX_DEVICE_CALL(kernels::cuda::adamw_step(master, m, v, grad, lowp_out, lowp_type, n, p, ctx.stream()));
+}
+
+void sgd_momentum_step(ExecutionContext& ctx, float* master, float* velocity, const float* grad, void* lowp_out,
+                       DType lowp_type, std::size_t n, const kernels::SgdParams& p) {
+  if (!ctx.on_device()) return kernels::cpu::sgd_momentum_step(master, velocity, grad, lowp_out, lowp_type, n, p);
+  TENAX_DEVICE_CALL(kernels::cuda::sgd_momentum_step(master, velocity, grad, lowp_out, lowp_type, n, p, ctx.stream()));
+}
+
+void ce_row_max(ExecutionContext& ctx, const float* logits, std::size_t rows, std::size_t vocab_local, float* row_max) {
+  if (!ctx.on_device()) return kernels::cpu::ce_row_max(logits, rows, vocab_local, row_max);
+  TENAX_DEVICE_CALL(kernels::cuda::ce_row_max(logits, rows, vocab_local, row_max, ctx.stream()));
+}
+
+void ce_row_sums(ExecutionContext& ctx, const float* logits, const std::int32_t* targets, std::size_t rows,
+                 std::size_t vocab_local, std::size_t vocab_begin, const float* row_max, double* sums) {
+  if (!ctx.on_device())
+    return kernels::cpu::ce_row_sums(logits, targets, rows, vocab_local, vocab_begin, row_max, sums);
+  TENAX_DEVICE_CALL(
+      kernels::cuda::ce_row_sums(logits, targets, rows, vocab_local, vocab_begin, row_max, sums, ctx.stream()));
+}
+
+void ce_finish(ExecutionContext& ctx, const float* logits, const std::int32_t* targets, float* dlogits,
+               std::size_t rows, std::size_t vocab_local, std::size_t vocab_begin, std::size_t vocab,
+               const float* row_max, const double* sums, float grad_scale, double* loss_sum) {
+  if (!ctx.on_device()) {
+    *loss_sum +=
+        kernels::cpu::ce_finish(logits, targets, dlogits, rows, vocab_local, vocab_begin, row_max, sums, grad_scale);
+    return;
+  }
+  TENAX_DEVICE_CALL(kernels::cuda::ce_finish(logits, targets, dlogits, rows, vocab_local, vocab_begin, vocab, row_max,
+                                             sums, grad_scale, loss_sum, ctx.stream()));
+}
+
+}  // namespace tenax::ops
