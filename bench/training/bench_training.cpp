@@ -2,18 +2,31 @@
 // against the single-rank run of the same model and global batch measured in the same invocation.
 //
 //   mpirun -np 4 tenax-bench-training [--steps 20] [--precision fp32] [--hidden 128] ...
+//   mpirun -np 8 tenax-bench-training --device cuda --precision bf16 --hidden 2048 --layers 8 --vocab 32768
+//       --seq-len 512 --batch 64 --micro-batch 8          (one command line)
 //
 // Each row: warm-up steps, then `steps` timed steps between barriers (so the time is the slowest rank's). Tokens per
 // second count the global batch. The reference row runs on world rank 0 alone while the other ranks wait.
+//
+// With --device cuda every row also reports the model FLOP utilisation: the model's matrix-product FLOPs per step
+// (6 per weight per token: forward, and the input and weight gradients) per second, against the bf16 matmul rate
+// (bf16 inputs, fp32 accumulation, the rate the GPU path's products run at) measured on rank 0's GPU in the same run at
+// a size that fills it, times the number of GPUs the row uses. Target: >= 40%.
 #include <cxxopts.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "device_setup.hpp"
 #include "tenax/error.hpp"
+#include "tenax/execution.hpp"
+#include "tenax/kernels/cast.hpp"
+#include "tenax/ops.hpp"
 #include "tenax/runtime.hpp"
 #include "trainer.hpp"
 
@@ -23,11 +36,54 @@ using tenax::examples::TrainConfig;
 
 struct Row {
   std::string name;
+  int ranks = 1;
   double ms_per_step = 0;
   double tokens_per_s = 0;
   double last_loss = 0;
   std::size_t early_buckets = 0;
 };
+
+// Matrix-product FLOPs of one training step: per block fc1 (h x 4h) and fc2 (4h x h), plus the output projection
+// (h x vocab); 2 FLOPs per weight and token forward, 4 backward. Layer norms, GeLU and the loss are not counted (they
+// are memory-bound, as usual in model FLOP utilisation).
+double model_flops_per_step(const TrainConfig& c) {
+  const double h = static_cast<double>(c.model.hidden), layers = static_cast<double>(c.model.layers);
+  const double weights = 8.0 * h * h * layers + h * static_cast<double>(c.model.vocab);
+  return 6.0 * weights * static_cast<double>(c.batch) * static_cast<double>(c.model.seq_len);
+}
+
+// The bf16 matmul rate of GPU `device` (FLOP/s): square products of `size`, bf16 inputs with fp32 accumulation into
+// fp32, through the same call the training path uses (ops::gemm_mixed with 16-bit operands). Median of `reps` runs.
+double bf16_matmul_rate(int device, std::size_t size, int reps) {
+  std::unique_ptr<tenax::ExecutionContext> ctx = tenax::ExecutionContext::cuda(device);
+  const auto n = static_cast<std::int64_t>(size * size);
+  // Values that are not all zero (tensor cores draw less power, and may run faster, on zeros).
+  std::vector<float> pattern(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < pattern.size(); ++i)
+    pattern[i] = 1e-2f * static_cast<float>(static_cast<int>(i % 17) - 8);
+  std::vector<std::uint16_t> bits(pattern.size());
+  tenax::kernels::cpu::cast_from_f32(pattern.data(), bits.data(), tenax::DType::BF16, bits.size());
+  tenax::Tensor a = ctx->empty({n}, tenax::DType::BF16), b = ctx->empty({n}, tenax::DType::BF16);
+  tenax::Tensor c = ctx->zeros({n}, tenax::DType::F32);
+  ctx->upload(a.data(), bits.data(), a.nbytes());
+  ctx->upload(b.data(), bits.data(), b.nbytes());
+  auto product = [&] {
+    tenax::ops::gemm_mixed(*ctx, tenax::DType::BF16, tenax::kernels::Trans::No, tenax::kernels::Trans::No, size, size,
+                           size, 1.0f, nullptr, a.data(), size, nullptr, b.data(), size, 0.0f, c.as<float>(), size);
+  };
+  product();  // warm-up: cuBLAS picks and loads its kernel
+  ctx->synchronize();
+  std::vector<double> seconds;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    product();
+    ctx->synchronize();
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(seconds.begin(), seconds.end());
+  return 2.0 * static_cast<double>(size) * static_cast<double>(size) * static_cast<double>(size) /
+         seconds[seconds.size() / 2];
+}
 
 Row measure(tenax::Communicator& comm, TrainConfig c, int warmup, int steps, const std::string& name) {
   tenax::examples::Trainer trainer(comm, c);
@@ -42,6 +98,7 @@ Row measure(tenax::Communicator& comm, TrainConfig c, int warmup, int steps, con
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   Row r;
   r.name = name;
+  r.ranks = comm.size();
   r.ms_per_step = 1e3 * seconds / steps;
   r.tokens_per_s = static_cast<double>(c.batch) * static_cast<double>(c.model.seq_len) * steps / seconds;
   r.last_loss = last.loss;
@@ -64,6 +121,9 @@ int body(int argc, char** argv) {
     ("layers", "blocks", cxxopts::value<std::size_t>()->default_value("4"))
     ("seq-len", "tokens per sequence", cxxopts::value<std::size_t>()->default_value("32"))
     ("bucket-mb", "gradient bucket size in MiB", cxxopts::value<double>()->default_value("32"))
+    ("device", "cpu, or cuda (one GPU per rank; adds model FLOP utilisation)",
+     cxxopts::value<std::string>()->default_value("cpu"))
+    ("matmul-size", "cuda: m=n=k of the bf16 reference matmul", cxxopts::value<std::size_t>()->default_value("8192"))
     ("h,help", "print this help");
   // clang-format on
   cxxopts::ParseResult args;
@@ -85,12 +145,23 @@ int body(int argc, char** argv) {
   base.model.layers = args["layers"].as<std::size_t>();
   base.model.seq_len = args["seq-len"].as<std::size_t>();
   base.data_parallel.bucket_bytes = static_cast<std::size_t>(args["bucket-mb"].as<double>() * 1024 * 1024);
+  base.device = tenax::examples::parse_device(args["device"].as<std::string>());
+  const bool on_gpu = base.device == tenax::Device::Cuda;
   const int steps = args["steps"].as<int>(), warmup = args["warmup"].as<int>();
   if (steps < 1 || warmup < 0) throw tenax::UsageError("--steps must be >= 1 and --warmup >= 0");
 
   tenax::Communicator& world = runtime.world();
   const int n = world.size();
   std::vector<Row> rows;
+
+  // The reference rate of model FLOP utilisation, measured first on rank 0's GPU while the others wait. A machine
+  // without a GPU fails here with the same UsageError on every rank (make_cuda_context agrees on it).
+  double matmul_rate = 0.0;
+  if (on_gpu) {
+    (void)tenax::examples::make_cuda_context(world);
+    if (world.rank() == 0) matmul_rate = bf16_matmul_rate(0, args["matmul-size"].as<std::size_t>(), 5);
+    world.barrier();
+  }
 
   // The reference: one rank, same model and global batch.
   {
@@ -127,12 +198,24 @@ int body(int argc, char** argv) {
     std::printf("# %d ranks, precision %s, model vocab %zu hidden %zu layers %zu seq %zu, batch %d, micro-batch %d\n",
                 n, std::string(base.precision.name()).c_str(), base.model.vocab, base.model.hidden, base.model.layers,
                 base.model.seq_len, base.batch, base.micro_batch);
-    std::printf("%-24s %12s %14s %10s %12s %14s\n", "layout", "ms/step", "tokens/s", "vs 1 rank", "last loss",
+    if (on_gpu)
+      std::printf("# bf16 matmul reference (m=n=k=%zu, bf16 inputs, fp32 accumulate) on rank 0's GPU: %.1f TFLOP/s\n",
+                  args["matmul-size"].as<std::size_t>(), matmul_rate / 1e12);
+    std::printf("%-24s %12s %14s %10s %12s %14s", "layout", "ms/step", "tokens/s", "vs 1 rank", "last loss",
                 "early buckets");
+    if (on_gpu) std::printf(" %14s %8s", "model TFLOP/s", "MFU");
+    std::printf("\n");
     const double ref = rows.front().tokens_per_s;
-    for (const Row& r : rows)
-      std::printf("%-24s %12.2f %14.0f %9.2fx %12.5f %14zu\n", r.name.c_str(), r.ms_per_step, r.tokens_per_s,
+    const double flops = model_flops_per_step(base);
+    for (const Row& r : rows) {
+      std::printf("%-24s %12.2f %14.0f %9.2fx %12.5f %14zu", r.name.c_str(), r.ms_per_step, r.tokens_per_s,
                   r.tokens_per_s / ref, r.last_loss, r.early_buckets);
+      if (on_gpu) {
+        const double achieved = flops / (r.ms_per_step * 1e-3);
+        std::printf(" %14.1f %7.1f%%", achieved / 1e12, 100.0 * achieved / (matmul_rate * r.ranks));
+      }
+      std::printf("\n");
+    }
   }
   return tenax::kExitSuccess;
 }

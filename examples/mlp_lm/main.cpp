@@ -3,6 +3,8 @@
 //
 //   mpirun -np 4 tenax-example-lm --tp 2 --pp 2 --steps 50
 //
+//   mpirun -np 4 tenax-example-lm --device cuda --precision bf16 --dp 4      (one GPU per rank)
+//
 // Prints "step N loss X" once per step (world rank 0) and, at the end, a layout-independent checksum of the final
 // parameters, so two runs can be compared exactly.
 //
@@ -15,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "device_setup.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
 #include "tenax/runtime.hpp"
@@ -36,6 +39,8 @@ cxxopts::Options make_options() {
   o.add_options("training")
     ("precision", "fp32, bf16 or fp16 (fp32 master weights in every mode)",
      cxxopts::value<std::string>()->default_value("fp32"))
+    ("device", "cpu, or cuda: one GPU per rank (node-local rank mod GPUs), NCCL groups",
+     cxxopts::value<std::string>()->default_value("cpu"))
     ("steps", "optimizer steps", cxxopts::value<int>()->default_value("50"))
     ("batch", "sequences per step, all data-parallel ranks together", cxxopts::value<int>()->default_value("16"))
     ("micro-batch", "sequences per micro-batch", cxxopts::value<int>()->default_value("4"))
@@ -89,6 +94,7 @@ int body(int argc, char** argv) {
   c.dp = args["dp"].as<int>();
   c.schedule = tenax::parse_pipeline_schedule(args["schedule"].as<std::string>());
   c.precision = tenax::PrecisionPolicy::parse(args["precision"].as<std::string>());
+  c.device = tenax::examples::parse_device(args["device"].as<std::string>());
   c.batch = args["batch"].as<int>();
   c.micro_batch = args["micro-batch"].as<int>();
   c.seed = args["seed"].as<std::uint64_t>();

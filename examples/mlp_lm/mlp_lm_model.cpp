@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <stdexcept>
 #include <string>
 
 #include "tenax/error.hpp"
-#include "tenax/kernels/activation.hpp"
-#include "tenax/precision.hpp"
+#include "tenax/ops.hpp"
 
 namespace tenax::examples {
 
@@ -39,8 +38,9 @@ BlockRange blocks_of_stage(std::size_t layers, int stages, int stage) {
 }
 
 StageModel::StageModel(const ModelConfig& config, Communicator& tp, int stage, int stages,
-                       std::size_t rows_per_micro_batch, int slots, DType activation_dtype)
-    : config_(config),
+                       std::size_t rows_per_micro_batch, int slots, DType activation_dtype, ExecutionContext& context)
+    : ctx_(context),
+      config_(config),
       tp_(tp),
       stage_(stage),
       stages_(stages),
@@ -65,29 +65,34 @@ StageModel::StageModel(const ModelConfig& config, Communicator& tp, int stage, i
   const std::size_t f_local = f / static_cast<std::size_t>(tp_.size());
   slots_.resize(static_cast<std::size_t>(slots));
   for (Slot& s : slots_) {
-    s.tokens.resize(rows_);
+    s.tokens = make(rows_, DType::I32);
     s.blocks.resize(blocks_.size());
     for (BlockActivations& a : s.blocks) {
-      a.x.resize(rows_ * h);
-      a.ln_out.resize(rows_ * h);
-      a.mean.resize(rows_);
-      a.rstd.resize(rows_);
-      a.pre.resize(rows_ * f_local);
-      a.act.resize(rows_ * f_local);
+      a.x = make(rows_ * h);
+      a.ln_out = make(rows_ * h);
+      a.mean = make(rows_);
+      a.rstd = make(rows_);
+      a.pre = make(rows_ * f_local);
+      a.act = make(rows_ * f_local);
     }
-    s.out.resize(rows_ * h);
-    s.grad.resize(rows_ * h);
+    s.out = make(rows_ * h);
+    s.grad = make(rows_ * h);
     if (is_last()) {
-      s.head_ln.resize(rows_ * h);
-      s.head_mean.resize(rows_);
-      s.head_rstd.resize(rows_);
-      s.dlogits.resize(rows_ * output_->out_features_local());
+      s.targets = make(rows_, DType::I32);
+      s.head_ln = make(rows_ * h);
+      s.head_mean = make(rows_);
+      s.head_rstd = make(rows_);
+      s.dlogits = make(rows_ * output_->out_features_local());
     }
   }
-  scratch_dact_.resize(rows_ * f_local);
-  scratch_dpre_.resize(rows_ * f_local);
-  scratch_dln_.resize(rows_ * h);
-  round_scratch_.resize(rows_ * h);
+  scratch_dact_ = make(rows_ * f_local);
+  scratch_dpre_ = make(rows_ * f_local);
+  scratch_dln_ = make(rows_ * h);
+  if (ctx_.on_device()) loss_sum_ = ctx_.zeros({1}, DType::F64);
+}
+
+Tensor StageModel::make(std::size_t n, DType dtype) const {
+  return ctx_.zeros({static_cast<std::int64_t>(n)}, dtype);
 }
 
 std::vector<ParameterSpec> StageModel::parameters() const {
@@ -110,6 +115,9 @@ std::vector<ParameterSpec> StageModel::parameters() const {
 }
 
 void StageModel::bind(ParameterBuffers& buffers) {
+  if (&buffers.context() != &ctx_)
+    throw std::logic_error("StageModel::bind: the parameter buffers live in " + buffers.context().describe() +
+                           " but the stage's activations in " + ctx_.describe());
   if (embedding_) embedding_->bind(buffers);
   for (Block& b : blocks_) {
     b.ln.bind(buffers);
@@ -121,7 +129,7 @@ void StageModel::bind(ParameterBuffers& buffers) {
 }
 
 void StageModel::round_activations(float* values, std::size_t n) {
-  round_to_dtype(values, n, activation_dtype_, round_scratch_.data());
+  ops::round_to_dtype(ctx_, values, n, activation_dtype_);
 }
 
 void StageModel::mark(ParameterBuffers* buffers, const std::vector<std::size_t>& indices) {
@@ -137,76 +145,90 @@ double StageModel::forward(int slot_index, const std::int32_t* tokens, const flo
   const std::size_t n = rows_ * h;
   const std::size_t f_local = blocks_.empty() ? 0 : blocks_[0].fc1.out_features_local();
   // The residual stream enters block 0's slot (or `out` when the stage has no blocks).
-  float* stream = blocks_.empty() ? s.out.data() : s.blocks[0].x.data();
+  float* stream = blocks_.empty() ? s.out.as<float>() : s.blocks[0].x.as<float>();
   if (is_first()) {
-    std::memcpy(s.tokens.data(), tokens, rows_ * sizeof(std::int32_t));
-    embedding_->forward(tokens, rows_, stream);
+    ctx_.upload(s.tokens.data(), tokens, rows_ * sizeof(std::int32_t));
+    embedding_->forward(s.tokens.as<std::int32_t>(), rows_, stream);
   } else {
-    std::memcpy(stream, input, n * sizeof(float));
+    ctx_.copy(stream, input, n * sizeof(float));
   }
   for (std::size_t b = 0; b < blocks_.size(); ++b) {
     Block& blk = blocks_[b];
     BlockActivations& a = s.blocks[b];
-    float* next = b + 1 < blocks_.size() ? s.blocks[b + 1].x.data() : s.out.data();
-    blk.ln.forward(a.x.data(), rows_, a.ln_out.data(), a.mean.data(), a.rstd.data());
-    blk.fc1.forward(a.ln_out.data(), rows_, a.pre.data());
-    kernels::cpu::bias_gelu_forward(a.pre.data(), blk.fc1.bias(), a.act.data(), rows_, f_local);
-    blk.fc2.forward(a.act.data(), rows_, next);
-    for (std::size_t i = 0; i < n; ++i)
-      next[i] += a.x[i];
+    float* next = b + 1 < blocks_.size() ? s.blocks[b + 1].x.as<float>() : s.out.as<float>();
+    blk.ln.forward(a.x.as<float>(), rows_, a.ln_out.as<float>(), a.mean.as<float>(), a.rstd.as<float>());
+    blk.fc1.forward(a.ln_out.as<float>(), rows_, a.pre.as<float>());
+    ops::bias_gelu_forward(ctx_, a.pre.as<float>(), blk.fc1.bias(), a.act.as<float>(), rows_, f_local);
+    blk.fc2.forward(a.act.as<float>(), rows_, next);
+    ops::add_inplace(ctx_, next, a.x.as<float>(), n);
     round_activations(next, n);
   }
   if (!is_last()) return 0.0;
-  final_ln_->forward(s.out.data(), rows_, s.head_ln.data(), s.head_mean.data(), s.head_rstd.data());
-  output_->forward(s.head_ln.data(), rows_, s.dlogits.data());
+  final_ln_->forward(s.out.as<float>(), rows_, s.head_ln.as<float>(), s.head_mean.as<float>(), s.head_rstd.as<float>());
+  float* logits = s.dlogits.as<float>();
+  output_->forward(s.head_ln.as<float>(), rows_, logits);
+  ctx_.upload(s.targets.data(), targets, rows_ * sizeof(std::int32_t));
+  const auto* device_targets = s.targets.as<std::int32_t>();
   // The logits are overwritten by their gradient: only the gradient is needed later.
-  return vocab_parallel_cross_entropy(tp_, s.dlogits.data(), targets, s.dlogits.data(), rows_,
-                                      output_->out_features_local(), output_->out_begin(), config_.vocab, grad_scale);
+  if (!ctx_.on_device())
+    return vocab_parallel_cross_entropy(tp_, logits, device_targets, logits, rows_, output_->out_features_local(),
+                                        output_->out_begin(), config_.vocab, grad_scale);
+  vocab_parallel_cross_entropy(ctx_, tp_, logits, device_targets, logits, rows_, output_->out_features_local(),
+                               output_->out_begin(), config_.vocab, grad_scale, loss_sum_.as<double>());
+  return 0.0;
+}
+
+double StageModel::take_loss_sum() {
+  if (!ctx_.on_device() || !is_last()) return 0.0;
+  double total = 0.0;
+  ctx_.download(&total, loss_sum_.data(), sizeof total);
+  ctx_.zero(loss_sum_.data(), sizeof(double));
+  return total;
 }
 
 const float* StageModel::output(int slot) const {
-  return slots_.at(static_cast<std::size_t>(slot)).out.data();
+  return slots_.at(static_cast<std::size_t>(slot)).out.as<float>();
 }
 
 void StageModel::backward(int slot_index, const float* output_grad, ParameterBuffers* ready) {
   Slot& s = slots_.at(static_cast<std::size_t>(slot_index));
   const std::size_t h = config_.hidden;
   const std::size_t n = rows_ * h;
-  float* grad = s.grad.data();
+  float* grad = s.grad.as<float>();
+  float* dln = scratch_dln_.as<float>();
   if (is_last()) {
-    output_->backward(s.head_ln.data(), s.dlogits.data(), rows_, scratch_dln_.data());
+    output_->backward(s.head_ln.as<float>(), s.dlogits.as<float>(), rows_, dln);
     mark(ready, output_->parameter_indices());
-    final_ln_->backward(s.out.data(), s.head_mean.data(), s.head_rstd.data(), scratch_dln_.data(), rows_, grad);
+    final_ln_->backward(s.out.as<float>(), s.head_mean.as<float>(), s.head_rstd.as<float>(), dln, rows_, grad);
     mark(ready, final_ln_->parameter_indices());
   } else {
-    std::memcpy(grad, output_grad, n * sizeof(float));
+    ctx_.copy(grad, output_grad, n * sizeof(float));
   }
   round_activations(grad, n);
   for (std::size_t b = blocks_.size(); b-- > 0;) {
     Block& blk = blocks_[b];
     BlockActivations& a = s.blocks[b];
     const std::size_t f_local = blk.fc1.out_features_local();
-    blk.fc2.backward(a.act.data(), grad, rows_, scratch_dact_.data());
+    blk.fc2.backward(a.act.as<float>(), grad, rows_, scratch_dact_.as<float>());
     mark(ready, blk.fc2.parameter_indices());
-    kernels::cpu::bias_gelu_backward(a.pre.data(), blk.fc1.bias(), scratch_dact_.data(), scratch_dpre_.data(),
-                                     blk.fc1.bias_grad(), rows_, f_local);
-    blk.fc1.backward(a.ln_out.data(), scratch_dpre_.data(), rows_, scratch_dln_.data());
+    ops::bias_gelu_backward(ctx_, a.pre.as<float>(), blk.fc1.bias(), scratch_dact_.as<float>(),
+                            scratch_dpre_.as<float>(), blk.fc1.bias_grad(), rows_, f_local);
+    blk.fc1.backward(a.ln_out.as<float>(), scratch_dpre_.as<float>(), rows_, dln);
     mark(ready, blk.fc1.parameter_indices());
-    blk.ln.backward(a.x.data(), a.mean.data(), a.rstd.data(), scratch_dln_.data(), rows_, scratch_dln_.data());
+    blk.ln.backward(a.x.as<float>(), a.mean.as<float>(), a.rstd.as<float>(), dln, rows_, dln);
     mark(ready, blk.ln.parameter_indices());
     // Residual: the stream's gradient passes straight through and gains the block's input gradient.
-    for (std::size_t i = 0; i < n; ++i)
-      grad[i] += scratch_dln_[i];
+    ops::add_inplace(ctx_, grad, dln, n);
     round_activations(grad, n);
   }
   if (is_first()) {
-    embedding_->backward(s.tokens.data(), grad, rows_);
+    embedding_->backward(s.tokens.as<std::int32_t>(), grad, rows_);
     mark(ready, embedding_->parameter_indices());
   }
 }
 
 const float* StageModel::input_grad(int slot) const {
-  return slots_.at(static_cast<std::size_t>(slot)).grad.data();
+  return slots_.at(static_cast<std::size_t>(slot)).grad.as<float>();
 }
 
 }  // namespace tenax::examples

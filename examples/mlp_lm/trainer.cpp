@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include "device_setup.hpp"
 #include "tenax/error.hpp"
 #include "tenax/log.hpp"
 
@@ -44,9 +45,18 @@ Trainer::Trainer(Communicator& world, TrainConfig config)
   // Determinism of the CPU path: one BLAS thread makes every matrix product's summation order fixed.
   set_deterministic_cpu_math();
   groups_ = ProcessGroups::create(world_, config_.layout(world_.size()));
+  if (config_.device == Device::Cuda) {
+    device_context_ = make_cuda_context(world_);
+    ctx_ = device_context_.get();
+    // One NCCL world, split into the same groups as the MPI ones (ncclCommSplit: no extra unique-id exchange).
+    nccl_world_ = make_nccl_communicator(world_, ctx_->device_index(), "world.nccl");
+    nccl_groups_ = ProcessGroups::create(*nccl_world_, groups_.layout);
+    compute_groups_ = &nccl_groups_;
+  }
   const ParallelLayout& l = groups_.layout;
-  if (groups_.pp->rank() != groups_.coords.pp)
-    throw std::logic_error("pipeline group rank " + std::to_string(groups_.pp->rank()) + " is not the stage index " +
+  ProcessGroups& compute = *compute_groups_;
+  if (compute.pp->rank() != groups_.coords.pp)
+    throw std::logic_error("pipeline group rank " + std::to_string(compute.pp->rank()) + " is not the stage index " +
                            std::to_string(groups_.coords.pp));
   micro_batches_ = config_.batch / l.dp / config_.micro_batch;
   rows_ = static_cast<std::size_t>(config_.micro_batch) * config_.model.seq_len;
@@ -55,21 +65,28 @@ Trainer::Trainer(Communicator& world, TrainConfig config)
   slots_ = config_.schedule == PipelineScheduleKind::GPipe ? micro_batches_ : std::min(micro_batches_, l.pp - stage);
 
   const DType param_dtype = config_.precision.param_dtype();
-  model_ = std::make_unique<StageModel>(config_.model, *groups_.tp, stage, l.pp, rows_, slots_, param_dtype);
-  buffers_ = std::make_unique<ParameterBuffers>(model_->parameters(), param_dtype, *groups_.dp, groups_.coords.tp,
-                                                config_.data_parallel);
+  model_ = std::make_unique<StageModel>(config_.model, *compute.tp, stage, l.pp, rows_, slots_, param_dtype, *ctx_);
+  buffers_ = std::make_unique<ParameterBuffers>(model_->parameters(), param_dtype, *compute.dp, groups_.coords.tp,
+                                                config_.data_parallel, *ctx_);
   buffers_->initialize(config_.seed);
   model_->bind(*buffers_);
   optimizer_ = std::make_unique<Optimizer>(*buffers_, config_.optimizer);
   if (config_.precision.uses_loss_scaling()) scaler_ = std::make_unique<DynamicLossScaler>(config_.loss_scaler);
-  channel_ = std::make_unique<PipelineChannel>(*groups_.pp, param_dtype);
-  activation_buffer_.resize(model_->activation_size());
-  grad_buffer_.resize(model_->activation_size());
+  channel_ = std::make_unique<PipelineChannel>(*compute.pp, param_dtype, *ctx_);
+  activation_buffer_ = ctx_->zeros({static_cast<std::int64_t>(model_->activation_size())}, DType::F32);
+  grad_buffer_ = ctx_->zeros({static_cast<std::int64_t>(model_->activation_size())}, DType::F32);
   TENAX_LOG(Info, "example") << "layout " << l.to_string() << ", stage " << stage << " with " << micro_batches_
-                             << " micro-batches of " << rows_ << " tokens";
+                             << " micro-batches of " << rows_ << " tokens on " << ctx_->describe();
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  // Device memory is freed by the members' destructors: nothing queued on the stream may still use it.
+  try {
+    ctx_->synchronize();
+  } catch (const std::exception& e) {
+    TENAX_LOG(Warn, "example") << "device error while shutting down: " << e.what();
+  }
+}
 
 void Trainer::fill_micro_batch(int mb, std::vector<std::int32_t>& inputs, std::vector<std::int32_t>& targets) const {
   const std::size_t seq = config_.model.seq_len;
@@ -122,7 +139,7 @@ StepResult Trainer::step() {
     auto t = phase(transfer ? Phase::Comm : Phase::Compute);
     switch (a.op) {
       case PipelineOp::RecvForward:
-        channel_->recv_forward(activation_buffer_.data(), n);
+        channel_->recv_forward(activation_buffer_.as<float>(), n);
         break;
       case PipelineOp::Forward: {
         {
@@ -130,28 +147,29 @@ StepResult Trainer::step() {
           auto data = phase(Phase::DataWait);
           fill_micro_batch(a.micro_batch, inputs, targets);
         }
-        loss_sum +=
-            model_->forward(slot(a.micro_batch), inputs.data(), activation_buffer_.data(), targets.data(), grad_scale);
+        loss_sum += model_->forward(slot(a.micro_batch), inputs.data(), activation_buffer_.as<float>(), targets.data(),
+                                    grad_scale);
         break;
       }
       case PipelineOp::SendForward:
         channel_->send_forward(model_->output(slot(a.micro_batch)), n);
         break;
       case PipelineOp::RecvBackward:
-        channel_->recv_backward(grad_buffer_.data(), n);
+        channel_->recv_backward(grad_buffer_.as<float>(), n);
         break;
       case PipelineOp::Backward:
-        model_->backward(slot(a.micro_batch), grad_buffer_.data(), i == last_backward ? buffers_.get() : nullptr);
+        model_->backward(slot(a.micro_batch), grad_buffer_.as<float>(), i == last_backward ? buffers_.get() : nullptr);
         if (i == last_backward) result.buckets_reduced_early = buffers_->buckets_reduced_during_backward();
         break;
       case PipelineOp::SendBackward:
         channel_->send_backward(model_->input_grad(slot(a.micro_batch)), n);
         break;
       case PipelineOp::SendForwardRecvBackward:
-        channel_->send_forward_recv_backward(model_->output(slot(a.micro_batch)), grad_buffer_.data(), n);
+        channel_->send_forward_recv_backward(model_->output(slot(a.micro_batch)), grad_buffer_.as<float>(), n);
         break;
       case PipelineOp::SendBackwardRecvForward:
-        channel_->send_backward_recv_forward(model_->input_grad(slot(a.micro_batch)), activation_buffer_.data(), n);
+        channel_->send_backward_recv_forward(model_->input_grad(slot(a.micro_batch)), activation_buffer_.as<float>(),
+                                             n);
         break;
     }
   }
@@ -165,13 +183,20 @@ StepResult Trainer::step() {
     const bool inject = world_.rank() == world_.size() - 1 &&
                         std::find(config_.inject_overflow_at.begin(), config_.inject_overflow_at.end(), step_) !=
                             config_.inject_overflow_at.end();
-    if (inject && !buffers_->owned_ranges().empty())
-      buffers_->flat_grads()[buffers_->owned_ranges().front().begin] = std::numeric_limits<float>::infinity();
+    if (inject && !buffers_->owned_ranges().empty()) {
+      const float inf = std::numeric_limits<float>::infinity();
+      ctx_->upload(buffers_->flat_grads() + buffers_->owned_ranges().front().begin, &inf, sizeof inf);
+    }
+    wait_for_device_communication();  // the flag is read back next
     const float local_flag = buffers_->unscale_and_check_owned(scaler_->inverse_scale());
     result.skipped = scaler_->update(agree_on_overflow(world_, local_flag));
   }
   if (!result.skipped) optimizer_->step();
+  // Device runs: the one read-back of the step (it waits for the step's kernels; the host loss sum above was 0).
+  wait_for_device_communication();
+  loss_sum += model_->take_loss_sum();
   optimizer_phase.reset();
+  if (host_state_every_ > 0 && step_ % host_state_every_ == 0) sync_state_to_host();
 
   // Only one rank per (last stage, dp replica) holds a loss: the tp ranks of the last stage computed the same value.
   double loss = groups_.coords.pp == groups_.layout.pp - 1 && groups_.coords.tp == 0 ? loss_sum : 0.0;
@@ -181,15 +206,34 @@ StepResult Trainer::step() {
   return result;
 }
 
+void Trainer::sync_state_to_host() {
+  if (state_mirror_) state_mirror_->pull();
+}
+
+void Trainer::wait_for_device_communication() {
+  if (compute_groups_ == &groups_) return;  // host run: MPI operations complete before they return
+  // Each synchronize() is bounded by TENAX_COMM_TIMEOUT and reports NCCL's asynchronous errors: a dead peer becomes a
+  // TimeoutError or CommError here (and the aborted communicator releases the kernels waiting on it) instead of a
+  // read-back that waits for ever on a compute stream stuck behind a collective.
+  for (Communicator* c : {compute_groups_->tp.get(), compute_groups_->pp.get(), compute_groups_->dp.get()})
+    c->synchronize();
+}
+
 std::uint64_t Trainer::parameters_checksum() {
-  return global_checksum(buffers_->parameter_entries(), world_);
+  if (!ctx_->on_device()) return global_checksum(buffers_->parameter_entries(), world_);
+  HostStateMirror params(buffers_->parameter_entries(), *ctx_);
+  params.pull();
+  return global_checksum(params.host_entries(), world_);
 }
 
 std::vector<StateEntry> Trainer::state_entries() {
   std::vector<StateEntry> out = buffers_->parameter_entries();
   for (StateEntry& e : optimizer_->state_entries())
     out.push_back(std::move(e));
-  return out;
+  if (!ctx_->on_device()) return out;
+  if (!state_mirror_) state_mirror_ = std::make_unique<HostStateMirror>(std::move(out), *ctx_);
+  state_mirror_->pull();
+  return state_mirror_->host_entries();
 }
 
 TrainingProgress Trainer::progress() const {
@@ -214,6 +258,8 @@ void Trainer::restore(const TrainingProgress& p) {
   step_ = p.step;
   optimizer_->set_steps_taken(p.optimizer_steps);
   if (scaler_) scaler_->restore(p.loss_scaler);
+  // Device runs: the checkpoint was loaded into the host copies handed out by state_entries().
+  if (state_mirror_) state_mirror_->push();
   buffers_->refresh_weights();
 }
 

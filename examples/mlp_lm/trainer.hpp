@@ -4,6 +4,12 @@
 // Batching: `batch` sequences per step in total, split evenly over the dp ranks, each rank's share split into
 // micro-batches of `micro_batch` sequences. The objective is the mean token loss over the whole batch, so every layout
 // optimises the same function.
+//
+// Device: on the host (the default) everything runs on the CPU with MPI groups and is bitwise reproducible. With
+// Device::Cuda each rank drives one GPU (its node-local rank modulo the GPUs it sees), the tp, pp and dp groups are
+// NCCL communicators split from one NCCL world, parameters, activations and gradients live on the GPU, and the host
+// reads the loss back once per step. The MPI world still carries the host-side agreements (loss, overflow flag,
+// checksums), and groups() stays the MPI groups the checkpoint code uses on the host copies of the state.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +21,7 @@
 #include "mlp_lm_model.hpp"
 #include "tenax/communicator.hpp"
 #include "tenax/data_parallel.hpp"
+#include "tenax/execution.hpp"
 #include "tenax/layout.hpp"
 #include "tenax/loss_scaler.hpp"
 #include "tenax/metrics.hpp"
@@ -37,6 +44,7 @@ struct TrainConfig {
   std::size_t branching = 4;  // successors per token in the data source
   DataParallelConfig data_parallel;
   PipelineScheduleKind schedule = PipelineScheduleKind::OneFOneB;
+  Device device = Device::Host;
   OptimizerConfig optimizer;
   LossScalerConfig loss_scaler;
   // Steps (1-based) at which the last world rank makes one of its gradients infinite before the overflow check: tests
@@ -76,8 +84,16 @@ class Trainer {
   StepResult step();
   // Checksum of every parameter's global values, independent of the layout (tenax::global_checksum). Collective.
   std::uint64_t parameters_checksum();
-  // Every parameter, master weight and optimizer moment as named global-tensor pieces (tenax/model_state.hpp).
+  // Every parameter, master weight and optimizer moment as named global-tensor pieces (tenax/model_state.hpp), in host
+  // memory. On a device these are host copies (a HostStateMirror) made at this call and refreshed at the end of later
+  // steps (see set_host_state_refresh), and restore() copies them back to the device: what a checkpoint writes and
+  // loads.
   std::vector<StateEntry> state_entries();
+  // Device runs: the host copies are refreshed after every step whose number is a multiple of `every` (default 1:
+  // every step; 0: never by itself). A checkpointing loop that saves every N steps sets N, and calls
+  // sync_state_to_host() before saving at any other step. No effect on the host, where the entries are the state.
+  void set_host_state_refresh(int every) { host_state_every_ = every; }
+  void sync_state_to_host();
   TrainingProgress progress() const;
   // Resumes from a saved state: the caller has written every entry of state_entries() back (same layout) and passes the
   // progress saved with them. The next step() continues exactly where the saved run would have.
@@ -85,18 +101,30 @@ class Trainer {
   // Attributes the phases of every later step() (data, compute, exposed communication, optimizer) to `metrics`, whose
   // begin_step/end_step the caller drives; null stops it. Not owned.
   void set_metrics(metrics::StepMetrics* metrics) { metrics_ = metrics; }
+  // The MPI process groups (host memory), also on a device run.
   const ProcessGroups& groups() const { return groups_; }
+  ExecutionContext& context() const { return *ctx_; }
   const ParallelLayout& layout() const { return groups_.layout; }
   double loss_floor() const { return data_.entropy_rate(); }
 
  private:
   void fill_micro_batch(int mb, std::vector<std::int32_t>& inputs, std::vector<std::int32_t>& targets) const;
+  // Device runs: waits (bounded, with NCCL's error checks) for every operation issued on the NCCL groups, before the
+  // host reads device results back. No-op on the host.
+  void wait_for_device_communication();
   // The phase `phase` for the returned scope's lifetime (nothing without metrics).
   std::optional<metrics::StepMetrics::Scope> phase(metrics::Phase phase);
 
   Communicator& world_;
   TrainConfig config_;
   ProcessGroups groups_;
+  // Device runs: the GPU context and the NCCL communicators the model computes with (declared before everything that
+  // holds device memory or queues work on them, so they are destroyed last).
+  std::unique_ptr<ExecutionContext> device_context_;
+  ExecutionContext* ctx_ = &ExecutionContext::host();
+  std::unique_ptr<Communicator> nccl_world_;
+  ProcessGroups nccl_groups_;
+  ProcessGroups* compute_groups_ = &groups_;
   MarkovSource data_;
   int micro_batches_;
   std::size_t rows_;  // tokens per micro-batch
@@ -109,7 +137,9 @@ class Trainer {
   std::unique_ptr<PipelineChannel> channel_;
   long step_ = 0;
   metrics::StepMetrics* metrics_ = nullptr;
-  std::vector<float> activation_buffer_, grad_buffer_;
+  Tensor activation_buffer_, grad_buffer_;         // pipeline receive buffers, in the context's memory
+  std::unique_ptr<HostStateMirror> state_mirror_;  // device runs, once state_entries() was asked for
+  int host_state_every_ = 1;
 };
 
 }  // namespace tenax::examples

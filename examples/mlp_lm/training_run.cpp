@@ -47,8 +47,9 @@ int train(Runtime& runtime, worker::Worker& worker, const TrainConfig& config, c
   const bool report = runtime.rank() == 0;
   Trainer trainer(world, config);
   if (report)
-    std::printf("layout %s, precision %s, %d steps; loss of an untrained model ~%.3f, floor of the data ~%.3f\n",
-                trainer.layout().to_string().c_str(), std::string(config.precision.name()).c_str(), options.steps,
+    std::printf("layout %s, precision %s%s, %d steps; loss of an untrained model ~%.3f, floor of the data ~%.3f\n",
+                trainer.layout().to_string().c_str(), std::string(config.precision.name()).c_str(),
+                trainer.context().on_device() ? " on GPUs (one per rank, NCCL groups)" : "", options.steps,
                 std::log(static_cast<double>(config.model.vocab)), trainer.loss_floor());
 
   std::unique_ptr<TrainingCheckpoint> checkpoint;
@@ -56,6 +57,9 @@ int train(Runtime& runtime, worker::Worker& worker, const TrainConfig& config, c
   if (!options.checkpoint.dir.empty()) {
     checkpoint = std::make_unique<TrainingCheckpoint>(world, trainer, options.checkpoint);
     resume = checkpoint->resume();
+    // GPU runs: copy the state to the host only for the steps a periodic save will read (the emergency and final
+    // saves below ask for it themselves); a no-op on the CPU.
+    trainer.set_host_state_refresh(options.checkpoint.every);
   }
   if (report) {
     for (const std::string& why : resume.rejected)
@@ -101,6 +105,7 @@ int train(Runtime& runtime, worker::Worker& worker, const TrainConfig& config, c
     if (any_rank_preempted(world, worker.preemption_requested())) {
       if (checkpoint) {
         const Clock::time_point start = Clock::now();
+        trainer.sync_state_to_host();
         checkpoint->emergency_save(r.step);
         stall_seconds += seconds_since(start);
         report_commits();
@@ -122,6 +127,7 @@ int train(Runtime& runtime, worker::Worker& worker, const TrainConfig& config, c
   std::fflush(stdout);
   if (checkpoint) {
     const Clock::time_point start = Clock::now();
+    trainer.sync_state_to_host();
     checkpoint->finish(trainer.progress().step);
     stall_seconds += seconds_since(start);
     report_commits();
