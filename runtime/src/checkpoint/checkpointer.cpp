@@ -39,6 +39,7 @@ CheckpointOptions CheckpointOptions::from_env(const ParallelLayout& layout) {
   if (o.dir.empty())
     throw UsageError("TENAX_CHECKPOINT_DIR is not set: set it to the directory where checkpoints are written and read");
   o.keep = static_cast<int>(env::get_int("TENAX_CKPT_KEEP"));
+  o.io_nice = static_cast<int>(env::get_int("TENAX_CKPT_IO_NICE"));
   o.layout = layout;
   return o;
 }
@@ -80,6 +81,9 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
     if (s.options.keep < 1)
       throw UsageError("checkpoint: keep = " + std::to_string(s.options.keep) +
                        " would delete the newest checkpoint; keep at least 1 (TENAX_CKPT_KEEP)");
+    if (s.options.io_nice < 0 || s.options.io_nice > 19)
+      throw UsageError("checkpoint: io_nice = " + std::to_string(s.options.io_nice) +
+                       " is not a niceness a thread can give itself; use 0..19 (TENAX_CKPT_IO_NICE)");
     ckpt::normalize_shards(shards);
   });
   s.shards = std::move(shards);
@@ -108,7 +112,7 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
     s.arena.allocate(offset, s.any_device);
     if (s.any_device) s.fence = std::make_unique<ckpt::DeviceCopyFence>();
   });
-  s.io = std::make_unique<ckpt::IoThread>();
+  s.io = std::make_unique<ckpt::IoThread>(s.options.io_nice);
   TENAX_LOG(Info, "ckpt") << "checkpointer on " << s.options.dir << ": " << s.plan.tensors.size() << " tensors, "
                           << s.writes.size() << " blocks and " << offset << " staging bytes on this rank";
 }

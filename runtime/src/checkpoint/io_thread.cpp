@@ -1,12 +1,18 @@
 #include "checkpoint/io_thread.hpp"
 
 #include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "checkpoint/hdf5_util.hpp"
+#include "tenax/log.hpp"
 
 namespace tenax::ckpt {
 
-IoThread::IoThread() : thread_([this] { loop(); }) {}
+IoThread::IoThread(int nice) : nice_(nice), thread_([this] { loop(); }) {}
 
 IoThread::~IoThread() {
   {
@@ -27,6 +33,10 @@ void IoThread::enqueue(std::function<void()> job) {
 
 void IoThread::loop() {
   pthread_setname_np(pthread_self(), "tenax-ckpt-io");
+  // Linux niceness is per thread. Failure only costs priority, never correctness, so it is logged, not raised.
+  if (nice_ > 0 && ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), nice_) != 0)
+    TENAX_LOG(Warn, "ckpt") << "cannot lower the checkpoint I/O thread's priority (nice " << nice_
+                            << "): " << std::strerror(errno);
   h5::silence_errors_on_this_thread();
   while (true) {
     std::function<void()> job;

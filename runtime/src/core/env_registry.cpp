@@ -73,6 +73,14 @@ const std::vector<Var>& registry() {
        {},
        1,
        1000000},
+      {"TENAX_CKPT_IO_NICE",
+       Int,
+       "10",
+       "Niceness added to each rank's checkpoint I/O thread, so that on busy cores the training thread wins over the "
+       "background write (0: same priority as training; raising niceness needs no privilege).",
+       {},
+       0,
+       19},
 
       // Slurm SPANK plugin (docs/user-guide.md). Set per job step by spank_tenax.so; users may set the last four
       // instead of the --tenax-* options (an option wins over the variable, site limits win over both).
