@@ -120,6 +120,22 @@ TEST(CheckpointMpi, ReplicatedBlocksAreWrittenOnceByTheLowestRank) {
   ASSERT_EQ(m.find("optim/exp_avg")->blocks.size(), 2u);  // one per dp rank, replicated over tp
   EXPECT_EQ(m.find("optim/exp_avg")->blocks[0].rank, 0);
   EXPECT_EQ(m.find("optim/exp_avg")->blocks[1].rank, 2);
+  // The 2-d ZeRO tensor: dp rank 0 holds rows 0-5 and the start of row 6, dp rank 1 the rest: two datasets per file.
+  std::vector<std::string> master;
+  for (const auto& b : m.find("optim/master")->blocks)
+    master.push_back(std::to_string(b.rank) + " " + b.dataset + " " + ckpt::dims_string(b.box.offset) + " " +
+                     ckpt::dims_string(b.box.shape));
+  EXPECT_EQ(master, (std::vector<std::string>{"0 /tensors/optim/master@0 [0, 0] [6, 7]",
+                                              "0 /tensors/optim/master@1 [6, 0] [1, 4]",
+                                              "2 /tensors/optim/master@0 [6, 4] [1, 3]",
+                                              "2 /tensors/optim/master@1 [7, 0] [6, 7]"}));
+  if (world.rank() == 0) {
+    int status = 0;
+    std::string out = run_command("/usr/bin/h5ls -r " + dir / "step_1/rank_00002.h5" + " 2>&1", &status);
+    EXPECT_EQ(status, 0) << out;
+    EXPECT_TRUE(has(out, "/tensors/optim/master@0  Dataset {1, 3}")) << out;
+    EXPECT_TRUE(has(out, "/tensors/optim/master@1  Dataset {6, 7}")) << out;
+  }
   std::uint64_t rank3_blocks = 0;
   for (const auto& t : m.tensors)
     for (const auto& b : t.blocks)
@@ -168,6 +184,7 @@ TEST(CheckpointMpi, VirtualDatasetsShowWholeTensorsInH5dumpAndH5py) {
                                              {"layers.3.w1", DType::F32, "f4", 128},
                                              {"layers.0.bias", DType::F64, "f8", 8},
                                              {"optim/exp_avg", DType::F32, "f4", 1003},
+                                             {"optim/master", DType::F32, "f4", 91},
                                              {"head/scale", DType::I64, "i8", 1}}) {
       std::string file = dir / (std::string("want_") + std::to_string(args.size()) + ".bin");
       std::ofstream o(file, std::ios::binary);
@@ -191,7 +208,7 @@ TEST(CheckpointMpi, VirtualDatasetsShowWholeTensorsInH5dumpAndH5py) {
     std::ofstream(dir / "check.py") << script;
     out = run_command("/usr/bin/python3 " + dir / "check.py" + " " + vds + args + " 2>&1", &status);
     EXPECT_EQ(status, 0) << out;
-    EXPECT_TRUE(has(out, "OK 5")) << out;
+    EXPECT_TRUE(has(out, "OK 6")) << out;
   }
 }
 

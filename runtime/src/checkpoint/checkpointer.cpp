@@ -94,8 +94,9 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
     const auto& block = s.plan.blocks[b];
     if (block.writer != world.rank()) continue;
     const std::string& name = s.plan.tensors[block.tensor].name;
-    int shard = 0;
-    while (s.shards[shard].name != name)
+    int shard = 0;  // the writer holds exactly this block (it may hold other blocks of the tensor too)
+    while (s.shards[shard].name != name || s.shards[shard].offset != block.box.offset ||
+           s.shards[shard].shape != block.box.shape)
       ++shard;
     std::size_t bytes = s.shards[shard].bytes();
     s.writes.push_back(State::LocalWrite{shard, b, offset, bytes});
@@ -202,8 +203,8 @@ Checkpointer::State::WriteResult Checkpointer::State::write_job(std::uint64_t st
       // Device shards arrive by DMA: their checksum is taken here, right after the copy completed.
       std::uint32_t crc = shard.memory == MemoryKind::Device ? ckpt::crc32c_extend(0, staged, w.bytes) : staged_crcs[i];
       result.crcs.push_back(crc);
-      shard_writes.push_back(
-          ckpt::ShardWrite{shard.name, shard.dtype, shard.global_shape, plan.blocks[w.block].box, staged, crc});
+      shard_writes.push_back(ckpt::ShardWrite{shard.name, plan.blocks[w.block].dataset, shard.dtype, shard.global_shape,
+                                              plan.blocks[w.block].box, staged, crc});
     }
     std::vector<ckpt::BlobWrite> blob_writes;
     for (const auto& [name, bytes] : staged_blobs) {
@@ -309,7 +310,7 @@ ckpt::Manifest Checkpointer::State::build_manifest(std::uint64_t step, const std
     ckpt::ManifestTensor mt{t.name, t.dtype, t.global_shape, {}};
     for (int b : t.blocks) {
       const auto& block = plan.blocks[b];
-      mt.blocks.push_back(ckpt::ManifestBlock{block.writer, block.box,
+      mt.blocks.push_back(ckpt::ManifestBlock{block.writer, block.dataset, block.box,
                                               ckpt::volume(block.box.shape) * dtype_size(t.dtype),
                                               crcs[block.writer].at(next[block.writer]++)});
     }

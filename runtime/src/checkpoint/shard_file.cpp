@@ -77,7 +77,7 @@ void write_all(const std::string& path, const RankFileHeader& header, const std:
                        static_cast<std::uint64_t>(header.layout.dp)},
                       path);
   for (const ShardWrite& s : shards) {
-    const std::string name = tensor_dataset(s.tensor);
+    const std::string& name = s.dataset;
     h5::Handle type = h5::type_of(s.dtype);
     write_dataset(file, name, type, s.box.shape, s.data, path);
     h5::Handle dset(h5::check(H5Dopen2(file, name.c_str(), H5P_DEFAULT), "H5Dopen2", path), H5Dclose);

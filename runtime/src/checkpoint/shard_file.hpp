@@ -15,6 +15,7 @@ namespace tenax::ckpt {
 
 struct ShardWrite {
   std::string tensor;
+  std::string dataset;  // where in the file (block_dataset())
   DType dtype = DType::F32;
   Dims global_shape;
   Box box;

@@ -4,6 +4,9 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
+
+#include "checkpoint/manifest.hpp"
 
 #include "tenax/build_config.hpp"
 #include "tenax/error.hpp"
@@ -35,12 +38,9 @@ void check_name(const std::string& name) {
 }  // namespace
 
 void normalize_shards(std::vector<TensorShard>& shards) {
-  std::set<std::string> seen;
   for (auto& s : shards) {
     check_name(s.name);
     const std::string who = "checkpoint shard '" + s.name + "'";
-    if (!seen.insert(s.name).second)
-      throw UsageError(who + " is given twice on this rank: each rank holds at most one block of a tensor");
     if (s.global_shape.empty()) throw UsageError(who + " has an empty global shape: describe a scalar as shape {1}");
     for (auto d : s.global_shape)
       if (d == 0) throw UsageError(who + " has a zero dimension in its global shape " + dims_string(s.global_shape));
@@ -60,6 +60,13 @@ void normalize_shards(std::vector<TensorShard>& shards) {
     if (s.memory == MemoryKind::Device && !TENAX_HAVE_CUDA)
       throw UsageError(who + " is in device memory but this tenax was built without CUDA (TENAX_WITH_CUDA=OFF)");
   }
+  // Several blocks of one tensor are fine; the same block twice is a caller's bug (which copy would a load fill?).
+  // Overlapping distinct blocks are refused by make_plan() with every rank's view.
+  std::set<std::tuple<std::string, Dims, Dims>> seen;
+  for (const auto& s : shards)
+    if (!seen.emplace(s.name, s.offset, s.shape).second)
+      throw UsageError("checkpoint shard '" + s.name + "': the block at " + dims_string(s.offset) + " of shape " +
+                       dims_string(s.shape) + " is given twice on this rank; give each block once");
 }
 
 std::string describe_shards(const std::vector<TensorShard>& shards) {
@@ -150,7 +157,7 @@ Plan make_plan(const std::vector<std::string>& per_rank) {
                            "'s block at " + dims_string(h.box.offset) + " of shape " + dims_string(h.box.shape) +
                            ": blocks held by several ranks must be identical or disjoint");
       t.blocks.push_back(static_cast<int>(plan.blocks.size()));
-      plan.blocks.push_back(PlannedBlock{static_cast<int>(plan.tensors.size()), h.box, h.rank});
+      plan.blocks.push_back(PlannedBlock{static_cast<int>(plan.tensors.size()), h.box, h.rank, {}});
     }
     std::uint64_t covered = 0;
     for (int b : t.blocks)
@@ -159,6 +166,14 @@ Plan make_plan(const std::vector<std::string>& per_rank) {
       throw UsageError("checkpoint tensor '" + name + "' " + dims_string(t.global_shape) +
                        ": the ranks' blocks cover " + std::to_string(covered) + " of its " +
                        std::to_string(volume(t.global_shape)) + " elements; every element must be held by some rank");
+    std::map<int, int> in_file;  // blocks of this tensor per writer
+    for (int b : t.blocks)
+      ++in_file[plan.blocks[b].writer];
+    std::map<int, int> ordinal;
+    for (int b : t.blocks) {
+      PlannedBlock& block = plan.blocks[b];
+      block.dataset = block_dataset(name, ordinal[block.writer]++, in_file[block.writer]);
+    }
     plan.tensors.push_back(std::move(t));
   }
   return plan;

@@ -75,9 +75,10 @@ const std::vector<Var>& registry() {
        1000000},
       {"TENAX_CKPT_IO_NICE",
        Int,
-       "10",
-       "Niceness added to each rank's checkpoint I/O thread, so that on busy cores the training thread wins over the "
-       "background write (0: same priority as training; raising niceness needs no privilege).",
+       "0",
+       "Niceness of each rank's checkpoint I/O thread. Above 0 the training thread wins cores it shares with the "
+       "background write, but when training keeps every core busy the write (and the next save, which waits for it) "
+       "can stretch many times over; 0 keeps the training priority.",
        {},
        0,
        19},
