@@ -2,8 +2,10 @@
 // sizes, replicated blocks written once, the VDS file read by h5dump and h5py, retention, progress, emergency save,
 // blobs, and errors surfaced at the next call.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -125,10 +127,9 @@ TEST(CheckpointMpi, ReplicatedBlocksAreWrittenOnceByTheLowestRank) {
   for (const auto& b : m.find("optim/master")->blocks)
     master.push_back(std::to_string(b.rank) + " " + b.dataset + " " + ckpt::dims_string(b.box.offset) + " " +
                      ckpt::dims_string(b.box.shape));
-  EXPECT_EQ(master, (std::vector<std::string>{"0 /tensors/optim/master@0 [0, 0] [6, 7]",
-                                              "0 /tensors/optim/master@1 [6, 0] [1, 4]",
-                                              "2 /tensors/optim/master@0 [6, 4] [1, 3]",
-                                              "2 /tensors/optim/master@1 [7, 0] [6, 7]"}));
+  EXPECT_EQ(master, (std::vector<std::string>{
+                        "0 /tensors/optim/master@0 [0, 0] [6, 7]", "0 /tensors/optim/master@1 [6, 0] [1, 4]",
+                        "2 /tensors/optim/master@0 [6, 4] [1, 3]", "2 /tensors/optim/master@1 [7, 0] [6, 7]"}));
   if (world.rank() == 0) {
     int status = 0;
     std::string out = run_command("/usr/bin/h5ls -r " + dir / "step_1/rank_00002.h5" + " 2>&1", &status);
@@ -269,6 +270,52 @@ TEST(CheckpointMpi, RetentionProgressEmergencySaveAndBlobs) {
   EXPECT_EQ(mismatches(model, 6), 0u);
   EXPECT_EQ(get_value<int>(r.blobs, "rank"), 0);
   EXPECT_THROW(get_value<double>(r.blobs, "nope"), UsageError);
+}
+
+// The niceness of this process's thread named `name` (field 19 of /proc/self/task/<tid>/stat), or -100 if none.
+int thread_niceness(const std::string& name) {
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::string comm;
+    std::getline(std::ifstream(task.path() / "comm"), comm);
+    if (comm != name) continue;
+    std::string stat;
+    std::getline(std::ifstream(task.path() / "stat"), stat);
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));  // after "pid (comm) "
+    std::string field;
+    for (int i = 3; i <= 19 && fields >> field; ++i)
+      if (i == 19) return std::stoi(field);
+  }
+  return -100;
+}
+
+TEST(CheckpointMpi, IoThreadTakesTheConfiguredNiceness) {
+  Communicator& world = tenax::test::world();
+  const ParallelLayout layout{1, 1, world.size()};
+  SharedTempDir dir(world, "nice");
+  TestModel model = make_model(layout, world.rank());
+  CheckpointOptions o = options_for(dir.path(), layout);
+  o.io_nice = 20;
+  try {
+    Checkpointer refused(world, o, model.shards);
+    ADD_FAILURE() << "io_nice 20 accepted";
+  } catch (const UsageError& e) {
+    EXPECT_TRUE(has(e.what(), "use 0..19 (TENAX_CKPT_IO_NICE)")) << e.what();
+  }
+  EXPECT_EQ(thread_niceness("tenax-ckpt-io"), -100) << "no checkpointer is alive, so no I/O thread";
+  const int base = ::getpriority(PRIO_PROCESS, 0);  // the suite may itself run under `nice`
+  o.io_nice = 7;
+  {
+    Checkpointer ckpt(world, o, model.shards);
+    fill(model, 4);
+    ckpt.save(1);  // the thread has set its niceness before it runs its first job
+    ckpt.wait();
+    EXPECT_EQ(thread_niceness("tenax-ckpt-io"), std::min(19, base + 7));
+  }
+  o.io_nice = 0;
+  Checkpointer plain(world, o, model.shards);
+  plain.save(2);
+  plain.wait();
+  EXPECT_EQ(thread_niceness("tenax-ckpt-io"), base) << "0 leaves the training thread's priority";
 }
 
 TEST(CheckpointMpi, EmptyDirectoryIsAFreshStart) {

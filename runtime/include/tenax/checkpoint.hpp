@@ -105,7 +105,7 @@ T get_value(const Blobs& blobs, const std::string& name) {
 struct CheckpointOptions {
   std::string dir;        // where step_<N>/ directories and `latest` live (TENAX_CHECKPOINT_DIR); created if missing
   int keep = 3;           // complete checkpoints kept (TENAX_CKPT_KEEP, >= 1); the newest is never deleted
-  int io_nice = 0;        // niceness of the background I/O thread (TENAX_CKPT_IO_NICE, 0..19)
+  int io_nice = 0;        // niceness the background I/O thread adds to its own (TENAX_CKPT_IO_NICE, 0..19)
   ParallelLayout layout;  // recorded in the manifest (informational: loading never needs the saved layout)
   void* cuda_stream = nullptr;  // cudaStream_t that produces the Device shards; copies are ordered on it
 

@@ -15,7 +15,8 @@ namespace tenax::ckpt {
 
 class IoThread {
  public:
-  // nice: niceness the thread gives itself (0: unchanged), so that the training thread wins contended cores.
+  // nice: niceness the thread adds to the one it inherits (0: unchanged; capped at 19), so that the training thread
+  // wins contended cores.
   explicit IoThread(int nice);
   // Runs every job already submitted, then stops.
   ~IoThread();

@@ -76,7 +76,8 @@ const std::vector<Var>& registry() {
       {"TENAX_CKPT_IO_NICE",
        Int,
        "0",
-       "Niceness of each rank's checkpoint I/O thread. Above 0 the training thread wins cores it shares with the "
+       "Niceness each rank's checkpoint I/O thread adds to the training process's. Above 0 the training thread wins "
+       "cores it shares with the "
        "background write, but when training keeps every core busy the write (and the next save, which waits for it) "
        "can stretch many times over; 0 keeps the training priority.",
        {},
