@@ -195,6 +195,11 @@ TEST(CheckpointPlan, RefusesInconsistentShardLists) {
     return describe({TensorShard::flat_range("m", DType::F32, total, begin, count, nullptr)});
   };
   expect_usage_error({flat(10, 0, 6), flat(10, 5, 5)}, "overlaps");
+  // Descriptions that do not parse (missing, extra or non-numeric fields) are refused, never half-read.
+  expect_usage_error({"w f32 1 4 0\n"}, "malformed shard description from rank 0");
+  expect_usage_error({flat(10, 0, 10), "w f32 1 4 0 4 7\n"}, "malformed shard description from rank 1");
+  expect_usage_error({"w f32 1 4 x 4\n"}, "malformed");
+  expect_usage_error({"w f99 1 4 0 4\n"}, "unknown dtype 'f99'");
   expect_usage_error({flat(10, 0, 4), flat(10, 5, 5)}, "cover 9 of its 10");
   expect_usage_error({flat(10, 0, 5), flat(12, 5, 5)}, "every rank must describe the same global tensor");
   expect_usage_error({describe({TensorShard::whole("a", DType::F32, {2}, nullptr),
