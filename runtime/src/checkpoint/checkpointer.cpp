@@ -40,6 +40,7 @@ CheckpointOptions CheckpointOptions::from_env(const ParallelLayout& layout) {
     throw UsageError("TENAX_CHECKPOINT_DIR is not set: set it to the directory where checkpoints are written and read");
   o.keep = static_cast<int>(env::get_int("TENAX_CKPT_KEEP"));
   o.io_nice = static_cast<int>(env::get_int("TENAX_CKPT_IO_NICE"));
+  o.direct_io = env::get_bool("TENAX_CKPT_DIRECT_IO");
   o.layout = layout;
   return o;
 }
@@ -213,7 +214,7 @@ Checkpointer::State::WriteResult Checkpointer::State::write_job(std::uint64_t st
       result.blobs.push_back(ckpt::ManifestBlob{rank, name, bytes.size(), crc});
     }
     ckpt::RankFileHeader header{step, rank, world_size, options.layout};
-    result.file_bytes = ckpt::write_rank_file(path, header, shard_writes, blob_writes);
+    result.file_bytes = ckpt::write_rank_file(path, header, shard_writes, blob_writes, options.direct_io);
   } catch (const std::exception& e) {
     result.outcome = Outcome{1, e.what()};
   }

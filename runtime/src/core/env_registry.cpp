@@ -83,6 +83,9 @@ const std::vector<Var>& registry() {
        {},
        0,
        19},
+      {"TENAX_CKPT_DIRECT_IO", Bool, "1",
+       "Write checkpoint tensor data with O_DIRECT (around the page cache) where the file system supports it; 0 writes "
+       "it through the page cache."},
 
       // Slurm SPANK plugin (docs/user-guide.md). Set per job step by spank_tenax.so; users may set the last four
       // instead of the --tenax-* options (an option wins over the variable, site limits win over both).
