@@ -163,7 +163,7 @@ Classification classify(const AttemptEvidence& e) {
   return c;
 }
 
-Decision decide(const Options& options, const Classification& c, int failed_restarts, int no_progress_streak) {
+Decision decide(const Options& options, const Classification& c, int failed_restarts, const ProgressState& progress) {
   switch (c.outcome) {
     case Outcome::Success:
       return {Decision::Action::Finish, kExitSuccess, {}, "run complete"};
@@ -177,12 +177,17 @@ Decision decide(const Options& options, const Classification& c, int failed_rest
     default:
       break;
   }
-  if (no_progress_streak >= options.no_progress_limit) {
+  if (progress.streak >= options.no_progress_limit) {
+    const std::string best = progress.best >= 0 ? std::to_string(progress.best) : "none";
+    const std::string what =
+        progress.basis == ProgressBasis::Checkpoint
+            ? " consecutive attempts committed no new checkpoint (newest committed step " + best + ")"
+            : " consecutive attempts reached no new highest step (highest step " + best +
+                  "; without --checkpoint-dir progress is judged from heartbeats)";
     return {Decision::Action::Stop,
             kExitNoProgress,
             {},
-            "restart loop: " + std::to_string(no_progress_streak) +
-                " consecutive attempts reached no new highest step (--no-progress-limit " +
+            "restart loop: " + std::to_string(progress.streak) + what + " (--no-progress-limit " +
                 std::to_string(options.no_progress_limit) + "); fix the cause above before running again"};
   }
   if (failed_restarts >= options.max_restarts) {

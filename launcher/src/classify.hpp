@@ -10,12 +10,13 @@
 #include "heartbeats.hpp"
 #include "options.hpp"
 #include "output_scanner.hpp"
+#include "restart_progress.hpp"
 
 namespace tenax::launch {
 
 // tenax-launch's own exit codes, beside tenax::kExitSuccess / kExitUsage / kExitPreempted (runtime.hpp).
 inline constexpr int kExitGaveUp = 70;      // --max-restarts used up, or too few healthy nodes left
-inline constexpr int kExitNoProgress = 71;  // restart loop: --no-progress-limit attempts without a new highest step
+inline constexpr int kExitNoProgress = 71;  // restart loop: --no-progress-limit attempts without progress
 
 enum class Outcome { Success, Usage, Preempted, Crash, PeerFailure, Hang, NodeLost };
 const char* outcome_name(Outcome outcome);
@@ -48,7 +49,9 @@ struct Decision {
 };
 
 // `failed_restarts`: relaunches after failures already made in this run (this attempt's not included);
-// `no_progress_streak`: consecutive attempts, this one included, that reached no new highest step.
-Decision decide(const Options& options, const Classification& classified, int failed_restarts, int no_progress_streak);
+// `progress`: the restart-loop state with this attempt recorded (its streak counts consecutive failed attempts, this
+// one included, without progress on its basis; see restart_progress.hpp).
+Decision decide(const Options& options, const Classification& classified, int failed_restarts,
+                const ProgressState& progress);
 
 }  // namespace tenax::launch

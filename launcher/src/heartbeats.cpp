@@ -7,29 +7,42 @@
 #include <regex>
 #include <sstream>
 
-#include "flat_json.hpp"
+#include "core/json.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax::launch {
 
 Heartbeat parse_heartbeat(const std::string& text, const std::string& origin) {
-  auto json = FlatJson::parse(text, origin);
+  json::Value record;
+  try {
+    record = json::Value::parse(text);
+  } catch (const json::ParseError& error) {
+    throw IoError("cannot read '" + origin + "': " + error.what() +
+                  " (the file is not a record tenax wrote, or it was damaged)");
+  }
+  if (record.kind() != json::Value::Kind::Object) {
+    throw IoError("'" + origin + "' holds JSON but not an object: it is not a tenax heartbeat");
+  }
   Heartbeat h;
-  h.rank = static_cast<int>(json.integer("rank", -1));
-  h.node = json.string("node");
-  h.pid = static_cast<long>(json.integer("pid"));
-  h.attempt = static_cast<int>(json.integer("attempt"));
-  h.beat = static_cast<std::uint64_t>(json.integer("beat"));
-  h.step = json.integer("step", -1);
-  h.seq = static_cast<std::uint64_t>(json.integer("seq"));
-  h.resumed_step = json.integer("resumed_step", -1);
-  h.load_s = json.number("load_s");
-  h.productive_s = json.number("productive_s");
-  h.steps_done = json.integer("steps_done");
-  h.checkpoint_step = json.integer("checkpoint_step", -1);
-  h.checkpoint_stall_s = json.number("checkpoint_stall_s");
-  h.preempt_signal = static_cast<int>(json.integer("preempt_signal"));
-  h.exit_code = static_cast<int>(json.integer("exit", -1));
+  try {
+    h.rank = static_cast<int>(record.i64_or("rank", -1));
+    h.node = record.string_or("node", "");
+    h.pid = static_cast<long>(record.i64_or("pid", 0));
+    h.attempt = static_cast<int>(record.i64_or("attempt", 0));
+    h.beat = static_cast<std::uint64_t>(record.i64_or("beat", 0));
+    h.step = record.i64_or("step", -1);
+    h.seq = static_cast<std::uint64_t>(record.i64_or("seq", 0));
+    h.resumed_step = record.i64_or("resumed_step", -1);
+    h.load_s = record.number_or("load_s", 0);
+    h.productive_s = record.number_or("productive_s", 0);
+    h.steps_done = record.i64_or("steps_done", 0);
+    h.checkpoint_step = record.i64_or("checkpoint_step", -1);
+    h.checkpoint_stall_s = record.number_or("checkpoint_stall_s", 0);
+    h.preempt_signal = static_cast<int>(record.i64_or("preempt_signal", 0));
+    h.exit_code = static_cast<int>(record.i64_or("exit", -1));
+  } catch (const json::Error& error) {
+    throw IoError("'" + origin + "': " + error.what() + " (the file is not a heartbeat this tenax understands)");
+  }
   if (h.rank < 0) throw IoError("'" + origin + "' has no rank: it is not a tenax heartbeat");
   return h;
 }

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "flat_json.hpp"
+#include "core/json.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax::launch {
@@ -17,6 +17,8 @@ namespace {
 
 constexpr int kPreemptedExit = 75;
 
+// Calls visit(record, origin) for every line of the ledger. A line that is not a JSON object, or a field of the wrong
+// kind, throws IoError naming the file and line: the ledger is tenax-launch's own record, a damaged one is reported.
 template <class Visit>
 void for_each_record(const std::string& path, Visit visit) {
   std::ifstream in(path);
@@ -29,7 +31,22 @@ void for_each_record(const std::string& path, Visit visit) {
   while (std::getline(in, line)) {
     ++number;
     if (line.empty()) continue;
-    visit(FlatJson::parse(line, path + " line " + std::to_string(number)));
+    const std::string origin = path + " line " + std::to_string(number);
+    json::Value record;
+    try {
+      record = json::Value::parse(line);
+    } catch (const json::ParseError& error) {
+      throw IoError("cannot read '" + origin + "': " + error.what() +
+                    " (the file is not a record tenax wrote, or it was damaged)");
+    }
+    if (record.kind() != json::Value::Kind::Object) {
+      throw IoError("cannot read '" + origin + "': a ledger line must be a JSON object");
+    }
+    try {
+      visit(record, origin);
+    } catch (const json::Error& error) {
+      throw IoError("'" + origin + "': " + error.what());
+    }
   }
 }
 
@@ -40,30 +57,33 @@ bool is_failure_outcome(const std::string& outcome) {
 }
 
 Ledger::Ledger(std::string path) : path_(std::move(path)) {
-  for_each_record(path_, [this](const FlatJson& record) {
-    const std::string event = record.string("event");
+  for_each_record(path_, [this](const json::Value& record, const std::string& origin) {
+    const std::string event = record.string_or("event", "");
     if (event == "start") {
       ++history_.invocations;
     } else if (event == "attempt") {
       ++history_.attempts;
-      const std::int64_t max_step = record.integer("max_step", -1);
-      const bool progressed = max_step > history_.best_step;
-      history_.best_step = std::max(history_.best_step, max_step);
-      if (is_failure_outcome(record.string("outcome"))) {
-        ++history_.failed_restarts;
-        history_.no_progress_streak = progressed ? 0 : history_.no_progress_streak + 1;
-      } else if (progressed) {
-        history_.no_progress_streak = 0;
+      const bool failed = is_failure_outcome(record.string_or("outcome", ""));
+      if (failed) ++history_.failed_restarts;
+      // Records of launchers that judged progress by heartbeats only have no "progress_by"; their "checkpoint_step"
+      // is what the heartbeats said was committed.
+      const std::string basis_name = record.string_or("progress_by", "heartbeat");
+      const auto basis = parse_progress_basis(basis_name);
+      if (!basis) {
+        throw IoError("'" + origin + "': an attempt record has \"progress_by\": \"" + basis_name +
+                      "\" (expected \"checkpoint\" or \"heartbeat\"): the ledger was written by another program");
       }
-    } else if (event == "end" && record.integer("exit_code") != kPreemptedExit) {
+      history_.progress.record(*basis, {record.i64_or("max_step", -1), record.i64_or("checkpoint_step", -1)}, failed);
+    } else if (event == "end" && record.i64_or("exit_code", 0) != kPreemptedExit) {
       // The run was stopped on purpose (done, usage error, gave up): a new invocation starts with fresh limits.
       history_.failed_restarts = 0;
-      history_.no_progress_streak = 0;
+      history_.progress.reset_streak();
     }
   });
 }
 
-void Ledger::append(const std::string& line) {
+void Ledger::append(const std::string& record) {
+  const std::string line = record + "\n";
   int fd = open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) throw IoError("opening the ledger '" + path_ + "' failed: " + std::strerror(errno));
   std::size_t done = 0;
@@ -87,11 +107,11 @@ GoodputSummary summarize_ledger(const std::string& path) {
   auto close_invocation = [&] {
     if (invocation_start >= 0 && last_time >= invocation_start) s.wall_s += last_time - invocation_start;
   };
-  for_each_record(path, [&](const FlatJson& r) {
-    const std::string event = r.string("event");
+  for_each_record(path, [&](const json::Value& r, const std::string&) {
+    const std::string event = r.string_or("event", "");
     if (event == "start") {
       close_invocation();
-      const double start = r.number("time");
+      const double start = r.number_or("time", 0);
       // The gap between a preempted invocation and its requeued successor is lost to the preemption.
       if (previous_end >= 0 && previous_exit == kPreemptedExit && start > previous_end) {
         s.requeue_wait_s += start - previous_end;
@@ -103,23 +123,23 @@ GoodputSummary summarize_ledger(const std::string& path) {
       ++s.invocations;
     } else if (event == "attempt") {
       ++s.attempts;
-      const std::string outcome = r.string("outcome");
+      const std::string outcome = r.string_or("outcome", "");
       if (is_failure_outcome(outcome)) ++s.failures;
       if (outcome == "preempted") ++s.preemptions;
-      const double lost = r.number("work_lost_s");
-      s.productive_s += std::max(0.0, r.number("productive_s") - lost);
+      const double lost = r.number_or("work_lost_s", 0);
+      s.productive_s += std::max(0.0, r.number_or("productive_s", 0) - lost);
       s.work_lost_s += lost;
-      s.detect_s += r.number("detect_s");
-      s.teardown_s += r.number("teardown_s");
-      s.relaunch_s += r.number("relaunch_s");
-      s.load_s += r.number("load_s");
-      s.checkpoint_stall_s += r.number("checkpoint_stall_s");
-      s.backoff_s += r.number("backoff_s");
-      last_time = std::max(last_time, r.number("end") + r.number("backoff_s"));
+      s.detect_s += r.number_or("detect_s", 0);
+      s.teardown_s += r.number_or("teardown_s", 0);
+      s.relaunch_s += r.number_or("relaunch_s", 0);
+      s.load_s += r.number_or("load_s", 0);
+      s.checkpoint_stall_s += r.number_or("checkpoint_stall_s", 0);
+      s.backoff_s += r.number_or("backoff_s", 0);
+      last_time = std::max(last_time, r.number_or("end", 0) + r.number_or("backoff_s", 0));
     } else if (event == "end") {
-      last_time = std::max(last_time, r.number("time"));
-      previous_end = r.number("time");
-      previous_exit = static_cast<double>(r.integer("exit_code"));
+      last_time = std::max(last_time, r.number_or("time", 0));
+      previous_end = r.number_or("time", 0);
+      previous_exit = static_cast<double>(r.i64_or("exit_code", 0));
     }
   });
   close_invocation();

@@ -7,15 +7,16 @@
 #include <string>
 #include <vector>
 
+#include "restart_progress.hpp"
+
 namespace tenax::launch {
 
 // What the launcher needs from earlier invocations of the same run directory.
 struct LedgerHistory {
-  int invocations = 0;          // "start" records
-  int attempts = 0;             // "attempt" records (the next attempt number is attempts + 1)
-  int failed_restarts = 0;      // failed attempts since the last invocation that ended other than preempted
-  int no_progress_streak = 0;   // consecutive failed attempts, up to now, without a new highest step
-  std::int64_t best_step = -1;  // highest step any attempt reached
+  int invocations = 0;       // "start" records
+  int attempts = 0;          // "attempt" records (the next attempt number is attempts + 1)
+  int failed_restarts = 0;   // failed attempts since the last invocation that ended other than preempted
+  ProgressTracker progress;  // restart-loop state: every attempt replayed on the basis it was judged on
 };
 
 struct GoodputSummary {
@@ -36,8 +37,9 @@ class Ledger {
   const LedgerHistory& history() const { return history_; }
   const std::string& path() const { return path_; }
 
-  // Appends one line (from JsonLine) with O_APPEND and fsyncs it. Throws IoError.
-  void append(const std::string& line);
+  // Appends one record (a JSON object from json::ObjectWriter, no newline) as one line with O_APPEND and fsyncs it.
+  // Throws IoError.
+  void append(const std::string& record);
 
  private:
   std::string path_;

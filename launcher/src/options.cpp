@@ -35,7 +35,9 @@ cxxopts::Options make_parser() {
   parser.add_options("Restarts")("max-restarts",
                                  "Relaunches after failures before giving up (preemptions do not count) [3]",
                                  cxxopts::value<std::string>())(
-      "no-progress-limit", "Stop after this many consecutive attempts that reach no new highest step [3]",
+      "no-progress-limit",
+      "Stop after this many consecutive failed attempts that commit no new checkpoint (without --checkpoint-dir: "
+      "that reach no new highest step) [3]",
       cxxopts::value<std::string>())("backoff", "Wait before the first relaunch; doubles after each failure [1s]",
                                      cxxopts::value<std::string>())(
       "backoff-max", "Longest wait between relaunches [60s]", cxxopts::value<std::string>())(

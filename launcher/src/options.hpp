@@ -18,7 +18,7 @@ struct Options {
   int tasks_per_node = 0;                   // Slurm: 0 = let srun spread `ranks`
   int spare_nodes = 0;                      // Slurm: allocated nodes held back to replace bad ones
   int max_restarts = 3;                     // relaunches after failures (preemptions do not count)
-  int no_progress_limit = 3;                // stop after this many consecutive attempts without a new highest step
+  int no_progress_limit = 3;                // stop after this many consecutive failed attempts without progress
   int bad_node_strikes = 2;                 // failures blamed on a node before it is excluded (node loss: at once)
   std::chrono::milliseconds backoff{1000};  // first wait before a relaunch; doubles each time
   std::chrono::milliseconds backoff_max{60000};

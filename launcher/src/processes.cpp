@@ -8,12 +8,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "tenax/error.hpp"
 
@@ -170,30 +172,75 @@ std::vector<Reaped> reap_exited() {
   return out;
 }
 
-std::pair<int, std::string> run_and_capture(const std::vector<std::string>& argv) {
+CommandResult run_command(const std::vector<std::string>& argv, std::size_t output_limit,
+                          std::chrono::milliseconds time_limit) {
+  using Clock = std::chrono::steady_clock;
   Spawned child = spawn(argv, {}, {});
-  std::string output;
+  CommandResult result;
+  const auto deadline = Clock::now() + time_limit;
+  auto drain_deadline = Clock::time_point::max();  // after the kill: how long a pipe may stay open
+  int fds_open[2] = {child.stdout_fd, child.stderr_fd};
+  std::string* sinks[2] = {&result.out, &result.err};
   char buffer[4096];
-  bool out_open = true, err_open = true;
-  while (out_open || err_open) {
-    pollfd fds[2] = {{child.stdout_fd, POLLIN, 0}, {child.stderr_fd, POLLIN, 0}};
-    if (poll(fds, 2, 1000) < 0 && errno != EINTR) break;
+  int status = 0;
+  bool reaped = false;
+  while (!reaped) {
+    const auto now = Clock::now();
+    if (!result.timed_out && now >= deadline) {
+      result.timed_out = true;
+      kill(-child.pid, SIGKILL);  // its own process group: what it started goes too
+      drain_deadline = now + std::chrono::seconds(1);
+    }
+    if (now >= drain_deadline) {
+      // A descendant that left the group still holds a pipe: stop listening to it.
+      for (int& fd : fds_open) {
+        if (fd >= 0) close(fd);
+        fd = -1;
+      }
+    }
+    if (fds_open[0] < 0 && fds_open[1] < 0) {
+      // Both pipes closed: wait for the exit, still bounded by the time limit (it may have closed them and hung).
+      pid_t done = waitpid(child.pid, &status, result.timed_out ? 0 : WNOHANG);
+      if (done == child.pid) {
+        reaped = true;
+      } else if (done < 0 && errno != EINTR) {
+        break;
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      continue;
+    }
+    pollfd fds[2] = {{fds_open[0], POLLIN, 0}, {fds_open[1], POLLIN, 0}};  // poll ignores a negative fd
+    if (poll(fds, 2, 50) < 0 && errno != EINTR) break;
     for (int i = 0; i < 2; ++i) {
-      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      ssize_t n = read(fds[i].fd, buffer, sizeof buffer);
+      if (fds_open[i] < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t n = read(fds_open[i], buffer, sizeof buffer);
       if (n > 0) {
-        if (i == 0) output.append(buffer, static_cast<std::size_t>(n));
+        // Bounded: a command that floods its output must not fill the launcher's memory; the rest is read and dropped.
+        const std::size_t room = output_limit - std::min(output_limit, sinks[i]->size());
+        const auto got = static_cast<std::size_t>(n);
+        sinks[i]->append(buffer, std::min(room, got));
+        if (got > room) result.truncated = true;
       } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-        (i == 0 ? out_open : err_open) = false;
+        close(fds_open[i]);
+        fds_open[i] = -1;
       }
     }
   }
-  close(child.stdout_fd);
-  close(child.stderr_fd);
-  int status = 0;
-  while (waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
+  for (int fd : fds_open) {
+    if (fd >= 0) close(fd);
   }
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+  if (!reaped) {
+    kill(-child.pid, SIGKILL);
+    while (waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (WIFEXITED(status)) {
+    result.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    result.signal = WTERMSIG(status);
+  }
+  return result;
 }
 
 }  // namespace tenax::launch

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,8 +44,19 @@ struct Reaped {
 // Reaps every child that has exited, without blocking.
 std::vector<Reaped> reap_exited();
 
-// Runs a short command to completion and returns {exit status (-1: signal), stdout}. For scontrol. Throws Error when it
-// cannot be started.
-std::pair<int, std::string> run_and_capture(const std::vector<std::string>& argv);
+struct CommandResult {
+  int exit_code = -1;      // its exit status; -1 when it did not exit by itself
+  int signal = 0;          // the signal that ended it, 0 when none
+  bool timed_out = false;  // killed with SIGKILL after the time limit
+  std::string out, err;    // what it wrote to stdout and to stderr, each cut at the output limit
+  bool truncated = false;  // more output was written (and dropped)
+  bool ok() const { return exit_code == 0; }
+};
+
+// Runs a short command (scontrol) to completion in its own process group: stdout and stderr captured separately, each
+// bounded by `output_limit` bytes; the group is killed after `time_limit` (a hung slurmctld must not hold the
+// launcher past a preemption's grace). Throws Error when it cannot be started (e.g. not found).
+CommandResult run_command(const std::vector<std::string>& argv, std::size_t output_limit,
+                          std::chrono::milliseconds time_limit);
 
 }  // namespace tenax::launch

@@ -1,9 +1,11 @@
 #include "slurm.hpp"
 
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <sstream>
 
+#include "attempt_plan.hpp"
 #include "processes.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
@@ -16,7 +18,52 @@ std::string getenv_or_empty(const char* name) {
   return value != nullptr ? value : "";
 }
 
+constexpr std::size_t kOutputLimit = 16 * 1024;  // per stream: scontrol says what is wrong in a line or two
+// scontrol retries an unreachable slurmctld for about MessageTimeout (10 s by default) before giving up; Slurm's
+// KillWait (30 s by default) after SIGTERM bounds how long a preempted launcher may take.
+constexpr std::chrono::milliseconds kScontrolTimeLimit{20000};
+
+// What to do about a failed `scontrol requeue`, from the Slurm error it printed (slurm_strerror's wording).
+std::string requeue_fix(const CommandResult& result) {
+  const std::string text = result.err + result.out;
+  auto says = [&](const char* words) { return text.find(words) != std::string::npos; };
+  if (result.timed_out || says("Unable to contact") || says("Socket timed out") || says("Zero Bytes")) {
+    return "slurmctld did not answer; check it with `scontrol ping`";
+  }
+  if (says("disabled") || says("not requeue") || says("Requeue not allowed")) {
+    return "the job may not be requeued: submit it with `sbatch --requeue`, and JobRequeue must not be 0 in slurm.conf";
+  }
+  if (says("Invalid job id") || says("Job has already finished") || says("already completing")) {
+    return "the job is finished or unknown to Slurm, so it cannot be requeued";
+  }
+  if (says("Access/permission denied") || says("ermission denied")) {
+    return "only the job's owner or a Slurm operator may requeue it; run tenax-launch as the job's user";
+  }
+  return "act on scontrol's message, or pass --no-requeue to skip this step";
+}
+
 }  // namespace
+
+std::string describe_failure(const std::vector<std::string>& argv, const CommandResult& result) {
+  std::string how = result.timed_out ? "was killed after " + std::to_string(kScontrolTimeLimit.count() / 1000) + " s"
+                    : result.signal != 0 ? "was killed by signal " + std::to_string(result.signal)
+                                         : "exited with status " + std::to_string(result.exit_code);
+  // stderr first: that is where scontrol says what is wrong. Lines are joined so that the report stays one line.
+  std::string text = result.err;
+  if (!result.out.empty()) text += (text.empty() ? "" : "\n") + result.out;
+  std::string flat;
+  for (char c : text) {
+    if (c == '\n') {
+      if (!flat.empty() && flat.back() != ' ') flat += " | ";
+    } else if (c != '\r') {
+      flat += c;
+    }
+  }
+  while (!flat.empty() && (flat.back() == ' ' || flat.back() == '|'))
+    flat.pop_back();
+  if (result.truncated) flat += " [output cut at " + std::to_string(kOutputLimit / 1024) + " KiB per stream]";
+  return "`" + join(argv, " ") + "` " + how + (flat.empty() ? " and printed nothing" : ": " + flat);
+}
 
 SlurmJob read_slurm_job(const Options& options) {
   SlurmJob job;
@@ -32,12 +79,14 @@ SlurmJob read_slurm_job(const Options& options) {
   const std::string restarts = getenv_or_empty("SLURM_RESTART_COUNT");
   if (!restarts.empty())
     job.restart_count = static_cast<int>(env::parse_int("SLURM_RESTART_COUNT", restarts, 0, INT_MAX));
-  auto [status, output] = run_and_capture({options.scontrol, "show", "hostnames", job.nodelist});
-  if (status != 0) {
-    throw Error("'" + options.scontrol + " show hostnames " + job.nodelist + "' failed with status " +
-                std::to_string(status));
+  const std::vector<std::string> argv = {options.scontrol, "show", "hostnames", job.nodelist};
+  const CommandResult result = run_command(argv, kOutputLimit, kScontrolTimeLimit);
+  if (!result.ok()) {
+    throw Error(describe_failure(argv, result) +
+                "; tenax-launch needs it to list the allocation's nodes (check that Slurm's scontrol works here, or "
+                "pass --scontrol PATH)");
   }
-  std::istringstream lines(output);
+  std::istringstream lines(result.out);
   std::string node;
   while (std::getline(lines, node)) {
     if (!node.empty()) job.nodes.push_back(node);
@@ -50,13 +99,18 @@ std::vector<std::string> requeue_command(const Options& options, const std::stri
 }
 
 std::string requeue_job(const Options& options, const std::string& job_id) {
+  const std::vector<std::string> argv = requeue_command(options, job_id);
+  // Whatever went wrong, the emergency checkpoint is committed: the run can always be resumed by hand.
+  const std::string keep = "; the emergency checkpoint is kept: resubmit the job (the same command) to resume from it";
+  CommandResult result;
   try {
-    auto [status, output] = run_and_capture(requeue_command(options, job_id));
-    if (status == 0) return "";
-    return "scontrol requeue exited with status " + std::to_string(status) + " " + output;
+    result = run_command(argv, kOutputLimit, kScontrolTimeLimit);
   } catch (const Error& error) {
-    return error.what();
+    return "`" + join(argv, " ") + "` could not be started: " + error.what() +
+           " (fix: put Slurm's scontrol on PATH or pass --scontrol PATH)" + keep;
   }
+  if (result.ok()) return "";
+  return describe_failure(argv, result) + " (fix: " + requeue_fix(result) + ")" + keep;
 }
 
 }  // namespace tenax::launch

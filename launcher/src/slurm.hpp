@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "options.hpp"
+#include "processes.hpp"
 
 namespace tenax::launch {
 
@@ -22,7 +23,11 @@ SlurmJob read_slurm_job(const Options& options);
 // The argv of `scontrol requeue JOB` (separate for the unit tests).
 std::vector<std::string> requeue_command(const Options& options, const std::string& job_id);
 
-// Runs it; returns "" on success, else what scontrol said.
+// Runs it; returns "" on success, else one line for the log and the ledger: the command, how it ended, what it wrote
+// (stderr and stdout, bounded) and the fix. It never throws: a failed requeue must not lose the preempted exit.
 std::string requeue_job(const Options& options, const std::string& job_id);
+
+// "`ARGV` exited with status S: <stderr, then stdout, lines joined by ' | '>" (or "was killed ...").
+std::string describe_failure(const std::vector<std::string>& argv, const CommandResult& result);
 
 }  // namespace tenax::launch

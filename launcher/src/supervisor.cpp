@@ -11,12 +11,14 @@
 #include "attempt_plan.hpp"
 #include "attempt_runner.hpp"
 #include "bad_nodes.hpp"
+#include "checkpoint_scan.hpp"
 #include "classify.hpp"
-#include "flat_json.hpp"
+#include "core/json.hpp"
 #include "launcher_signals.hpp"
 #include "ledger.hpp"
 #include "output_pump.hpp"
 #include "processes.hpp"
+#include "restart_progress.hpp"
 #include "slurm.hpp"
 #include "tenax/error.hpp"
 #include "tenax/runtime.hpp"
@@ -77,13 +79,15 @@ class Supervisor {
     const auto& history = ledger_->history();
     attempt_ = history.attempts;
     failed_restarts_ = history.failed_restarts;
-    no_progress_streak_ = history.no_progress_streak;
-    best_step_ = history.best_step;
+    progress_ = history.progress;
     append_start();
     announce("run directory " + run_dir_ +
              (history.attempts ? ", resuming after " + std::to_string(history.attempts) + " earlier attempt(s)" : ""));
     while (true) {
-      if (received_signal() != 0) return finish(kExitPreempted, "preempted before the next attempt started");
+      if (received_signal() != 0) {
+        const std::string reason = "preempted before the next attempt started";
+        return finish(kExitPreempted, slurm_ ? requeue(reason) : reason);
+      }
       AttemptPlan plan;
       try {
         plan = slurm_ ? plan_slurm_attempt(options_, job_.nodes, bad_nodes_->excluded()) : plan_local_attempt(options_);
@@ -106,34 +110,48 @@ class Supervisor {
 
       AttemptReport report = run_attempt(options_, plan, command, run_dir_);
       Classification classified = classify(report.evidence);
-      const bool progressed = report.max_step > best_step_;
-      best_step_ = std::max(best_step_, report.max_step);
       const bool failed = classified.outcome != Outcome::Success && classified.outcome != Outcome::Usage &&
                           classified.outcome != Outcome::Preempted;
-      if (failed) no_progress_streak_ = progressed ? 0 : no_progress_streak_ + 1;
-      if (!failed && progressed) no_progress_streak_ = 0;
+      const std::int64_t committed = newest_committed_step(report);
+      progress_.record(progress_basis_, {report.max_step, committed}, failed);
       announce("attempt " + std::to_string(plan.attempt) + " " + outcome_name(classified.outcome) + ": " +
                classified.summary + " (reached step " + std::to_string(report.max_step) + ", checkpoint step " +
-               std::to_string(std::max(report.checkpoint_step, report.resumed_step)) + ")");
+               std::to_string(committed) + ")");
 
       if (failed && slurm_ && !classified.node.empty()) blame_node(classified);
-      Decision decision = decide(options_, classified, failed_restarts_, no_progress_streak_);
+      Decision decision = decide(options_, classified, failed_restarts_, progress_.state(progress_basis_));
       if (decision.action == Decision::Action::Retry) ++failed_restarts_;
-      append_attempt(plan, report, classified, decision);
+      append_attempt(plan, report, committed, classified, decision);
       if (decision.action != Decision::Action::Retry) {
-        if (classified.outcome == Outcome::Preempted && slurm_) requeue();
+        if (classified.outcome == Outcome::Preempted && slurm_) {
+          return finish(decision.exit_code, requeue(decision.reason));
+        }
         return finish(decision.exit_code, decision.reason);
       }
       announce("decision: " + decision.reason + " after " + fixed(decision.backoff.count() / 1000.0, 1) +
                " s backoff, from the newest checkpoint");
       if (!wait_unless_signalled(decision.backoff)) {
-        if (slurm_) requeue();
-        return finish(kExitPreempted, "preempted during the backoff; the newest checkpoint is kept");
+        const std::string reason = "preempted during the backoff; the newest checkpoint is kept";
+        return finish(kExitPreempted, slurm_ ? requeue(reason) : reason);
       }
     }
   }
 
  private:
+  // The checkpoint a restart would resume from: the newest committed one in the checkpoint directory, or the newest
+  // the ranks reported (a program with its own checkpoint layout reports commits through its heartbeats, late by up
+  // to one heartbeat interval; the step it resumed from is committed too, 0 for a fresh start).
+  std::int64_t newest_committed_step(const AttemptReport& report) {
+    std::int64_t step = std::max(report.checkpoint_step, report.resumed_step);
+    if (checkpoint_dir_.empty()) return step;
+    try {
+      step = std::max(step, newest_committed_checkpoint(checkpoint_dir_));
+    } catch (const IoError& error) {
+      announce(std::string("warning: ") + error.what() + "; judging the attempt by the checkpoints its ranks reported");
+    }
+    return step;
+  }
+
   void blame_node(const Classification& classified) {
     const bool excluded_now =
         bad_nodes_->blame(classified.node, std::string(outcome_name(classified.outcome)) + ": " + classified.summary,
@@ -143,18 +161,25 @@ class Supervisor {
              "; list in " + bad_nodes_->path() + ")");
   }
 
-  void requeue() {
+  // Returns `reason` for the end record, with the requeue's failure added when it failed (the job will then not come
+  // back by itself, which the ledger and the last line must say).
+  std::string requeue(const std::string& reason) {
     if (!options_.requeue) {
       announce("not requeueing (--no-requeue)");
-      return;
+      return reason;
     }
-    std::string problem = requeue_job(options_, job_.job_id);
-    announce(problem.empty() ? "requeued Slurm job " + job_.job_id
-                             : "requeue of Slurm job " + job_.job_id + " failed: " + problem);
+    const std::string problem = requeue_job(options_, job_.job_id);
+    if (problem.empty()) {
+      announce("requeued Slurm job " + job_.job_id);
+      return reason;
+    }
+    const std::string failure = "requeue of Slurm job " + job_.job_id + " failed: " + problem;
+    announce(failure);
+    return reason + "; " + failure;
   }
 
   void append_start() {
-    JsonLine line;
+    json::ObjectWriter line;
     line.add("event", "start").add("time", unix_now()).add("invocation", ledger_->history().invocations + 1);
     line.add("mode", slurm_ ? "slurm" : "local")
         .add("ranks", options_.ranks)
@@ -167,16 +192,16 @@ class Supervisor {
     ledger_->append(line.str());
   }
 
-  void append_attempt(const AttemptPlan& plan, const AttemptReport& r, const Classification& c, const Decision& d) {
+  void append_attempt(const AttemptPlan& plan, const AttemptReport& r, std::int64_t saved, const Classification& c,
+                      const Decision& d) {
     // Work lost: steps past the newest checkpoint, at this attempt's mean step time. Nothing is lost on success,
     // and a preemption loses nothing when the emergency checkpoint was taken at the last step.
-    const std::int64_t saved = std::max(r.checkpoint_step, r.resumed_step);
     double step_time = r.steps_done > 0 ? r.productive_s / static_cast<double>(r.steps_done) : 0;
     double work_lost = 0;
     if (c.outcome != Outcome::Success && saved >= 0 && r.max_step > saved) {
       work_lost = std::min(r.productive_s, step_time * static_cast<double>(r.max_step - saved));
     }
-    JsonLine line;
+    json::ObjectWriter line;
     line.add("event", "attempt").add("invocation", ledger_->history().invocations + 1).add("attempt", plan.attempt);
     line.add("world_size", plan.world_size).add("start", r.start_unix).add("end", r.end_unix);
     line.add("wall_s", r.end_unix - r.start_unix).add("outcome", outcome_name(c.outcome));
@@ -185,6 +210,7 @@ class Supervisor {
     line.add("resumed_step", static_cast<long long>(r.resumed_step))
         .add("max_step", static_cast<long long>(r.max_step));
     line.add("checkpoint_step", static_cast<long long>(saved)).add("steps_done", static_cast<long long>(r.steps_done));
+    line.add("progress_by", progress_basis_name(progress_basis_));
     auto add_time = [&](const char* key, double unix_time) {
       if (unix_time >= 0) {
         line.add(key, unix_time);
@@ -204,7 +230,7 @@ class Supervisor {
   }
 
   int finish(int exit_code, const std::string& reason) {
-    JsonLine line;
+    json::ObjectWriter line;
     line.add("event", "end").add("time", unix_now()).add("invocation", ledger_->history().invocations + 1);
     line.add("exit_code", exit_code).add("reason", reason);
     ledger_->append(line.str());
@@ -223,8 +249,9 @@ class Supervisor {
   SlurmJob job_;
   int attempt_ = 0;
   int failed_restarts_ = 0;
-  int no_progress_streak_ = 0;
-  std::int64_t best_step_ = -1;
+  // Without a checkpoint directory the launcher cannot see commits: progress is then the highest heartbeat step.
+  const ProgressBasis progress_basis_ = checkpoint_dir_.empty() ? ProgressBasis::Heartbeat : ProgressBasis::Checkpoint;
+  ProgressTracker progress_;
 };
 
 }  // namespace

@@ -119,7 +119,7 @@ Options limits(int max_restarts, int no_progress) {
 TEST(Decide, UsageErrorsAreNeverRetried) {
   Classification c;
   c.outcome = Outcome::Usage;
-  auto d = decide(limits(10, 10), c, 0, 0);
+  auto d = decide(limits(10, 10), c, 0, {ProgressBasis::Checkpoint, 0, 0});
   EXPECT_EQ(d.action, Decision::Action::Stop);
   EXPECT_EQ(d.exit_code, 64);
 }
@@ -128,11 +128,11 @@ TEST(Decide, FailuresAreRetriedWithDoublingBackoffUpToTheLimit) {
   Classification c;
   c.outcome = Outcome::Crash;
   auto o = limits(4, 10);
-  EXPECT_EQ(decide(o, c, 0, 0).backoff.count(), 1000);
-  EXPECT_EQ(decide(o, c, 1, 0).backoff.count(), 2000);
-  EXPECT_EQ(decide(o, c, 2, 0).backoff.count(), 4000);
-  EXPECT_EQ(decide(o, c, 3, 0).backoff.count(), 5000);  // capped at --backoff-max
-  auto stop = decide(o, c, 4, 0);
+  EXPECT_EQ(decide(o, c, 0, {ProgressBasis::Checkpoint, 0, 0}).backoff.count(), 1000);
+  EXPECT_EQ(decide(o, c, 1, {ProgressBasis::Checkpoint, 0, 0}).backoff.count(), 2000);
+  EXPECT_EQ(decide(o, c, 2, {ProgressBasis::Checkpoint, 0, 0}).backoff.count(), 4000);
+  EXPECT_EQ(decide(o, c, 3, {ProgressBasis::Checkpoint, 0, 0}).backoff.count(), 5000);  // capped at --backoff-max
+  auto stop = decide(o, c, 4, {ProgressBasis::Checkpoint, 0, 0});
   EXPECT_EQ(stop.action, Decision::Action::Stop);
   EXPECT_EQ(stop.exit_code, kExitGaveUp);
   EXPECT_NE(stop.reason.find("--max-restarts 4"), std::string::npos);
@@ -141,18 +141,18 @@ TEST(Decide, FailuresAreRetriedWithDoublingBackoffUpToTheLimit) {
 TEST(Decide, NoProgressStopsWithItsOwnCode) {
   Classification c;
   c.outcome = Outcome::Hang;
-  auto d = decide(limits(100, 3), c, 5, 3);
+  auto d = decide(limits(100, 3), c, 5, {ProgressBasis::Checkpoint, 3, 0});
   EXPECT_EQ(d.action, Decision::Action::Stop);
   EXPECT_EQ(d.exit_code, kExitNoProgress);
-  EXPECT_EQ(decide(limits(100, 3), c, 5, 2).action, Decision::Action::Retry);
+  EXPECT_EQ(decide(limits(100, 3), c, 5, {ProgressBasis::Checkpoint, 2, 0}).action, Decision::Action::Retry);
 }
 
 TEST(Decide, PreemptionStopsWith75AndSuccessFinishes) {
   Classification c;
   c.outcome = Outcome::Preempted;
-  EXPECT_EQ(decide(limits(0, 1), c, 0, 5).exit_code, 75);
+  EXPECT_EQ(decide(limits(0, 1), c, 0, {ProgressBasis::Checkpoint, 5, 0}).exit_code, 75);
   c.outcome = Outcome::Success;
-  EXPECT_EQ(decide(limits(0, 1), c, 0, 5).action, Decision::Action::Finish);
+  EXPECT_EQ(decide(limits(0, 1), c, 0, {ProgressBasis::Checkpoint, 5, 0}).action, Decision::Action::Finish);
 }
 
 }  // namespace

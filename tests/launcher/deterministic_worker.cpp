@@ -6,13 +6,18 @@
 // depends only on the starting parameters, the number of steps and the world size, so a run that is killed, hung,
 // preempted and resumed from its checkpoints must end with bitwise the same parameters as one that never stopped.
 //
-// Checkpoints: rank 0 writes ckpt-<step>.bin (magic, step, count, parameters, FNV-1a checksum of all that) into
-// TENAX_CHECKPOINT_DIR as temporary + fsync + rename + fsync of the directory, then every rank passes a barrier
-// before the checkpoint counts as committed. At start rank 0 loads the newest file whose checksum verifies and
-// broadcasts it. Files are never overwritten.
+// Checkpoints: rank 0 writes the parameters (magic, step, count, parameters, FNV-1a checksum of all that) into
+// TENAX_CHECKPOINT_DIR, then every rank passes a barrier before the checkpoint counts as committed. At start rank 0
+// loads the newest checkpoint whose checksum verifies and broadcasts it. Nothing committed is ever overwritten. Two
+// layouts:
+//   files  ckpt-<step>.bin, written as temporary + fsync + rename + fsync of the directory (a program with its own
+//          layout: the launcher learns of its commits only from the heartbeats)
+//   dirs   tenax's commit protocol (docs/checkpoint-format.md): step_<N>.tmp/params.bin, then manifest.json, fsyncs,
+//          rename to step_<N>, fsync of the directory, then `latest` replaced; the launcher sees these commits itself
 //
-//   deterministic_worker --steps N [--checkpoint-every K] [--step-ms MS] [--params P]
+//   deterministic_worker --steps N [--checkpoint-every K] [--step-ms MS] [--params P] [--checkpoint-layout files|dirs]
 //                        [--crash-at-step S --crash-rank R]     abort() there on every attempt
+//                        [--crash-step-growth G]                ... at step S + G x (attempt - 1) instead
 //                        [--hang-at-step S --hang-rank R]       first attempt: never finish step S (no collective)
 // Prints "final parameters checksum: <16 hex digits>" (rank 0) and exits 0; 75 after a preemption checkpoint;
 // 64 for a bad argument.
@@ -27,8 +32,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tenax/env.hpp"
@@ -48,7 +56,9 @@ struct Config {
   long long params = 64;
   long long crash_at_step = -1;
   long long crash_rank = 0;
-  long long hang_at_step = -1;  // first attempt only: the rank stops issuing collectives but stays alive
+  long long crash_step_growth = 0;  // the crash step moves this far with every attempt
+  bool checkpoint_dirs = false;     // --checkpoint-layout dirs
+  long long hang_at_step = -1;      // first attempt only: the rank stops issuing collectives but stays alive
   long long hang_rank = 0;
 };
 
@@ -74,6 +84,13 @@ Config parse(int argc, char** argv) {
       c.hang_rank = tenax::env::parse_int("--hang-rank", value, 0, 100000);
     } else if (name == "--crash-rank") {
       c.crash_rank = tenax::env::parse_int("--crash-rank", value, 0, 100000);
+    } else if (name == "--crash-step-growth") {
+      c.crash_step_growth = tenax::env::parse_int("--crash-step-growth", value, 0, 100000000);
+    } else if (name == "--checkpoint-layout") {
+      if (value != "files" && value != "dirs") {
+        throw tenax::UsageError("--checkpoint-layout " + value + ": expected files or dirs");
+      }
+      c.checkpoint_dirs = value == "dirs";
     } else {
       throw tenax::UsageError("unknown option '" + name + "'");
     }
@@ -99,60 +116,117 @@ std::string checkpoint_name(long long step) {
   return name;
 }
 
-void write_durably(const std::string& dir, long long step, const std::vector<double>& params) {
-  std::vector<unsigned char> bytes(sizeof kMagic + 16 + params.size() * sizeof(double));
+std::vector<unsigned char> encode(long long step, const std::vector<double>& params) {
+  std::vector<unsigned char> bytes(sizeof kMagic + 16 + params.size() * sizeof(double) + 8);
   std::memcpy(bytes.data(), kMagic, sizeof kMagic);
   std::uint64_t header[2] = {static_cast<std::uint64_t>(step), params.size()};
   std::memcpy(bytes.data() + sizeof kMagic, header, sizeof header);
   std::memcpy(bytes.data() + sizeof kMagic + sizeof header, params.data(), params.size() * sizeof(double));
-  std::uint64_t sum = fnv1a(bytes.data(), bytes.size());
-  const std::string final_path = dir + "/" + checkpoint_name(step);
-  const std::string temporary = final_path + ".tmp";
-  int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw tenax::IoError("creating " + temporary + ": " + std::strerror(errno));
-  bool ok = write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) &&
-            write(fd, &sum, sizeof sum) == static_cast<ssize_t>(sizeof sum) && fsync(fd) == 0;
+  std::uint64_t sum = fnv1a(bytes.data(), bytes.size() - 8);
+  std::memcpy(bytes.data() + bytes.size() - 8, &sum, sizeof sum);
+  return bytes;
+}
+
+void write_file_synced(const std::string& path, const std::string_view bytes) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw tenax::IoError("creating " + path + ": " + std::strerror(errno));
+  bool ok = write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) && fsync(fd) == 0;
   ok = (close(fd) == 0) && ok;
-  if (!ok) throw tenax::IoError("writing " + temporary + ": " + std::strerror(errno));
-  if (rename(temporary.c_str(), final_path.c_str()) != 0) {
-    throw tenax::IoError("renaming " + temporary + ": " + std::strerror(errno));
-  }
+  if (!ok) throw tenax::IoError("writing " + path + ": " + std::strerror(errno));
+}
+
+void fsync_dir(const std::string& dir) {
   int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0 || fsync(dir_fd) != 0) throw tenax::IoError("fsync of " + dir + ": " + std::strerror(errno));
   close(dir_fd);
 }
 
-// The newest checkpoint whose checksum verifies; damaged or partial files are skipped, never trusted.
-bool read_newest(const std::string& dir, std::size_t count, long long& step, std::vector<double>& params) {
-  std::vector<std::string> names;
+void rename_or_throw(const std::string& from, const std::string& to) {
+  if (rename(from.c_str(), to.c_str()) != 0) {
+    throw tenax::IoError("renaming " + from + " to " + to + ": " + std::strerror(errno));
+  }
+}
+
+std::string_view as_text(const std::vector<unsigned char>& bytes) {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
+
+void write_checkpoint_file(const std::string& dir, long long step, const std::vector<double>& params) {
+  const std::string final_path = dir + "/" + checkpoint_name(step);
+  write_file_synced(final_path + ".tmp", as_text(encode(step, params)));
+  rename_or_throw(final_path + ".tmp", final_path);
+  fsync_dir(dir);
+}
+
+std::string step_dir_name(long long step) {
+  return "step_" + std::to_string(step);
+}
+
+void write_checkpoint_dir(const std::string& dir, long long step, const std::vector<double>& params) {
+  const std::string final_dir = dir + "/" + step_dir_name(step);
+  if (access((final_dir + "/manifest.json").c_str(), F_OK) == 0) return;  // committed before: the same parameters
+  const std::string tmp = final_dir + ".tmp";
+  std::filesystem::remove_all(tmp);  // a write cut short by a crash
+  std::filesystem::create_directories(tmp);
+  write_file_synced(tmp + "/params.bin", as_text(encode(step, params)));
+  // The manifest last: a directory holding it is complete.
+  write_file_synced(tmp + "/manifest.json",
+                    "{\"format\": \"tenax-deterministic-worker\", \"step\": " + std::to_string(step) + "}\n");
+  fsync_dir(tmp);
+  rename_or_throw(tmp, final_dir);
+  fsync_dir(dir);
+  write_file_synced(dir + "/latest.tmp", step_dir_name(step) + "\n");
+  rename_or_throw(dir + "/latest.tmp", dir + "/latest");
+  fsync_dir(dir);
+}
+
+// Parameters from one checkpoint's bytes when its checksum verifies; false for damaged or partial data.
+bool decode(const std::vector<unsigned char>& bytes, std::size_t count, long long& step, std::vector<double>& params) {
+  const std::size_t expected = sizeof kMagic + 16 + count * sizeof(double) + 8;
+  if (bytes.size() != expected || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) return false;
+  std::uint64_t sum;
+  std::memcpy(&sum, bytes.data() + expected - 8, 8);
+  if (sum != fnv1a(bytes.data(), expected - 8)) return false;
+  std::uint64_t header[2];
+  std::memcpy(header, bytes.data() + sizeof kMagic, sizeof header);
+  if (header[1] != count) return false;
+  step = static_cast<long long>(header[0]);
+  params.resize(count);
+  std::memcpy(params.data(), bytes.data() + sizeof kMagic + sizeof header, count * sizeof(double));
+  return true;
+}
+
+std::vector<unsigned char> read_bytes(const std::string& path, std::size_t limit) {
+  std::vector<unsigned char> bytes(limit);
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  ssize_t n = read(fd, bytes.data(), bytes.size());
+  close(fd);
+  bytes.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  return bytes;
+}
+
+// The newest checkpoint whose checksum verifies; damaged or partial ones are skipped, never trusted.
+bool read_newest(const std::string& dir, bool dirs, std::size_t count, long long& step, std::vector<double>& params) {
+  std::vector<std::pair<long long, std::string>> found;  // step, path of the parameters
   if (DIR* d = opendir(dir.c_str())) {
     while (dirent* e = readdir(d)) {
       std::string name = e->d_name;
-      if (name.rfind("ckpt-", 0) == 0 && name.size() > 4 && name.substr(name.size() - 4) == ".bin") {
-        names.push_back(name);
+      if (!dirs && name.rfind("ckpt-", 0) == 0 && name.size() > 9 && name.substr(name.size() - 4) == ".bin" &&
+          name.find_first_not_of("0123456789", 5) == name.size() - 4) {
+        found.emplace_back(std::stoll(name.substr(5, name.size() - 9)), dir + "/" + name);
+      } else if (dirs && name.rfind("step_", 0) == 0 && name.size() > 5 &&
+                 name.find_first_not_of("0123456789", 5) == std::string::npos &&
+                 access((dir + "/" + name + "/manifest.json").c_str(), F_OK) == 0) {
+        found.emplace_back(std::stoll(name.substr(5)), dir + "/" + name + "/params.bin");
       }
     }
     closedir(d);
   }
-  std::sort(names.rbegin(), names.rend());
+  std::sort(found.rbegin(), found.rend());
   const std::size_t expected = sizeof kMagic + 16 + count * sizeof(double) + 8;
-  for (const auto& name : names) {
-    std::vector<unsigned char> bytes(expected + 1);
-    int fd = open((dir + "/" + name).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    ssize_t n = read(fd, bytes.data(), bytes.size());
-    close(fd);
-    if (n != static_cast<ssize_t>(expected) || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) continue;
-    std::uint64_t sum;
-    std::memcpy(&sum, bytes.data() + expected - 8, 8);
-    if (sum != fnv1a(bytes.data(), expected - 8)) continue;
-    std::uint64_t header[2];
-    std::memcpy(header, bytes.data() + sizeof kMagic, sizeof header);
-    if (header[1] != count) continue;
-    step = static_cast<long long>(header[0]);
-    params.resize(count);
-    std::memcpy(params.data(), bytes.data() + sizeof kMagic + sizeof header, count * sizeof(double));
-    return true;
+  for (const auto& [file_step, path] : found) {
+    if (decode(read_bytes(path, expected + 1), count, step, params)) return true;
   }
   return false;
 }
@@ -172,7 +246,7 @@ int train(tenax::Runtime& runtime, tenax::worker::Worker& worker, const Config& 
   for (std::size_t i = 0; i < params.size(); ++i)
     params[i] = static_cast<double>(i % 7) * 0.125 - 0.25;
   long long step = 0;
-  if (rank == 0) read_newest(dir, params.size(), step, params);
+  if (rank == 0) read_newest(dir, c.checkpoint_dirs, params.size(), step, params);
   world.broadcast(&step, 1, DType::I64, 0);
   world.broadcast(params.data(), params.size(), DType::F64, 0);
   worker.resumed_from(step, seconds_since(load_start));
@@ -181,7 +255,8 @@ int train(tenax::Runtime& runtime, tenax::worker::Worker& worker, const Config& 
   std::vector<double> gradient(params.size());
   while (step < c.steps) {
     if (c.step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(c.step_ms));  // the "compute"
-    if (step + 1 == c.crash_at_step && rank == c.crash_rank) std::abort();
+    const long long crash_step = c.crash_at_step + c.crash_step_growth * (worker.info().attempt - 1);
+    if (c.crash_at_step > 0 && step + 1 == crash_step && rank == c.crash_rank) std::abort();
     if (step + 1 == c.hang_at_step && rank == c.hang_rank && worker.info().attempt == 1) {
       // A livelock outside any collective: the process (and its heartbeat thread) lives, the step never ends.
       while (true)
@@ -203,7 +278,13 @@ int train(tenax::Runtime& runtime, tenax::worker::Worker& worker, const Config& 
     const bool periodic = step % c.checkpoint_every == 0 || step == c.steps;
     if (periodic || stop) {
       const auto stall_start = Clock::now();
-      if (rank == 0) write_durably(dir, step, params);
+      if (rank == 0) {
+        if (c.checkpoint_dirs) {
+          write_checkpoint_dir(dir, step, params);
+        } else {
+          write_checkpoint_file(dir, step, params);
+        }
+      }
       world.barrier();  // committed only when every rank knows rank 0's write is durable
       worker.checkpoint_committed(step, seconds_since(stall_start));
     }

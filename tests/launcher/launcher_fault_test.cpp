@@ -162,15 +162,77 @@ TEST(LauncherFaults, AttemptsWithoutProgressStopAsARestartLoop) {
       with(kWorker, {"--crash-at-step", "8", "--crash-rank", "0"}), dir / "out.txt");
   ASSERT_EQ(launch.wait(seconds(60)), 71) << launch.output();
   const std::string output = launch.output();
-  EXPECT_NE(output.find("restart loop: 2 consecutive attempts reached no new highest step"), std::string::npos)
+  EXPECT_NE(output.find("restart loop: 2 consecutive attempts committed no new checkpoint (newest committed step 5)"),
+            std::string::npos)
       << output;
-  // Every attempt resumes at 5 and dies at 8. Progress is judged from heartbeats: with 30 ms steps they are written
-  // every 10 ms here, so each attempt is seen reaching step 7; a loaded machine may still miss that last heartbeat
-  // once, letting the highest step rise one attempt late. Then two attempts without a new highest step stop the run:
-  // 3 or 4 attempts, far below the 11 that --max-restarts 10 would allow.
-  const std::size_t attempts = ledger_lines(dir / "run", "attempt").size();
-  EXPECT_GE(attempts, 3u) << output;
-  EXPECT_LE(attempts, 4u) << output;
+  // Every attempt resumes at 5 and dies at 8. This worker keeps its own checkpoint files, so the launcher learns of
+  // the commit at step 5 from the heartbeats (written every 10 ms here, 30 ms steps) or, at the latest, from the next
+  // attempt resuming there. Once it knows, two attempts without a newer checkpoint stop the run: 3 or 4 attempts,
+  // far below the 11 that --max-restarts 10 would allow.
+  const auto attempts = ledger_lines(dir / "run", "attempt");
+  EXPECT_GE(attempts.size(), 3u) << output;
+  EXPECT_LE(attempts.size(), 4u) << output;
+  for (const auto& attempt : attempts)
+    EXPECT_EQ(json_string(attempt, "progress_by"), "checkpoint") << attempt;
+}
+
+// The worker gets further on every attempt (its crash step moves by 6) but never commits a checkpoint: every restart
+// goes back to step 0. The highest heartbeat step rises each time, which once kept this loop going until
+// --max-restarts; the newest committed checkpoint does not, so the loop is stopped after --no-progress-limit attempts.
+TEST(LauncherFaults, HeartbeatProgressWithoutANewCommittedCheckpointIsARestartLoop) {
+  ScratchDir dir("nocommit");
+  Launch launch(
+      launcher_args(dir, 2, {"--max-restarts", "10", "--no-progress-limit", "2", "--heartbeat-interval", "10ms"}),
+      {"--steps", "80", "--checkpoint-every", "1000", "--step-ms", "30", "--checkpoint-layout", "dirs",
+       "--crash-at-step", "6", "--crash-step-growth", "6", "--crash-rank", "1"},
+      dir / "out.txt");
+  ASSERT_EQ(launch.wait(seconds(60)), 71) << launch.output();
+  const std::string output = launch.output();
+  EXPECT_NE(output.find("restart loop: 2 consecutive attempts committed no new checkpoint (newest committed step 0)"),
+            std::string::npos)
+      << output;
+  const auto attempts = ledger_lines(dir / "run", "attempt");
+  // The first attempt counts as progress (from nothing to the start of training), the next two do not.
+  ASSERT_EQ(attempts.size(), 3u) << output;
+  double previous_max_step = -1;
+  for (const auto& attempt : attempts) {
+    EXPECT_EQ(json_string(attempt, "outcome"), "crash") << attempt;
+    EXPECT_EQ(json_number(attempt, "checkpoint_step"), 0) << attempt;
+    EXPECT_EQ(json_string(attempt, "progress_by"), "checkpoint") << attempt;
+    // Each attempt was seen getting further than the one before: heartbeat progress, all of it lost.
+    EXPECT_GT(json_number(attempt, "max_step"), previous_max_step) << attempt;
+    EXPECT_GT(json_number(attempt, "work_lost_s"), 0) << attempt;
+    previous_max_step = json_number(attempt, "max_step");
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "ckpt/latest")) << "no checkpoint was ever committed";
+}
+
+// The worker crashes on every attempt but commits a new checkpoint before each crash (every 5 steps; the crash step
+// moves by 5). With --no-progress-limit 1 a single attempt without a new commit would stop the run; none does, so it
+// finishes with the uninterrupted run's parameters. Heartbeats are written only every second here, too rarely to
+// report the commits before the crashes: the launcher sees them in the checkpoint directory itself.
+TEST(LauncherFaults, AttemptsThatCommitNewCheckpointsBetweenCrashesAreNotARestartLoop) {
+  const int ranks = 2;
+  const std::string expected = reference_checksum(ranks, kWorker);
+  ScratchDir dir("commits");
+  Launch launch(
+      launcher_args(dir, ranks, {"--max-restarts", "10", "--no-progress-limit", "1", "--heartbeat-interval", "1s"}),
+      with(kWorker,
+           {"--checkpoint-layout", "dirs", "--crash-at-step", "8", "--crash-step-growth", "5", "--crash-rank", "1"}),
+      dir / "out.txt");
+  ASSERT_EQ(launch.wait(seconds(90)), 0) << launch.output();
+  const std::string output = launch.output();
+  EXPECT_EQ(final_checksum(output), expected) << output;
+  const auto attempts = ledger_lines(dir / "run", "attempt");
+  // Crashes at steps 8, 13, 18, 23 and 28 after checkpoints 5, 10, 15, 20 and 25; the sixth attempt finishes.
+  ASSERT_EQ(attempts.size(), 6u) << output;
+  for (std::size_t i = 0; i < attempts.size(); ++i) {
+    SCOPED_TRACE(attempts[i]);
+    EXPECT_EQ(json_string(attempts[i], "outcome"), i + 1 < attempts.size() ? "crash" : "success");
+    EXPECT_EQ(json_number(attempts[i], "checkpoint_step"), 5.0 * static_cast<double>(i + 1));
+    EXPECT_EQ(json_number(attempts[i], "resumed_step"), 5.0 * static_cast<double>(i));
+  }
+  EXPECT_EQ(read_text(dir / "ckpt/latest"), "step_30\n");
 }
 
 TEST(LauncherFaults, AUsageErrorOfTheProgramIsNotRetried) {

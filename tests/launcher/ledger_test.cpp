@@ -3,8 +3,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
-#include "flat_json.hpp"
+#include "core/json.hpp"
 #include "ledger.hpp"
 #include "tenax/error.hpp"
 
@@ -24,7 +25,7 @@ class LedgerTest : public ::testing::Test {
   std::string attempt(const char* outcome, long long max_step, double start, double end, double productive, double lost,
                       double detect = 0, double teardown = 0, double relaunch = 0, double load = 0,
                       double backoff = 0) {
-    return JsonLine()
+    return json::ObjectWriter()
         .add("event", "attempt")
         .add("outcome", outcome)
         .add("max_step", max_step)
@@ -40,9 +41,9 @@ class LedgerTest : public ::testing::Test {
         .add("backoff_s", backoff)
         .str();
   }
-  std::string start(double time) { return JsonLine().add("event", "start").add("time", time).str(); }
+  std::string start(double time) { return json::ObjectWriter().add("event", "start").add("time", time).str(); }
   std::string end(double time, int code) {
-    return JsonLine().add("event", "end").add("time", time).add("exit_code", code).str();
+    return json::ObjectWriter().add("event", "end").add("time", time).add("exit_code", code).str();
   }
 
   std::string dir_, path_;
@@ -63,8 +64,48 @@ TEST_F(LedgerTest, HistoryCountsFailuresAndAttemptsWithoutProgressAcrossRequeues
   EXPECT_EQ(reloaded.history().invocations, 2);
   EXPECT_EQ(reloaded.history().attempts, 4);
   EXPECT_EQ(reloaded.history().failed_restarts, 3);
-  EXPECT_EQ(reloaded.history().no_progress_streak, 2);
-  EXPECT_EQ(reloaded.history().best_step, 7);
+  EXPECT_EQ(reloaded.history().progress.streak(), 2);
+  EXPECT_EQ(reloaded.history().progress.best_max_step(), 7);
+}
+
+// Attempts judged by committed checkpoints are replayed on that basis after a requeue: heartbeat progress without a
+// new checkpoint extends the streak, and a record of an older launcher (no "progress_by") still replays by heartbeats.
+TEST_F(LedgerTest, HistoryReplaysEachAttemptOnTheBasisItWasJudgedOn) {
+  auto judged = [&](const char* outcome, long long max_step, long long committed, const char* basis) {
+    std::string line = attempt(outcome, max_step, 1, 2, 1, 0);
+    line.pop_back();  // the closing brace
+    return line + ",\"checkpoint_step\":" + std::to_string(committed) + ",\"progress_by\":\"" + basis + "\"}";
+  };
+  {
+    Ledger ledger(path_);
+    ledger.append(start(1));
+    ledger.append(attempt("crash", 4, 1, 2, 1, 0));           // older launcher: progress from nothing
+    ledger.append(judged("crash", 9, 5, "checkpoint"));       // new checkpoint 5
+    ledger.append(judged("crash", 12, 5, "checkpoint"));      // further, but nothing new committed
+    ledger.append(judged("preempted", 14, 5, "checkpoint"));  // leaves the streak alone
+    ledger.append(end(3, 75));
+  }
+  Ledger reloaded(path_);
+  EXPECT_EQ(reloaded.history().progress.streak(), 1);
+  EXPECT_EQ(reloaded.history().progress.best_committed_step(), 5);
+  EXPECT_EQ(reloaded.history().progress.best_max_step(), 14);
+  EXPECT_EQ(reloaded.history().failed_restarts, 3);
+  {
+    Ledger ledger(path_);
+    ledger.append(judged("crash", 20, 5, "checkpoint"));
+  }
+  EXPECT_EQ(Ledger(path_).history().progress.streak(), 2);
+}
+
+TEST_F(LedgerTest, AnUnknownProgressBasisIsReportedNotGuessed) {
+  std::ofstream(path_) << start(1) << "\n{\"event\":\"attempt\",\"outcome\":\"crash\",\"progress_by\":\"steps\"}\n";
+  try {
+    Ledger ledger(path_);
+    FAIL() << "expected IoError";
+  } catch (const IoError& error) {
+    EXPECT_NE(std::string(error.what()).find("progress_by"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("line 2"), std::string::npos) << error.what();
+  }
 }
 
 TEST_F(LedgerTest, AnInvocationThatEndedOnPurposeResetsTheLimits) {
@@ -78,7 +119,7 @@ TEST_F(LedgerTest, AnInvocationThatEndedOnPurposeResetsTheLimits) {
   Ledger reloaded(path_);
   EXPECT_EQ(reloaded.history().attempts, 2);
   EXPECT_EQ(reloaded.history().failed_restarts, 0);
-  EXPECT_EQ(reloaded.history().no_progress_streak, 0);
+  EXPECT_EQ(reloaded.history().progress.streak(), 0);
 }
 
 TEST_F(LedgerTest, GoodputIsKeptStepTimeOverWallTimeIncludingRequeueWaits) {
@@ -115,7 +156,7 @@ TEST_F(LedgerTest, GoodputIsKeptStepTimeOverWallTimeIncludingRequeueWaits) {
 }
 
 TEST_F(LedgerTest, ADamagedLineIsReportedWithItsNumber) {
-  std::ofstream(path_) << start(1) << "{\"event\":\"attempt\",\"outcome\":\n";
+  std::ofstream(path_) << start(1) << "\n{\"event\":\"attempt\",\"outcome\":\n";
   try {
     Ledger ledger(path_);
     FAIL() << "expected IoError";
@@ -124,19 +165,43 @@ TEST_F(LedgerTest, ADamagedLineIsReportedWithItsNumber) {
   }
 }
 
-TEST(FlatJson, ReadsWhatJsonLineWrites) {
-  std::string line =
-      JsonLine().add("s", "a \"quoted\"\tvalue\\").add("i", 42).add("d", -1.5).add("b", true).add_null("n").str();
-  auto json = FlatJson::parse(line, "test");
-  EXPECT_EQ(json.string("s"), "a \"quoted\"\tvalue\\");
-  EXPECT_EQ(json.integer("i"), 42);
-  EXPECT_DOUBLE_EQ(json.number("d"), -1.5);
-  EXPECT_EQ(json.integer("b"), 1);
-  EXPECT_EQ(json.integer("n", -7), -7);
-  EXPECT_EQ(json.integer("absent", 3), 3);
-  EXPECT_THROW(json.number("s"), IoError);
-  EXPECT_THROW(FlatJson::parse("{\"a\":{\"b\":1}}", "nested"), IoError);
-  EXPECT_THROW(FlatJson::parse("{\"a\":1} trailing", "trailing"), IoError);
+TEST_F(LedgerTest, AFieldOfTheWrongKindIsReportedWithTheLineAndKey) {
+  std::ofstream(path_) << start(1) << "\n{\"event\":\"end\",\"time\":\"late\",\"exit_code\":0}\n";
+  try {
+    summarize_ledger(path_);
+    FAIL() << "expected IoError";
+  } catch (const IoError& error) {
+    const std::string what = error.what();
+    EXPECT_NE(what.find("line 2"), std::string::npos) << what;
+    EXPECT_NE(what.find("member 'time'"), std::string::npos) << what;
+    EXPECT_NE(what.find("expected a number, found the string \"late\""), std::string::npos) << what;
+  }
+}
+
+// What the launcher writes is read back exactly: strings with quotes and control characters, 64-bit integers, doubles
+// to the last bit, null for absent times.
+TEST_F(LedgerTest, RecordsRoundTripThroughTheLedger) {
+  const double time = 1763832000.123456789;
+  {
+    Ledger ledger(path_);
+    ledger.append(json::ObjectWriter()
+                      .add("event", "end")
+                      .add("time", time)
+                      .add("exit_code", 70)
+                      .add("reason", "gave up: \"rank 1\"\tfailed\n")
+                      .add_null("slurm_job_id")
+                      .add("big", std::int64_t{9007199254740993})
+                      .str());
+  }
+  std::ifstream in(path_);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(text.back(), '\n');
+  const auto record = json::Value::parse(text);
+  EXPECT_EQ(record.at("time").number(), time);
+  EXPECT_EQ(record.at("reason").string(), "gave up: \"rank 1\"\tfailed\n");
+  EXPECT_TRUE(record.at("slurm_job_id").is_null());
+  EXPECT_EQ(record.at("big").i64(), 9007199254740993);  // not representable as a double
+  EXPECT_NEAR(summarize_ledger(path_).wall_s, 0, 1e-9);
 }
 
 }  // namespace

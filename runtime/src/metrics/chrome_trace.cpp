@@ -5,7 +5,7 @@
 #include <limits>
 #include <string>
 
-#include "metrics/json_text.hpp"
+#include "core/json.hpp"
 #include "metrics/outputs.hpp"
 
 namespace tenax::metrics::detail {
@@ -42,7 +42,7 @@ std::string format_chrome_trace(std::span<const std::vector<double>> per_rank, s
   for (int r = 0; r < ranks; ++r) {
     const std::string pid = std::to_string(r);
     event("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + pid +
-          ",\"args\":{\"name\":" + json_string("rank " + pid + " (" + hosts[static_cast<std::size_t>(r)] + ")") + "}}");
+          ",\"args\":{\"name\":" + json::quote("rank " + pid + " (" + hosts[static_cast<std::size_t>(r)] + ")") + "}}");
     event("{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" + pid + ",\"args\":{\"sort_index\":" + pid + "}}");
     bool has_device = false;
     for (std::size_t i = 0; i < count(r); ++i)
@@ -56,9 +56,9 @@ std::string format_chrome_trace(std::span<const std::vector<double>> per_rank, s
       const auto step = static_cast<std::int64_t>(f[2]);
       const std::string name =
           kind == kStepKind ? "step " + std::to_string(step) : std::string(phase_name(static_cast<Phase>(kind)));
-      event("{\"name\":" + json_string(name) + ",\"cat\":\"" + (kind == kStepKind ? "step" : "phase") +
+      event("{\"name\":" + json::quote(name) + ",\"cat\":\"" + (kind == kStepKind ? "step" : "phase") +
             "\",\"ph\":\"X\",\"pid\":" + pid + ",\"tid\":" + std::to_string(static_cast<int>(f[0])) +
-            ",\"ts\":" + json_number(f[3] - origin) + ",\"dur\":" + json_number(f[4]) +
+            ",\"ts\":" + json::number(f[3] - origin) + ",\"dur\":" + json::number(f[4]) +
             ",\"args\":{\"step\":" + std::to_string(step) + "}}");
     }
   }

@@ -5,25 +5,27 @@
 #include <map>
 #include <sstream>
 
-#include "metrics/json_text.hpp"
+#include "core/json.hpp"
 #include "metrics/run_files.hpp"
 #include "tenax/log.hpp"
 
 namespace tenax::metrics::detail {
 namespace {
 
-using Members = std::map<std::string, JsonScalar>;
-
-std::optional<double> number_member(const Members& members, const std::string& key) {
-  auto it = members.find(key);
-  if (it == members.end() || !std::holds_alternative<double>(it->second)) return std::nullopt;
-  return std::get<double>(it->second);
+// Goodput tolerates what it cannot use: a member that is absent or of another kind is simply not there.
+std::optional<double> number_member(const json::Value& record, std::string_view key) {
+  const json::Value* m = record.find(key);
+  if (m == nullptr || m->kind() != json::Value::Kind::Number) return std::nullopt;
+  try {
+    return m->number();
+  } catch (const json::Error&) {
+    return std::nullopt;  // beyond a double's range
+  }
 }
 
-std::string string_member(const Members& members, const std::string& key) {
-  auto it = members.find(key);
-  if (it == members.end() || !std::holds_alternative<std::string>(it->second)) return {};
-  return std::get<std::string>(it->second);
+std::string string_member(const json::Value& record, std::string_view key) {
+  const json::Value* m = record.find(key);
+  return m != nullptr && m->kind() == json::Value::Kind::String ? m->string() : std::string();
 }
 
 void note_time(Ledger& ledger, double t) {
@@ -39,21 +41,26 @@ Ledger read_ledger(const std::string& path) {
   std::string line;
   for (int number = 1; std::getline(lines, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    std::string problem;
-    const auto members = parse_flat_object(line, problem);
-    if (!members) {
-      TENAX_LOG(Warn, "metrics") << path << " line " << number << " ignored: " << problem;
+    json::Value record;
+    try {
+      record = json::Value::parse(line);
+    } catch (const json::ParseError& error) {
+      TENAX_LOG(Warn, "metrics") << path << " line " << number << " ignored: " << error.what();
       continue;
     }
-    const std::string event = string_member(*members, "event");
+    if (record.kind() != json::Value::Kind::Object) {
+      TENAX_LOG(Warn, "metrics") << path << " line " << number << " ignored: not a JSON object";
+      continue;
+    }
+    const std::string event = string_member(record, "event");
     if (event == "start") {
-      if (auto t = number_member(*members, "time")) note_time(ledger, *t);
+      if (auto t = number_member(record, "time")) note_time(ledger, *t);
       continue;
     }
     if (event != "attempt") continue;  // "end" and any later record kinds carry nothing goodput needs
-    const auto attempt = number_member(*members, "attempt");
-    const auto start = number_member(*members, "start");
-    const auto end = number_member(*members, "end");
+    const auto attempt = number_member(record, "attempt");
+    const auto start = number_member(record, "start");
+    const auto end = number_member(record, "end");
     if (!attempt || *attempt < 1 || *attempt != std::floor(*attempt) || !start || !end) {
       TENAX_LOG(Warn, "metrics") << path << " line " << number
                                  << " ignored: an attempt record needs an integer \"attempt\" >= 1 and numeric "
@@ -64,8 +71,8 @@ Ledger read_ledger(const std::string& path) {
     a.attempt = static_cast<int>(*attempt);
     a.start = *start;
     a.end = *end;
-    a.productive_s = number_member(*members, "productive_s").value_or(0.0);
-    a.work_lost_s = number_member(*members, "work_lost_s").value_or(0.0);
+    a.productive_s = number_member(record, "productive_s").value_or(0.0);
+    a.work_lost_s = number_member(record, "work_lost_s").value_or(0.0);
     note_time(ledger, a.start);
     if (auto it = index_of_attempt.find(a.attempt); it != index_of_attempt.end()) {
       ledger.attempts[it->second] = a;

@@ -2,7 +2,7 @@
 // has HELP and TYPE lines before its samples, counters end in _total, label values are escaped.
 #include <string>
 
-#include "metrics/json_text.hpp"
+#include "core/json.hpp"
 #include "metrics/outputs.hpp"
 
 namespace tenax::metrics::detail {
@@ -31,7 +31,7 @@ class Family {
   }
   // `labels`: extra labels already formatted as `key="value"` pairs separated by commas, or "".
   void sample(double value, const std::string& labels = "") {
-    std::string number = json_number(value);
+    std::string number = json::number(value);
     if (number == "null") number = "NaN";
     out_ += name_ + "{run=\"" + label_value(run_) + "\"" + (labels.empty() ? "" : "," + labels) + "} " + number + "\n";
   }

@@ -1,15 +1,15 @@
 // The lines of steps.jsonl: one per step (aggregated over ranks) and the start / stragglers / end events between them.
 #include <string>
 
-#include "metrics/json_text.hpp"
+#include "core/json.hpp"
 #include "metrics/outputs.hpp"
 
 namespace tenax::metrics::detail {
 namespace {
 
 std::string stat_object(const Stat& s) {
-  return "{\"min\":" + json_number(s.min) + ",\"median\":" + json_number(s.median) + ",\"max\":" + json_number(s.max) +
-         ",\"mean\":" + json_number(s.mean) + "}";
+  return "{\"min\":" + json::number(s.min) + ",\"median\":" + json::number(s.median) +
+         ",\"max\":" + json::number(s.max) + ",\"mean\":" + json::number(s.mean) + "}";
 }
 
 std::string head(const char* event, const RunIdentity& run) {
@@ -19,11 +19,11 @@ std::string head(const char* event, const RunIdentity& run) {
 }  // namespace
 
 std::string start_line(const RunIdentity& run, double unix_time, int every, std::span<const std::string> hosts) {
-  std::string line = head("start", run) + ",\"unix_time\":" + json_number(unix_time) +
-                     ",\"ranks\":" + std::to_string(run.ranks) + ",\"timer\":" + json_string(run.timer) +
+  std::string line = head("start", run) + ",\"unix_time\":" + json::number(unix_time) +
+                     ",\"ranks\":" + std::to_string(run.ranks) + ",\"timer\":" + json::quote(run.timer) +
                      ",\"every\":" + std::to_string(every) + ",\"hosts\":[";
   for (std::size_t r = 0; r < hosts.size(); ++r)
-    line += (r ? "," : "") + json_string(hosts[r]);
+    line += (r ? "," : "") + json::quote(hosts[r]);
   return line + "]}\n";
 }
 
@@ -34,12 +34,12 @@ std::string step_lines(const RunIdentity& run, std::span<const StepAggregate> st
     const StepAggregate& s = steps[i];
     const double mean = s.total.mean;
     auto fraction = [&](Phase p) {
-      return json_number(mean > 0 ? s.phase[static_cast<std::size_t>(index_of(p))].mean / mean : 0.0);
+      return json::number(mean > 0 ? s.phase[static_cast<std::size_t>(index_of(p))].mean / mean : 0.0);
     };
-    out += head("step", run) + ",\"step\":" + std::to_string(s.step) + ",\"unix_time\":" + json_number(unix_times[i]) +
+    out += head("step", run) + ",\"step\":" + std::to_string(s.step) + ",\"unix_time\":" + json::number(unix_times[i]) +
            ",\"ranks\":" + std::to_string(s.ranks) + ",\"step_s\":" + stat_object(s.total) +
            ",\"slowest_rank\":" + std::to_string(s.slowest_rank) +
-           ",\"slowest_host\":" + json_string(hosts[static_cast<std::size_t>(s.slowest_rank)]) +
+           ",\"slowest_host\":" + json::quote(hosts[static_cast<std::size_t>(s.slowest_rank)]) +
            ",\"efficiency\":" + fraction(Phase::Compute) + ",\"starvation\":" + fraction(Phase::DataWait) +
            ",\"exposed_comm\":" + fraction(Phase::Comm) + ",\"phases_s\":{";
     for (int p = 0; p < kPhaseCount; ++p)
@@ -53,19 +53,19 @@ std::string step_lines(const RunIdentity& run, std::span<const StepAggregate> st
 std::string stragglers_line(const RunIdentity& run, std::int64_t first_step, std::int64_t last_step, double threshold,
                             std::span<const Straggler> stragglers) {
   std::string line = head("stragglers", run) + ",\"first_step\":" + std::to_string(first_step) +
-                     ",\"last_step\":" + std::to_string(last_step) + ",\"threshold\":" + json_number(threshold) +
+                     ",\"last_step\":" + std::to_string(last_step) + ",\"threshold\":" + json::number(threshold) +
                      ",\"ranks\":[";
   for (std::size_t i = 0; i < stragglers.size(); ++i) {
     const Straggler& s = stragglers[i];
-    line += std::string(i ? "," : "") + "{\"rank\":" + std::to_string(s.rank) + ",\"host\":" + json_string(s.host) +
-            ",\"busy_s\":" + json_number(s.busy_seconds) + ",\"median_busy_s\":" + json_number(s.median_busy_seconds) +
-            ",\"excess\":" + json_number(s.excess) + "}";
+    line += std::string(i ? "," : "") + "{\"rank\":" + std::to_string(s.rank) + ",\"host\":" + json::quote(s.host) +
+            ",\"busy_s\":" + json::number(s.busy_seconds) +
+            ",\"median_busy_s\":" + json::number(s.median_busy_seconds) + ",\"excess\":" + json::number(s.excess) + "}";
   }
   return line + "]}\n";
 }
 
 std::string end_line(const RunIdentity& run, double unix_time, std::int64_t steps) {
-  return head("end", run) + ",\"unix_time\":" + json_number(unix_time) + ",\"steps\":" + std::to_string(steps) + "}\n";
+  return head("end", run) + ",\"unix_time\":" + json::number(unix_time) + ",\"steps\":" + std::to_string(steps) + "}\n";
 }
 
 }  // namespace tenax::metrics::detail

@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "metrics/json_text.hpp"
+#include "core/json.hpp"
 #include "metrics/outputs.hpp"
 
 namespace tenax::metrics::detail {
@@ -114,15 +114,15 @@ Summary summarize(const RunTotals& totals, const std::optional<Goodput>& goodput
 std::string summary_json(const Summary& s, const RunTotals& totals, const std::optional<Goodput>& goodput,
                          const RunIdentity& run) {
   std::string out = "{\"attempt\":" + std::to_string(run.attempt) + ",\"ranks\":" + std::to_string(run.ranks) +
-                    ",\"timer\":" + json_string(run.timer) + ",\"steps\":" + std::to_string(s.steps) +
-                    ",\"mean_step_s\":" + json_number(s.mean_step_seconds) +
-                    ",\"step_efficiency\":" + json_number(s.step_efficiency) +
-                    ",\"starvation\":" + json_number(s.starvation) +
-                    ",\"exposed_comm\":" + json_number(s.exposed_comm) +
-                    ",\"checkpoint_stall\":" + json_number(s.checkpoint_stall) + ",\"phase_fraction\":{";
+                    ",\"timer\":" + json::quote(run.timer) + ",\"steps\":" + std::to_string(s.steps) +
+                    ",\"mean_step_s\":" + json::number(s.mean_step_seconds) +
+                    ",\"step_efficiency\":" + json::number(s.step_efficiency) +
+                    ",\"starvation\":" + json::number(s.starvation) +
+                    ",\"exposed_comm\":" + json::number(s.exposed_comm) +
+                    ",\"checkpoint_stall\":" + json::number(s.checkpoint_stall) + ",\"phase_fraction\":{";
   for (int p = 0; p < kPhaseCount; ++p)
     out += (p ? ",\"" : "\"") + std::string(phase_name(static_cast<Phase>(p))) +
-           "\":" + json_number(s.phase_fraction[static_cast<std::size_t>(p)]);
+           "\":" + json::number(s.phase_fraction[static_cast<std::size_t>(p)]);
   out += "},\"stragglers\":{";
   bool first = true;
   for (const auto& [rank, windows] : totals.straggler_windows) {
@@ -131,14 +131,14 @@ std::string summary_json(const Summary& s, const RunTotals& totals, const std::o
   }
   out += "},\"goodput\":";
   if (goodput)
-    out += "{\"goodput\":" + json_number(goodput->goodput) + ",\"attempts\":" + std::to_string(s.attempts) +
-           ",\"productive_s\":" + json_number(goodput->productive_s) + ",\"lost_s\":" + json_number(goodput->lost_s) +
-           ",\"wall_s\":" + json_number(goodput->wall_s) + "}";
+    out += "{\"goodput\":" + json::number(goodput->goodput) + ",\"attempts\":" + std::to_string(s.attempts) +
+           ",\"productive_s\":" + json::number(goodput->productive_s) + ",\"lost_s\":" + json::number(goodput->lost_s) +
+           ",\"wall_s\":" + json::number(goodput->wall_s) + "}";
   else
     out += "null";
   out += ",\"advice\":[";
   for (std::size_t i = 0; i < s.advice.size(); ++i)
-    out += (i ? "," : "") + json_string(s.advice[i]);
+    out += (i ? "," : "") + json::quote(s.advice[i]);
   return out + "]}\n";
 }
 

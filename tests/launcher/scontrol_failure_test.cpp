@@ -1,0 +1,152 @@
+// `scontrol requeue` failures are reported with the command, how it ended, what it printed and the fix. The scontrol
+// here is a small script placed first on PATH: this tests tenax-launch's reporting, not Slurm.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "options.hpp"
+#include "processes.hpp"
+#include "slurm.hpp"
+#include "tenax/error.hpp"
+
+namespace tenax::launch {
+namespace {
+
+class FakeScontrol : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::string(TENAX_LAUNCH_TEST_TMP) + "/fake-scontrol-" + std::to_string(getpid());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    const char* path = std::getenv("PATH");
+    saved_path_ = path != nullptr ? path : "";
+    setenv("PATH", (dir_ + ":" + saved_path_).c_str(), 1);
+  }
+  void TearDown() override {
+    setenv("PATH", saved_path_.c_str(), 1);
+    std::filesystem::remove_all(dir_);
+  }
+  // Installs `body` as the shell script `scontrol` in the directory first on PATH.
+  void install(const std::string& body) {
+    const std::string path = dir_ + "/scontrol";
+    std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
+    chmod(path.c_str(), 0755);
+  }
+  std::string dir_, saved_path_;
+  Options options_;  // scontrol = "scontrol": found on PATH
+};
+
+TEST_F(FakeScontrol, AFailureNamesTheCommandStatusStderrAndTheFix) {
+  install(
+      "echo \"requeue $*\" >&1\n"
+      "echo 'scontrol: error: Requeue of JobId=4242 failed: Requested operation is presently disabled' >&2\n"
+      "exit 1");
+  const std::string problem = requeue_job(options_, "4242");
+  EXPECT_NE(problem.find("`scontrol requeue 4242` exited with status 1: scontrol: error: Requeue of JobId=4242 failed: "
+                         "Requested operation is presently disabled | requeue requeue 4242"),
+            std::string::npos)
+      << problem;
+  EXPECT_NE(problem.find("fix: the job may not be requeued: submit it with `sbatch --requeue`"), std::string::npos)
+      << problem;
+  EXPECT_NE(problem.find("the emergency checkpoint is kept"), std::string::npos) << problem;
+  EXPECT_EQ(problem.find('\n'), std::string::npos) << "one line for the log: " << problem;
+}
+
+TEST_F(FakeScontrol, OtherSlurmErrorsGetTheirOwnFix) {
+  install("echo 'slurm_requeue error: Invalid job id specified' >&2; exit 1");
+  EXPECT_NE(requeue_job(options_, "1").find("fix: the job is finished or unknown to Slurm"), std::string::npos);
+  install("echo 'Unable to contact slurm controller (connect failure)' >&2; exit 1");
+  EXPECT_NE(requeue_job(options_, "1").find("fix: slurmctld did not answer; check it with `scontrol ping`"),
+            std::string::npos);
+  install("echo 'Access/permission denied' >&2; exit 1");
+  EXPECT_NE(requeue_job(options_, "1").find("fix: only the job's owner or a Slurm operator"), std::string::npos);
+  install("echo 'something new' >&2; exit 3");
+  const std::string problem = requeue_job(options_, "1");
+  EXPECT_NE(problem.find("exited with status 3: something new (fix: act on scontrol's message, or pass --no-requeue"),
+            std::string::npos)
+      << problem;
+}
+
+TEST_F(FakeScontrol, SuccessIsSilent) {
+  install("echo 'requeued' >&2; exit 0");
+  EXPECT_EQ(requeue_job(options_, "4242"), "");
+}
+
+TEST_F(FakeScontrol, ASignalAndSilenceAreReported) {
+  install("kill -9 $$");
+  const std::string problem = requeue_job(options_, "7");
+  EXPECT_NE(problem.find("`scontrol requeue 7` was killed by signal 9 and printed nothing"), std::string::npos)
+      << problem;
+}
+
+TEST_F(FakeScontrol, FloodedOutputIsBounded) {
+  // 1 MiB on stderr: kept to the limit, marked as cut, and the command still finishes.
+  install("head -c 1048576 /dev/zero | tr '\\0' 'x' >&2; exit 2");
+  const std::string problem = requeue_job(options_, "7");
+  EXPECT_NE(problem.find("exited with status 2: xxx"), std::string::npos) << problem.substr(0, 200);
+  EXPECT_NE(problem.find("[output cut at 16 KiB per stream]"), std::string::npos);
+  EXPECT_LT(problem.size(), 20000u);
+}
+
+TEST_F(FakeScontrol, AMissingScontrolIsNamedWithTheOption) {
+  options_.scontrol = dir_ + "/no-such-scontrol";
+  const std::string problem = requeue_job(options_, "7");
+  EXPECT_NE(problem.find("`" + options_.scontrol + " requeue 7` could not be started"), std::string::npos) << problem;
+  EXPECT_NE(problem.find("--scontrol PATH"), std::string::npos) << problem;
+}
+
+TEST_F(FakeScontrol, ReadingTheAllocationReportsScontrolsError) {
+  install("echo 'scontrol: error: Invalid hostlist: n[1-' >&2; exit 1");
+  setenv("SLURM_JOB_ID", "4242", 1);
+  setenv("SLURM_JOB_NODELIST", "n[1-", 1);
+  try {
+    read_slurm_job(options_);
+    ADD_FAILURE() << "expected an Error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what())
+                  .find("`scontrol show hostnames n[1-` exited with status 1: scontrol: error: "
+                        "Invalid hostlist: n[1-"),
+              std::string::npos)
+        << error.what();
+  }
+  unsetenv("SLURM_JOB_ID");
+  unsetenv("SLURM_JOB_NODELIST");
+}
+
+TEST(RunCommand, ACommandPastItsTimeLimitIsKilledWithWhatItStarted) {
+  const auto start = std::chrono::steady_clock::now();
+  // The shell's child keeps the pipes open: the whole process group must go.
+  CommandResult result =
+      run_command({"/bin/sh", "-c", "echo started; sleep 30; echo never"}, 1024, std::chrono::milliseconds(300));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_TRUE(result.timed_out);
+  EXPECT_FALSE(result.ok());
+  EXPECT_EQ(result.signal, SIGKILL);
+  EXPECT_EQ(result.out, "started\n");
+  EXPECT_LT(took, 5.0);
+}
+
+TEST(RunCommand, ACommandThatClosesItsOutputAndHangsIsStillBounded) {
+  CommandResult result =
+      run_command({"/bin/sh", "-c", "exec >&- 2>&-; sleep 30"}, 1024, std::chrono::milliseconds(300));
+  EXPECT_TRUE(result.timed_out);
+  EXPECT_EQ(result.signal, SIGKILL);
+}
+
+TEST(RunCommand, StdoutAndStderrAreKeptApart) {
+  CommandResult result =
+      run_command({"/bin/sh", "-c", "echo out; echo err >&2; exit 4"}, 1024, std::chrono::milliseconds(10000));
+  EXPECT_EQ(result.exit_code, 4);
+  EXPECT_EQ(result.out, "out\n");
+  EXPECT_EQ(result.err, "err\n");
+  EXPECT_FALSE(result.truncated);
+}
+
+}  // namespace
+}  // namespace tenax::launch
