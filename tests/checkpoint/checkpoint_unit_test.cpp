@@ -6,9 +6,9 @@
 
 #include "checkpoint/crc32c.hpp"
 #include "checkpoint/geometry.hpp"
-#include "checkpoint/json.hpp"
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/shard_plan.hpp"
+#include "core/json.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax::ckpt {

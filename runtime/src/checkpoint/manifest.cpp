@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "checkpoint/json.hpp"
+#include "core/json.hpp"
 
 namespace tenax::ckpt {
 
