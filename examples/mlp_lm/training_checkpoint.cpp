@@ -20,16 +20,13 @@ CheckpointOptions options_of(const CheckpointSettings& s, const ParallelLayout& 
 }  // namespace
 
 TrainingCheckpoint::TrainingCheckpoint(Communicator& world, Trainer& trainer, CheckpointSettings settings)
-    : world_(world),
-      trainer_(trainer),
-      settings_(std::move(settings)),
-      view_(trainer_.state_entries(), world_, *trainer_.groups().dp) {
+    : world_(world), trainer_(trainer), settings_(std::move(settings)) {
   if (settings_.dir.empty())
     throw UsageError("checkpoint: no directory; pass --checkpoint-dir or set TENAX_CHECKPOINT_DIR");
   if (settings_.every < 0) throw UsageError("checkpoint: --checkpoint-every must be >= 0 (0: no periodic saves)");
   if (settings_.keep < 1) throw UsageError("checkpoint: --keep must be >= 1 (the newest checkpoint is always kept)");
   writer_ = std::make_unique<Checkpointer>(world_, options_of(settings_, trainer_.layout()),
-                                           view_.shards(/*primary_only=*/true));
+                                           checkpoint_shards(trainer_.state_entries(), /*primary_only=*/true));
 }
 
 TrainingCheckpoint::~TrainingCheckpoint() = default;
@@ -38,10 +35,9 @@ ResumeResult TrainingCheckpoint::resume() {
   const auto start = std::chrono::steady_clock::now();
   ResumeResult out;
   // Every replica must receive the saved values, not only the primary holders: load through all entries.
-  CheckpointStateView view(trainer_.state_entries(), world_, *trainer_.groups().dp);
-  Checkpointer reader(world_, options_of(settings_, trainer_.layout()), view.shards(/*primary_only=*/false));
+  Checkpointer reader(world_, options_of(settings_, trainer_.layout()),
+                      checkpoint_shards(trainer_.state_entries(), /*primary_only=*/false));
   LoadResult r = reader.load();
-  if (r.loaded) view.after_load();
   out.rejected = r.rejected;
   if (!r.loaded) return out;
   TrainingProgress p;
@@ -78,7 +74,6 @@ Blobs TrainingCheckpoint::progress_blobs() const {
 
 void TrainingCheckpoint::after_step(long step) {
   if (settings_.every > 0 && step % settings_.every == 0 && last_saved_ != step) {
-    view_.before_save();
     writer_->save(static_cast<std::uint64_t>(step), progress_blobs());
     last_saved_ = step;
   }
@@ -96,14 +91,12 @@ void TrainingCheckpoint::emergency_save(long step) {
   writer_->wait();
   // The step may already be saved (a periodic save of this very step): a checkpoint is never written twice.
   if (last_saved_ == step) return;
-  view_.before_save();
   writer_->emergency_save(static_cast<std::uint64_t>(step), progress_blobs());
   last_saved_ = step;
 }
 
 void TrainingCheckpoint::finish(long step) {
   if (last_saved_ != step) {
-    view_.before_save();
     writer_->save(static_cast<std::uint64_t>(step), progress_blobs());
     last_saved_ = step;
   }

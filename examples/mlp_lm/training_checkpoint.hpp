@@ -4,7 +4,7 @@
 //
 // Writing uses only the `primary` entries, so each replicated element (data-parallel replicas, tensors every TP rank
 // holds whole) has one writer. Loading must fill every replica, so the resume uses a second, short-lived checkpointer
-// over all entries; ZeRO-1 optimizer shards go through CheckpointStateView (one block per tensor and rank); the
+// over all entries; ZeRO-1 optimizer shards are passed as their boxes (several blocks of a tensor per rank); the
 // checkpointer reads for each rank only the blocks it overlaps, whatever layout and world size saved them (dp 4 -> 2,
 // tp 2 -> 1, ZeRO-1 on or off).
 //
@@ -65,7 +65,6 @@ class TrainingCheckpoint {
   Communicator& world_;
   Trainer& trainer_;
   CheckpointSettings settings_;
-  CheckpointStateView view_;
   std::unique_ptr<Checkpointer> writer_;
   std::optional<long> last_saved_;
   std::optional<long> reported_commit_;

@@ -2,8 +2,10 @@
 // sizes, replicated blocks written once, the VDS file read by h5dump and h5py, retention, progress, emergency save,
 // blobs, and errors surfaced at the next call.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -120,6 +122,21 @@ TEST(CheckpointMpi, ReplicatedBlocksAreWrittenOnceByTheLowestRank) {
   ASSERT_EQ(m.find("optim/exp_avg")->blocks.size(), 2u);  // one per dp rank, replicated over tp
   EXPECT_EQ(m.find("optim/exp_avg")->blocks[0].rank, 0);
   EXPECT_EQ(m.find("optim/exp_avg")->blocks[1].rank, 2);
+  // The 2-d ZeRO tensor: dp rank 0 holds rows 0-5 and the start of row 6, dp rank 1 the rest: two datasets per file.
+  std::vector<std::string> master;
+  for (const auto& b : m.find("optim/master")->blocks)
+    master.push_back(std::to_string(b.rank) + " " + b.dataset + " " + ckpt::dims_string(b.box.offset) + " " +
+                     ckpt::dims_string(b.box.shape));
+  EXPECT_EQ(master, (std::vector<std::string>{
+                        "0 /tensors/optim/master@0 [0, 0] [6, 7]", "0 /tensors/optim/master@1 [6, 0] [1, 4]",
+                        "2 /tensors/optim/master@0 [6, 4] [1, 3]", "2 /tensors/optim/master@1 [7, 0] [6, 7]"}));
+  if (world.rank() == 0) {
+    int status = 0;
+    std::string out = run_command("/usr/bin/h5ls -r " + dir / "step_1/rank_00002.h5" + " 2>&1", &status);
+    EXPECT_EQ(status, 0) << out;
+    EXPECT_TRUE(has(out, "/tensors/optim/master@0  Dataset {1, 3}")) << out;
+    EXPECT_TRUE(has(out, "/tensors/optim/master@1  Dataset {6, 7}")) << out;
+  }
   std::uint64_t rank3_blocks = 0;
   for (const auto& t : m.tensors)
     for (const auto& b : t.blocks)
@@ -136,7 +153,9 @@ TEST(CheckpointMpi, VirtualDatasetsShowWholeTensorsInH5dumpAndH5py) {
   Communicator& world = tenax::test::world();
   const ParallelLayout layout{world.size(), 1, 1};
   SharedTempDir dir(world, "vds");
-  TestModel model = make_model(layout, world.rank());
+  // "bulk" (80 KiB per rank) is large enough that its bytes bypass HDF5 (direct I/O at the offset HDF5 allocated).
+  constexpr int kBulk = 20000;
+  TestModel model = make_model(layout, world.rank(), kBulk);
   fill(model, 77);
   Checkpointer ckpt(world, options_for(dir.path(), layout), model.shards);
   ckpt.save(3);
@@ -168,7 +187,9 @@ TEST(CheckpointMpi, VirtualDatasetsShowWholeTensorsInH5dumpAndH5py) {
                                              {"layers.3.w1", DType::F32, "f4", 128},
                                              {"layers.0.bias", DType::F64, "f8", 8},
                                              {"optim/exp_avg", DType::F32, "f4", 1003},
-                                             {"head/scale", DType::I64, "i8", 1}}) {
+                                             {"optim/master", DType::F32, "f4", 91},
+                                             {"head/scale", DType::I64, "i8", 1},
+                                             {"bulk", DType::F32, "f4", kBulk * world.size()}}) {
       std::string file = dir / (std::string("want_") + std::to_string(args.size()) + ".bin");
       std::ofstream o(file, std::ios::binary);
       for (int g = 0; g < count; ++g) {
@@ -191,7 +212,7 @@ TEST(CheckpointMpi, VirtualDatasetsShowWholeTensorsInH5dumpAndH5py) {
     std::ofstream(dir / "check.py") << script;
     out = run_command("/usr/bin/python3 " + dir / "check.py" + " " + vds + args + " 2>&1", &status);
     EXPECT_EQ(status, 0) << out;
-    EXPECT_TRUE(has(out, "OK 5")) << out;
+    EXPECT_TRUE(has(out, "OK 7")) << out;
   }
 }
 
@@ -252,6 +273,52 @@ TEST(CheckpointMpi, RetentionProgressEmergencySaveAndBlobs) {
   EXPECT_EQ(mismatches(model, 6), 0u);
   EXPECT_EQ(get_value<int>(r.blobs, "rank"), 0);
   EXPECT_THROW(get_value<double>(r.blobs, "nope"), UsageError);
+}
+
+// The niceness of this process's thread named `name` (field 19 of /proc/self/task/<tid>/stat), or -100 if none.
+int thread_niceness(const std::string& name) {
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::string comm;
+    std::getline(std::ifstream(task.path() / "comm"), comm);
+    if (comm != name) continue;
+    std::string stat;
+    std::getline(std::ifstream(task.path() / "stat"), stat);
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));  // after "pid (comm) "
+    std::string field;
+    for (int i = 3; i <= 19 && fields >> field; ++i)
+      if (i == 19) return std::stoi(field);
+  }
+  return -100;
+}
+
+TEST(CheckpointMpi, IoThreadTakesTheConfiguredNiceness) {
+  Communicator& world = tenax::test::world();
+  const ParallelLayout layout{1, 1, world.size()};
+  SharedTempDir dir(world, "nice");
+  TestModel model = make_model(layout, world.rank());
+  CheckpointOptions o = options_for(dir.path(), layout);
+  o.io_nice = 20;
+  try {
+    Checkpointer refused(world, o, model.shards);
+    ADD_FAILURE() << "io_nice 20 accepted";
+  } catch (const UsageError& e) {
+    EXPECT_TRUE(has(e.what(), "use 0..19 (TENAX_CKPT_IO_NICE)")) << e.what();
+  }
+  EXPECT_EQ(thread_niceness("tenax-ckpt-io"), -100) << "no checkpointer is alive, so no I/O thread";
+  const int base = ::getpriority(PRIO_PROCESS, 0);  // the suite may itself run under `nice`
+  o.io_nice = 7;
+  {
+    Checkpointer ckpt(world, o, model.shards);
+    fill(model, 4);
+    ckpt.save(1);  // the thread has set its niceness before it runs its first job
+    ckpt.wait();
+    EXPECT_EQ(thread_niceness("tenax-ckpt-io"), std::min(19, base + 7));
+  }
+  o.io_nice = 0;
+  Checkpointer plain(world, o, model.shards);
+  plain.save(2);
+  plain.wait();
+  EXPECT_EQ(thread_niceness("tenax-ckpt-io"), base) << "0 leaves the training thread's priority";
 }
 
 TEST(CheckpointMpi, EmptyDirectoryIsAFreshStart) {

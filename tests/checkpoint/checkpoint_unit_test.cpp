@@ -6,9 +6,9 @@
 
 #include "checkpoint/crc32c.hpp"
 #include "checkpoint/geometry.hpp"
-#include "checkpoint/json.hpp"
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/shard_plan.hpp"
+#include "core/json.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax::ckpt {
@@ -51,8 +51,11 @@ TEST(CheckpointJson, ParsesWhatTheManifestWrites) {
   m.layout = ParallelLayout{2, 1, 3};
   m.world_size = 6;
   m.files = {{0, "rank_00000.h5", 4096}, {1, "rank_00001.h5", 1ull << 40}};
-  m.tensors = {
-      {"a/b.c", DType::BF16, {4, 6}, {{0, Box{{0, 0}, {2, 6}}, 24, 0xffffffffu}, {1, Box{{2, 0}, {2, 6}}, 24, 7}}}};
+  m.tensors = {{"a/b.c",
+                DType::BF16,
+                {4, 6},
+                {{0, "/tensors/a/b.c", Box{{0, 0}, {2, 6}}, 24, 0xffffffffu},
+                 {1, "/tensors/a/b.c@1", Box{{2, 0}, {2, 6}}, 24, 7}}}};
   m.blobs = {{1, "rng \"state\"", 16, 99}};
   Manifest back = Manifest::from_json(m.to_json());
   EXPECT_EQ(back.step, m.step);
@@ -64,7 +67,35 @@ TEST(CheckpointJson, ParsesWhatTheManifestWrites) {
   EXPECT_EQ(back.find("a/b.c")->dtype, DType::BF16);
   EXPECT_EQ(back.find("a/b.c")->blocks[0].crc32c, 0xffffffffu);
   EXPECT_EQ(back.find("a/b.c")->blocks[1].box.offset, (Dims{2, 0}));
+  EXPECT_EQ(back.find("a/b.c")->blocks[1].dataset, "/tensors/a/b.c@1");
   EXPECT_EQ(back.blobs[0].name, "rng \"state\"");
+}
+
+TEST(CheckpointJson, ReadsVersion1AndRefusesUnknownVersions) {
+  // A version 1 manifest has no "dataset": each block is /tensors/<name> in its rank's file.
+  const std::string v1 = R"({"format": "tenax-checkpoint", "version": 1, "step": 5, "world_size": 2,
+    "layout": {"tp": 1, "pp": 1, "dp": 2},
+    "files": [{"rank": 0, "name": "rank_00000.h5", "bytes": 10}, {"rank": 1, "name": "rank_00001.h5", "bytes": 10}],
+    "tensors": [{"name": "w", "dtype": "f32", "global_shape": [4], "blocks": [
+      {"rank": 0, "offset": [0], "shape": [2], "bytes": 8, "crc32c": 1},
+      {"rank": 1, "offset": [2], "shape": [2], "bytes": 8, "crc32c": 2}]}],
+    "blobs": []})";
+  Manifest m = Manifest::from_json(v1);
+  ASSERT_NE(m.find("w"), nullptr);
+  EXPECT_EQ(m.find("w")->blocks[1].dataset, "/tensors/w");
+  std::string v3 = v1;
+  v3.replace(v3.find("\"version\": 1"), 12, "\"version\": 3");
+  try {
+    Manifest::from_json(v3);
+    ADD_FAILURE() << "version 3 accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("format version 3 is not supported"), std::string::npos) << e.what();
+  }
+  // A version 2 block must name one of its own tensor's datasets.
+  Manifest two;
+  two.world_size = 1;
+  two.tensors = {{"w", DType::F32, {2}, {{0, "/tensors/other", Box{{0}, {2}}, 8, 0}}}};
+  EXPECT_THROW(Manifest::from_json(two.to_json()), std::runtime_error);
 }
 
 TEST(CheckpointJson, RejectsDamage) {
@@ -137,11 +168,38 @@ void expect_usage_error(const std::vector<std::string>& ranks, const std::string
   }
 }
 
+TEST(CheckpointPlan, SeveralBlocksOfATensorOnOneRankGetTheirOwnDatasets) {
+  // Rank 0 holds rows 0-1 and the start of row 2 of m [4, 3]; rank 1 the rest of row 2 and row 3 (ZeRO-1 boxes).
+  auto r0 = describe({TensorShard::block("m", DType::F32, {4, 3}, {0, 0}, {2, 3}, nullptr),
+                      TensorShard::block("m", DType::F32, {4, 3}, {2, 0}, {1, 1}, nullptr)});
+  auto r1 = describe({TensorShard::block("m", DType::F32, {4, 3}, {2, 1}, {1, 2}, nullptr),
+                      TensorShard::block("m", DType::F32, {4, 3}, {3, 0}, {1, 3}, nullptr),
+                      TensorShard::whole("b", DType::F32, {2}, nullptr)});
+  Plan plan = make_plan({r0, r1});
+  ASSERT_EQ(plan.tensors.size(), 2u);
+  ASSERT_EQ(plan.tensors[1].name, "m");
+  std::vector<std::pair<int, std::string>> got;
+  for (int b : plan.tensors[1].blocks)
+    got.emplace_back(plan.blocks[b].writer, plan.blocks[b].dataset);
+  EXPECT_EQ(got, (std::vector<std::pair<int, std::string>>{
+                     {0, "/tensors/m@0"}, {0, "/tensors/m@1"}, {1, "/tensors/m@0"}, {1, "/tensors/m@1"}}));
+  EXPECT_EQ(plan.blocks[plan.tensors[0].blocks[0]].dataset, "/tensors/b");
+  // Two of one rank's blocks overlapping is refused like any overlap.
+  expect_usage_error({describe({TensorShard::block("m", DType::F32, {4, 3}, {0, 0}, {2, 3}, nullptr),
+                                TensorShard::block("m", DType::F32, {4, 3}, {1, 0}, {3, 3}, nullptr)})},
+                     "overlaps");
+}
+
 TEST(CheckpointPlan, RefusesInconsistentShardLists) {
   auto flat = [](std::uint64_t total, std::uint64_t begin, std::uint64_t count) {
     return describe({TensorShard::flat_range("m", DType::F32, total, begin, count, nullptr)});
   };
   expect_usage_error({flat(10, 0, 6), flat(10, 5, 5)}, "overlaps");
+  // Descriptions that do not parse (missing, extra or non-numeric fields) are refused, never half-read.
+  expect_usage_error({"w f32 1 4 0\n"}, "malformed shard description from rank 0");
+  expect_usage_error({flat(10, 0, 10), "w f32 1 4 0 4 7\n"}, "malformed shard description from rank 1");
+  expect_usage_error({"w f32 1 4 x 4\n"}, "malformed");
+  expect_usage_error({"w f99 1 4 0 4\n"}, "unknown dtype 'f99'");
   expect_usage_error({flat(10, 0, 4), flat(10, 5, 5)}, "cover 9 of its 10");
   expect_usage_error({flat(10, 0, 5), flat(12, 5, 5)}, "every rank must describe the same global tensor");
   expect_usage_error({describe({TensorShard::whole("a", DType::F32, {2}, nullptr),
@@ -168,7 +226,12 @@ TEST(CheckpointPlan, RefusesBadShards) {
   bad(TensorShard::whole("w", DType::F32, {}, nullptr), "empty global shape");
   std::vector<TensorShard> twice{TensorShard::whole("w", DType::F32, {2}, x),
                                  TensorShard::whole("w", DType::F32, {2}, x)};
-  EXPECT_THROW(normalize_shards(twice), UsageError);
+  try {
+    normalize_shards(twice);
+    ADD_FAILURE() << "the same block twice was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("is given twice on this rank"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -5,9 +5,12 @@
 //   layers.<i>.bias   [8]      f64   replicated over tp and dp
 //   head/scale        [1]      i64   last stage, replicated
 //   optim/exp_avg     [1003]   f32   ZeRO-1: a flat range per dp rank (uneven split), replicated over tp and pp
+//   optim/master      [13, 7]  f32   ZeRO-1 of a 2-d tensor: each dp rank's flat range as up to three boxes (the end
+//                                    of a row, whole rows, the start of a row), replicated over tp and pp
 // Every element's bits are a function of (seed, tensor, global index), so any rank can check any block it loaded.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -95,6 +98,27 @@ struct TestModel {
   }
 };
 
+// A flat range [begin, begin+count) of a [rows, cols] tensor as row-major boxes: the rest of the first row, the whole
+// rows, the start of the last row (those that are not empty).
+inline std::vector<TensorShard> range_as_boxes(const std::string& name, DType dtype, std::uint64_t rows,
+                                               std::uint64_t cols, std::uint64_t begin, std::uint64_t count) {
+  std::vector<TensorShard> out;
+  std::uint64_t at = begin;
+  const std::uint64_t end = begin + count;
+  if (at % cols != 0 && at < end) {
+    const std::uint64_t n = std::min(end, (at / cols + 1) * cols) - at;
+    out.push_back(TensorShard::block(name, dtype, {rows, cols}, {at / cols, at % cols}, {1, n}, nullptr));
+    at += n;
+  }
+  if (end - at >= cols) {
+    const std::uint64_t full = (end - at) / cols;
+    out.push_back(TensorShard::block(name, dtype, {rows, cols}, {at / cols, 0}, {full, cols}, nullptr));
+    at += full * cols;
+  }
+  if (at < end) out.push_back(TensorShard::block(name, dtype, {rows, cols}, {at / cols, 0}, {1, end - at}, nullptr));
+  return out;
+}
+
 inline TestModel make_model(const ParallelLayout& layout, int rank, std::uint64_t extra_f32_elems = 0) {
   const RankCoords c = coords_of(layout, rank);
   TestModel m;
@@ -114,6 +138,10 @@ inline TestModel make_model(const ParallelLayout& layout, int rank, std::uint64_
   const std::uint64_t base = total / dp, extra = total % dp;
   const std::uint64_t begin = d * base + std::min<std::uint64_t>(d, extra);
   m.add(TensorShard::flat_range("optim/exp_avg", DType::F32, total, begin, base + (d < extra ? 1 : 0), nullptr));
+  const std::uint64_t rows = 13, cols = 7, per = rows * cols / dp, more = rows * cols % dp;
+  for (TensorShard& box :
+       range_as_boxes("optim/master", DType::F32, rows, cols, d * per + std::min(d, more), per + (d < more ? 1 : 0)))
+    m.add(std::move(box));
   if (extra_f32_elems > 0)  // a big per-rank tensor for disk-full and kill tests
     m.add(TensorShard::flat_range("bulk", DType::F32, extra_f32_elems * layout.world_size(), extra_f32_elems * rank,
                                   extra_f32_elems, nullptr));

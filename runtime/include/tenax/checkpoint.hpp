@@ -105,10 +105,14 @@ T get_value(const Blobs& blobs, const std::string& name) {
 struct CheckpointOptions {
   std::string dir;        // where step_<N>/ directories and `latest` live (TENAX_CHECKPOINT_DIR); created if missing
   int keep = 3;           // complete checkpoints kept (TENAX_CKPT_KEEP, >= 1); the newest is never deleted
+  int io_nice = 0;        // niceness the background I/O thread adds to its own (TENAX_CKPT_IO_NICE, 0..19)
+  bool direct_io = true;  // write large blocks with O_DIRECT where the file system allows (TENAX_CKPT_DIRECT_IO)
   ParallelLayout layout;  // recorded in the manifest (informational: loading never needs the saved layout)
   void* cuda_stream = nullptr;  // cudaStream_t that produces the Device shards; copies are ordered on it
 
-  // dir and keep from TENAX_CHECKPOINT_DIR / TENAX_CKPT_KEEP. Throws UsageError if TENAX_CHECKPOINT_DIR is unset.
+  // dir, keep, io_nice and direct_io from TENAX_CHECKPOINT_DIR / TENAX_CKPT_KEEP / TENAX_CKPT_IO_NICE /
+  // TENAX_CKPT_DIRECT_IO. Throws UsageError if
+  // TENAX_CHECKPOINT_DIR is unset.
   static CheckpointOptions from_env(const ParallelLayout& layout = {});
 };
 

@@ -39,6 +39,8 @@ CheckpointOptions CheckpointOptions::from_env(const ParallelLayout& layout) {
   if (o.dir.empty())
     throw UsageError("TENAX_CHECKPOINT_DIR is not set: set it to the directory where checkpoints are written and read");
   o.keep = static_cast<int>(env::get_int("TENAX_CKPT_KEEP"));
+  o.io_nice = static_cast<int>(env::get_int("TENAX_CKPT_IO_NICE"));
+  o.direct_io = env::get_bool("TENAX_CKPT_DIRECT_IO");
   o.layout = layout;
   return o;
 }
@@ -80,6 +82,9 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
     if (s.options.keep < 1)
       throw UsageError("checkpoint: keep = " + std::to_string(s.options.keep) +
                        " would delete the newest checkpoint; keep at least 1 (TENAX_CKPT_KEEP)");
+    if (s.options.io_nice < 0 || s.options.io_nice > 19)
+      throw UsageError("checkpoint: io_nice = " + std::to_string(s.options.io_nice) +
+                       " is not a niceness a thread can give itself; use 0..19 (TENAX_CKPT_IO_NICE)");
     ckpt::normalize_shards(shards);
   });
   s.shards = std::move(shards);
@@ -90,8 +95,9 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
     const auto& block = s.plan.blocks[b];
     if (block.writer != world.rank()) continue;
     const std::string& name = s.plan.tensors[block.tensor].name;
-    int shard = 0;
-    while (s.shards[shard].name != name)
+    int shard = 0;  // the writer holds exactly this block (it may hold other blocks of the tensor too)
+    while (s.shards[shard].name != name || s.shards[shard].offset != block.box.offset ||
+           s.shards[shard].shape != block.box.shape)
       ++shard;
     std::size_t bytes = s.shards[shard].bytes();
     s.writes.push_back(State::LocalWrite{shard, b, offset, bytes});
@@ -108,7 +114,7 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
     s.arena.allocate(offset, s.any_device);
     if (s.any_device) s.fence = std::make_unique<ckpt::DeviceCopyFence>();
   });
-  s.io = std::make_unique<ckpt::IoThread>();
+  s.io = std::make_unique<ckpt::IoThread>(s.options.io_nice);
   TENAX_LOG(Info, "ckpt") << "checkpointer on " << s.options.dir << ": " << s.plan.tensors.size() << " tensors, "
                           << s.writes.size() << " blocks and " << offset << " staging bytes on this rank";
 }
@@ -198,8 +204,8 @@ Checkpointer::State::WriteResult Checkpointer::State::write_job(std::uint64_t st
       // Device shards arrive by DMA: their checksum is taken here, right after the copy completed.
       std::uint32_t crc = shard.memory == MemoryKind::Device ? ckpt::crc32c_extend(0, staged, w.bytes) : staged_crcs[i];
       result.crcs.push_back(crc);
-      shard_writes.push_back(
-          ckpt::ShardWrite{shard.name, shard.dtype, shard.global_shape, plan.blocks[w.block].box, staged, crc});
+      shard_writes.push_back(ckpt::ShardWrite{shard.name, plan.blocks[w.block].dataset, shard.dtype, shard.global_shape,
+                                              plan.blocks[w.block].box, staged, crc});
     }
     std::vector<ckpt::BlobWrite> blob_writes;
     for (const auto& [name, bytes] : staged_blobs) {
@@ -208,7 +214,7 @@ Checkpointer::State::WriteResult Checkpointer::State::write_job(std::uint64_t st
       result.blobs.push_back(ckpt::ManifestBlob{rank, name, bytes.size(), crc});
     }
     ckpt::RankFileHeader header{step, rank, world_size, options.layout};
-    result.file_bytes = ckpt::write_rank_file(path, header, shard_writes, blob_writes);
+    result.file_bytes = ckpt::write_rank_file(path, header, shard_writes, blob_writes, options.direct_io);
   } catch (const std::exception& e) {
     result.outcome = Outcome{1, e.what()};
   }
@@ -305,7 +311,7 @@ ckpt::Manifest Checkpointer::State::build_manifest(std::uint64_t step, const std
     ckpt::ManifestTensor mt{t.name, t.dtype, t.global_shape, {}};
     for (int b : t.blocks) {
       const auto& block = plan.blocks[b];
-      mt.blocks.push_back(ckpt::ManifestBlock{block.writer, block.box,
+      mt.blocks.push_back(ckpt::ManifestBlock{block.writer, block.dataset, block.box,
                                               ckpt::volume(block.box.shape) * dtype_size(t.dtype),
                                               crcs[block.writer].at(next[block.writer]++)});
     }

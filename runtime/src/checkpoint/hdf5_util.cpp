@@ -78,8 +78,8 @@ std::int64_t check(std::int64_t status, const char* what, const std::string& pat
   return status;
 }
 
-Handle file_create(const std::string& path) {
-  hid_t id = H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+Handle file_create(const std::string& path, hid_t fapl) {
+  hid_t id = H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl);
   check(id, "H5Fcreate", path);
   return Handle(id, H5Fclose);
 }

@@ -51,7 +51,7 @@ std::string take_error_stack();
 // Throws IoError("<path>: <what> failed: <error stack>") when status < 0; returns status otherwise.
 std::int64_t check(std::int64_t status, const char* what, const std::string& path);
 
-Handle file_create(const std::string& path);
+Handle file_create(const std::string& path, hid_t fapl = H5P_DEFAULT);
 Handle file_open_read(const std::string& path);
 Handle dataspace(const std::vector<std::uint64_t>& dims);
 Handle scalar_space();

@@ -1,12 +1,19 @@
 #include "checkpoint/io_thread.hpp"
 
 #include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "checkpoint/hdf5_util.hpp"
+#include "tenax/log.hpp"
 
 namespace tenax::ckpt {
 
-IoThread::IoThread() : thread_([this] { loop(); }) {}
+IoThread::IoThread(int nice) : nice_(nice), thread_([this] { loop(); }) {}
 
 IoThread::~IoThread() {
   {
@@ -27,6 +34,17 @@ void IoThread::enqueue(std::function<void()> job) {
 
 void IoThread::loop() {
   pthread_setname_np(pthread_self(), "tenax-ckpt-io");
+  // Linux niceness is per thread; the thread inherited the creator's. Lowering priority needs no privilege, and a
+  // failure only costs priority, never correctness, so it is logged, not raised.
+  if (nice_ > 0) {
+    const id_t self = static_cast<id_t>(::gettid());
+    errno = 0;
+    const int inherited = ::getpriority(PRIO_PROCESS, self);
+    const int wanted = std::min(19, (errno == 0 ? inherited : 0) + nice_);
+    if (::setpriority(PRIO_PROCESS, self, wanted) != 0)
+      TENAX_LOG(Warn, "ckpt") << "cannot lower the checkpoint I/O thread's priority to nice " << wanted << ": "
+                              << std::strerror(errno);
+  }
   h5::silence_errors_on_this_thread();
   while (true) {
     std::function<void()> job;

@@ -15,7 +15,9 @@ namespace tenax::ckpt {
 
 class IoThread {
  public:
-  IoThread();
+  // nice: niceness the thread adds to the one it inherits (0: unchanged; capped at 19), so that the training thread
+  // wins contended cores.
+  explicit IoThread(int nice);
   // Runs every job already submitted, then stops.
   ~IoThread();
   IoThread(const IoThread&) = delete;
@@ -38,7 +40,8 @@ class IoThread {
   std::condition_variable ready_;
   std::deque<std::function<void()>> jobs_;
   bool stopping_ = false;
-  std::thread thread_;
+  int nice_;
+  std::thread thread_;  // last: it starts in the constructor and reads the members above
 };
 
 }  // namespace tenax::ckpt

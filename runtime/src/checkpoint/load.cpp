@@ -69,7 +69,7 @@ class Attempt {
       if (block.bytes != ckpt::volume(block.box.shape) * esize)
         throw IoError(dir_ + "/" + ckpt::kManifestName + ": block of '" + s.name + "' has an inconsistent size");
       ckpt::RankFileReader& file = reader(block.rank);
-      const std::string dataset = ckpt::tensor_dataset(s.name);
+      const std::string& dataset = block.dataset;
       std::uint32_t crc = 0;
       if (*common == block.box) {
         // The saved block lies inside this shard: read it straight into place and checksum it there, row by row.

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "checkpoint/json.hpp"
+#include "core/json.hpp"
 
 namespace tenax::ckpt {
 
@@ -16,6 +16,10 @@ std::string rank_file_name(int rank) {
 
 std::string tensor_dataset(const std::string& tensor) {
   return "/tensors/" + tensor;
+}
+std::string block_dataset(const std::string& tensor, int ordinal_in_file, int blocks_in_file) {
+  if (blocks_in_file <= 1) return tensor_dataset(tensor);
+  return tensor_dataset(tensor) + "@" + std::to_string(ordinal_in_file);
 }
 std::string blob_dataset(const std::string& blob) {
   return "/blobs/" + blob;
@@ -79,7 +83,9 @@ std::string Manifest::to_json() const {
     for (std::size_t j = 0; j < t.blocks.size(); ++j) {
       const auto& b = t.blocks[j];
       o += j ? ",\n      " : "\n      ";
-      o += "{\"rank\": " + std::to_string(b.rank) + ", \"offset\": ";
+      o += "{\"rank\": " + std::to_string(b.rank) + ", \"dataset\": ";
+      json::append_string(o, b.dataset);
+      o += ", \"offset\": ";
       append_dims(o, b.box.offset);
       o += ", \"shape\": ";
       append_dims(o, b.box.shape);
@@ -103,11 +109,10 @@ Manifest Manifest::from_json(std::string_view text) {
   if (root.at("format").string() != "tenax-checkpoint") throw std::runtime_error("manifest: not a tenax checkpoint");
   Manifest m;
   m.version = root.at("version").u64();
-  if (m.version != kFormatVersion)
+  if (m.version < kOldestReadableVersion || m.version > kFormatVersion)
     throw std::runtime_error("manifest: format version " + std::to_string(m.version) +
-                             " is not supported (this "
-                             "tenax reads version " +
-                             std::to_string(kFormatVersion) + ")");
+                             " is not supported (this tenax reads versions " + std::to_string(kOldestReadableVersion) +
+                             " to " + std::to_string(kFormatVersion) + "; a newer tenax wrote it)");
   m.step = root.at("step").u64();
   m.world_size = read_int(root.at("world_size"));
   const auto& layout = root.at("layout");
@@ -124,6 +129,10 @@ Manifest Manifest::from_json(std::string_view text) {
     for (const auto& b : t.at("blocks").array()) {
       ManifestBlock mb;
       mb.rank = read_int(b.at("rank"));
+      mb.dataset = m.version >= 2 ? b.at("dataset").string() : tensor_dataset(mt.name);
+      if (mb.dataset.rfind(tensor_dataset(mt.name), 0) != 0)
+        throw std::runtime_error("manifest: a block of tensor '" + mt.name + "' names dataset '" + mb.dataset +
+                                 "', which is not one of that tensor's");
       mb.box.offset = read_dims(b.at("offset"));
       mb.box.shape = read_dims(b.at("shape"));
       mb.bytes = b.at("bytes").u64();

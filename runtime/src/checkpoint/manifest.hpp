@@ -13,17 +13,25 @@
 
 namespace tenax::ckpt {
 
-inline constexpr std::uint64_t kFormatVersion = 1;
+// Version 2 names each block's dataset in the manifest (a rank may write several blocks of one tensor); version 1
+// manifests, whose blocks are all "/tensors/<name>", are still read.
+inline constexpr std::uint64_t kFormatVersion = 2;
+inline constexpr std::uint64_t kOldestReadableVersion = 1;
 inline constexpr const char* kManifestName = "manifest.json";
 inline constexpr const char* kVdsName = "checkpoint.h5";
 inline constexpr const char* kLatestName = "latest";
 
 std::string rank_file_name(int rank);                   // "rank_00003.h5"
 std::string tensor_dataset(const std::string& tensor);  // "/tensors/<name>"
-std::string blob_dataset(const std::string& blob);      // "/blobs/<name>"
+// The dataset of a block in its rank file: tensor_dataset() when the file holds one block of the tensor, else
+// "/tensors/<name>@<ordinal>" with the block's ordinal among that file's blocks of the tensor ('@' is never part of a
+// tensor name, so the names cannot collide).
+std::string block_dataset(const std::string& tensor, int ordinal_in_file, int blocks_in_file);
+std::string blob_dataset(const std::string& blob);  // "/blobs/<name>"
 
 struct ManifestBlock {
-  int rank = 0;  // the file (rank_<rank>.h5) that holds it
+  int rank = 0;         // the file (rank_<rank>.h5) that holds it
+  std::string dataset;  // in that file
   Box box;
   std::uint64_t bytes = 0;
   std::uint32_t crc32c = 0;

@@ -2,33 +2,68 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "checkpoint/fs_util.hpp"
 #include "checkpoint/manifest.hpp"
+#include "checkpoint/raw_data_writer.hpp"
 #include "tenax/error.hpp"
 #include "tenax/log.hpp"
 
 namespace tenax::ckpt {
 namespace {
 
-void write_dataset(hid_t file, const std::string& name, hid_t type, const Dims& dims, const void* data,
-                   const std::string& path) {
+// Datasets of at least this many bytes are aligned to 4 KiB in the file and written by RawDataWriter (direct I/O);
+// smaller ones (biases, blobs) go through H5Dwrite. The alignment wastes at most 4 KiB per large dataset.
+constexpr std::uint64_t kDirectThreshold = std::uint64_t{64} << 10;
+
+// A large dataset's bytes and where HDF5 placed them in the file.
+struct Placement {
+  std::uint64_t file_offset;
+  const std::uint8_t* data;
+  std::uint64_t bytes;
+};
+
+h5::Handle create_dataset(hid_t file, const std::string& name, hid_t type, const Dims& dims, bool allocate_now,
+                          const std::string& path) {
   h5::Handle space = h5::dataspace(dims);
   h5::Handle lcpl = h5::lcpl_with_parents();
   h5::Handle dcpl(h5::check(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate", path), H5Pclose);
-  // Contiguous, no fill values: the block is written exactly once, straight from the staging buffer.
+  // Contiguous, no fill values: the block is written exactly once, straight from the staging buffer. Allocated at
+  // creation when its bytes are written outside HDF5, so that its file offset is known.
   h5::check(H5Pset_layout(dcpl, H5D_CONTIGUOUS), "H5Pset_layout", path);
   h5::check(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), "H5Pset_fill_time", path);
-  h5::Handle dset(h5::check(H5Dcreate2(file, name.c_str(), type, space, lcpl, dcpl, H5P_DEFAULT), "H5Dcreate2", path),
-                  H5Dclose);
-  if (volume(dims) > 0)
-    h5::check(H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), ("H5Dwrite " + name).c_str(), path);
+  if (allocate_now) h5::check(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), "H5Pset_alloc_time", path);
+  return h5::Handle(h5::check(H5Dcreate2(file, name.c_str(), type, space, lcpl, dcpl, H5P_DEFAULT),
+                              ("H5Dcreate2 " + name).c_str(), path),
+                    H5Dclose);
 }
 
-void write_all(const std::string& path, const RankFileHeader& header, const std::vector<ShardWrite>& shards,
-               const std::vector<BlobWrite>& blobs) {
-  h5::Handle file = h5::file_create(path);
+// Creates a dataset and either writes it through HDF5 (small) or returns where its bytes go (large).
+h5::Handle add_dataset(hid_t file, const std::string& name, hid_t type, const Dims& dims, const void* data,
+                       const std::string& path, std::vector<Placement>& placements) {
+  const std::uint64_t bytes = volume(dims) * H5Tget_size(type);
+  const bool large = bytes >= kDirectThreshold;
+  h5::Handle dset = create_dataset(file, name, type, dims, large, path);
+  if (bytes == 0) return dset;
+  if (!large) {
+    h5::check(H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), ("H5Dwrite " + name).c_str(), path);
+    return dset;
+  }
+  const haddr_t at = H5Dget_offset(dset);
+  if (at == HADDR_UNDEF) throw IoError(path + ": HDF5 did not allocate dataset " + name + " at creation");
+  placements.push_back(Placement{static_cast<std::uint64_t>(at), static_cast<const std::uint8_t*>(data), bytes});
+  return dset;
+}
+
+// Writes the file's structure, attributes and small datasets with HDF5; returns the large datasets' placements.
+std::vector<Placement> write_structure(const std::string& path, const RankFileHeader& header,
+                                       const std::vector<ShardWrite>& shards, const std::vector<BlobWrite>& blobs) {
+  std::vector<Placement> placements;
+  h5::Handle fapl(h5::check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate", path), H5Pclose);
+  h5::check(H5Pset_alignment(fapl, kDirectThreshold, RawDataWriter::kAlignment), "H5Pset_alignment", path);
+  h5::Handle file = h5::file_create(path, fapl);
   h5::write_attr_u64(file, "tenax_format_version", kFormatVersion, path);
   h5::write_attr_u64(file, "step", header.step, path);
   h5::write_attr_u64(file, "rank", static_cast<std::uint64_t>(header.rank), path);
@@ -38,10 +73,8 @@ void write_all(const std::string& path, const RankFileHeader& header, const std:
                        static_cast<std::uint64_t>(header.layout.dp)},
                       path);
   for (const ShardWrite& s : shards) {
-    const std::string name = tensor_dataset(s.tensor);
     h5::Handle type = h5::type_of(s.dtype);
-    write_dataset(file, name, type, s.box.shape, s.data, path);
-    h5::Handle dset(h5::check(H5Dopen2(file, name.c_str(), H5P_DEFAULT), "H5Dopen2", path), H5Dclose);
+    h5::Handle dset = add_dataset(file, s.dataset, type, s.box.shape, s.data, path, placements);
     h5::write_attr_string(dset, "tensor", s.tensor, path);
     h5::write_attr_string(dset, "dtype", std::string(dtype_name(s.dtype)), path);
     h5::write_attr_u64s(dset, "global_shape", s.global_shape, path);
@@ -50,31 +83,37 @@ void write_all(const std::string& path, const RankFileHeader& header, const std:
   }
   h5::Handle u8 = h5::type_of(DType::U8);
   for (const BlobWrite& b : blobs) {
-    const std::string name = blob_dataset(b.name);
-    write_dataset(file, name, u8, {b.bytes->size()}, b.bytes->data(), path);
-    h5::Handle dset(h5::check(H5Dopen2(file, name.c_str(), H5P_DEFAULT), "H5Dopen2", path), H5Dclose);
+    h5::Handle dset = add_dataset(file, blob_dataset(b.name), u8, {b.bytes->size()}, b.bytes->data(), path, placements);
     h5::write_attr_u32(dset, "crc32c", b.crc32c, path);
   }
-  // Closing writes the metadata; a failure here (ENOSPC) must not go unnoticed.
+  // Closing writes the metadata and sets the file's size to cover the allocated datasets; a failure here (ENOSPC)
+  // must not go unnoticed.
   h5::check(file.close(), "H5Fclose", path);
+  return placements;
 }
 
 }  // namespace
 
 std::uint64_t write_rank_file(const std::string& path, const RankFileHeader& header,
-                              const std::vector<ShardWrite>& shards, const std::vector<BlobWrite>& blobs) {
+                              const std::vector<ShardWrite>& shards, const std::vector<BlobWrite>& blobs,
+                              bool direct_io) {
   using Clock = std::chrono::steady_clock;
   try {
     const auto t0 = Clock::now();
-    write_all(path, header, shards, blobs);
+    const std::vector<Placement> placements = write_structure(path, header, shards, blobs);
     const auto t1 = Clock::now();
-    fs::fsync_path(path);
+    RawDataWriter raw(path, direct_io);
+    for (const Placement& p : placements)
+      raw.write(p.file_offset, p.data, p.bytes);
+    const auto t2 = Clock::now();
+    raw.sync_and_close();
     const std::uint64_t size = fs::file_size(path);
     auto ms = [](Clock::time_point a, Clock::time_point b) {
       return std::chrono::duration<double, std::milli>(b - a).count();
     };
-    TENAX_LOG(Debug, "ckpt") << path << ": " << size << " bytes, HDF5 write " << ms(t0, t1) << " ms, fsync "
-                             << ms(t1, Clock::now()) << " ms";
+    TENAX_LOG(Debug, "ckpt") << path << ": " << size << " bytes (" << raw.direct_bytes() << " direct), HDF5 "
+                             << ms(t0, t1) << " ms, data " << ms(t1, t2) << " ms, fsync " << ms(t2, Clock::now())
+                             << " ms";
     return size;
   } catch (...) {
     ::unlink(path.c_str());

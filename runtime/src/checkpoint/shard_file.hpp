@@ -15,6 +15,7 @@ namespace tenax::ckpt {
 
 struct ShardWrite {
   std::string tensor;
+  std::string dataset;  // where in the file (block_dataset())
   DType dtype = DType::F32;
   Dims global_shape;
   Box box;
@@ -35,10 +36,13 @@ struct RankFileHeader {
   ParallelLayout layout;
 };
 
-// Creates `path` (it must not exist), writes everything, closes, fsyncs it, and returns its size. On any failure the
-// partial file is removed and IoError is raised with the path and the system's error text.
+// Creates `path` (it must not exist), writes everything, closes, fsyncs it, and returns its size. HDF5 writes the
+// structure and the small datasets; the large datasets' bytes go through RawDataWriter (direct_io: around the page
+// cache where the file system allows). On any failure the partial file is removed and IoError is raised with the
+// path and the system's error text.
 std::uint64_t write_rank_file(const std::string& path, const RankFileHeader& header,
-                              const std::vector<ShardWrite>& shards, const std::vector<BlobWrite>& blobs);
+                              const std::vector<ShardWrite>& shards, const std::vector<BlobWrite>& blobs,
+                              bool direct_io);
 
 class RankFileReader {
  public:

@@ -1,9 +1,14 @@
 #include "checkpoint/shard_plan.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
+#include <tuple>
+
+#include "checkpoint/manifest.hpp"
 
 #include "tenax/build_config.hpp"
 #include "tenax/error.hpp"
@@ -35,12 +40,9 @@ void check_name(const std::string& name) {
 }  // namespace
 
 void normalize_shards(std::vector<TensorShard>& shards) {
-  std::set<std::string> seen;
   for (auto& s : shards) {
     check_name(s.name);
     const std::string who = "checkpoint shard '" + s.name + "'";
-    if (!seen.insert(s.name).second)
-      throw UsageError(who + " is given twice on this rank: each rank holds at most one block of a tensor");
     if (s.global_shape.empty()) throw UsageError(who + " has an empty global shape: describe a scalar as shape {1}");
     for (auto d : s.global_shape)
       if (d == 0) throw UsageError(who + " has a zero dimension in its global shape " + dims_string(s.global_shape));
@@ -60,6 +62,13 @@ void normalize_shards(std::vector<TensorShard>& shards) {
     if (s.memory == MemoryKind::Device && !TENAX_HAVE_CUDA)
       throw UsageError(who + " is in device memory but this tenax was built without CUDA (TENAX_WITH_CUDA=OFF)");
   }
+  // Several blocks of one tensor are fine; the same block twice is a caller's bug (which copy would a load fill?).
+  // Overlapping distinct blocks are refused by make_plan() with every rank's view.
+  std::set<std::tuple<std::string, Dims, Dims>> seen;
+  for (const auto& s : shards)
+    if (!seen.emplace(s.name, s.offset, s.shape).second)
+      throw UsageError("checkpoint shard '" + s.name + "': the block at " + dims_string(s.offset) + " of shape " +
+                       dims_string(s.shape) + " is given twice on this rank; give each block once");
 }
 
 std::string describe_shards(const std::vector<TensorShard>& shards) {
@@ -87,31 +96,71 @@ struct Held {
   Box box;
 };
 
-std::vector<std::pair<std::string, Held>> parse_line_set(const std::string& text, int rank) {
+// Reads describe_shards() text. Hand-parsed with from_chars: it runs over every rank's shards on every rank, so at
+// thousands of ranks a stream-based parse would dominate the constructor.
+std::vector<std::pair<std::string, Held>> parse_line_set(std::string_view text, int rank) {
+  auto malformed = [&] {
+    return UsageError("checkpoint: malformed shard description from rank " + std::to_string(rank));
+  };
+  auto word = [&](std::string_view& line) {
+    const std::size_t space = line.find(' ');
+    std::string_view w = line.substr(0, space);
+    line.remove_prefix(space == std::string_view::npos ? line.size() : space + 1);
+    return w;
+  };
+  auto number = [&](std::string_view& line) {
+    std::string_view w = word(line);
+    std::uint64_t v = 0;
+    auto [end, ec] = std::from_chars(w.data(), w.data() + w.size(), v);
+    if (ec != std::errc() || end != w.data() + w.size() || w.empty()) throw malformed();
+    return v;
+  };
   std::vector<std::pair<std::string, Held>> out;
-  std::istringstream lines(text);
-  std::string line;
-  while (std::getline(lines, line)) {
+  while (!text.empty()) {
+    const std::size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
     if (line.empty()) continue;
-    std::istringstream in(line);
-    std::string name, dtype;
-    std::size_t n = 0;
-    in >> name >> dtype >> n;
+    const std::string_view name = word(line), dtype = word(line);
+    const std::uint64_t n = number(line);
+    if (n > 64) throw malformed();
     Held h{rank, DType::U8, Dims(n), Box{Dims(n), Dims(n)}};
     auto parsed = parse_dtype(dtype);
     if (!parsed)
-      throw UsageError("checkpoint: rank " + std::to_string(rank) + " sent an unknown dtype '" + dtype + "'");
+      throw UsageError("checkpoint: rank " + std::to_string(rank) + " sent an unknown dtype '" + std::string(dtype) +
+                       "'");
     h.dtype = *parsed;
-    for (auto& v : h.global_shape)
-      in >> v;
-    for (auto& v : h.box.offset)
-      in >> v;
-    for (auto& v : h.box.shape)
-      in >> v;
-    if (!in) throw UsageError("checkpoint: malformed shard description from rank " + std::to_string(rank));
-    out.emplace_back(name, std::move(h));
+    for (Dims* d : {&h.global_shape, &h.box.offset, &h.box.shape})
+      for (auto& v : *d)
+        v = number(line);
+    if (!line.empty()) throw malformed();
+    out.emplace_back(std::string(name), std::move(h));
   }
   return out;
+}
+
+// Refuses distinct blocks of `t` that overlap. Sorted by their first row, a block can only overlap the blocks that
+// start before its last row ends, so ZeRO ranges and row splits (the common cases: thousands of blocks) cost
+// n log n; blocks that all span the same rows (a column split) are compared pairwise, and there are few of those.
+void refuse_overlaps(const Plan& plan, const PlannedTensor& t) {
+  std::vector<int> order = t.blocks;
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return std::pair(plan.blocks[a].box.offset[0], a) < std::pair(plan.blocks[b].box.offset[0], b);
+  });
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const PlannedBlock& a = plan.blocks[order[i]];
+    const std::uint64_t a_end = a.box.offset[0] + a.box.shape[0];
+    for (std::size_t j = i + 1; j < order.size() && plan.blocks[order[j]].box.offset[0] < a_end; ++j) {
+      const PlannedBlock& b = plan.blocks[order[j]];
+      if (!intersect(a.box, b.box)) continue;
+      const PlannedBlock& first = order[i] < order[j] ? a : b;
+      const PlannedBlock& second = order[i] < order[j] ? b : a;
+      throw UsageError("checkpoint tensor '" + t.name + "': rank " + std::to_string(first.writer) + "'s block at " +
+                       dims_string(first.box.offset) + " of shape " + dims_string(first.box.shape) + " overlaps rank " +
+                       std::to_string(second.writer) + "'s block at " + dims_string(second.box.offset) + " of shape " +
+                       dims_string(second.box.shape) + ": blocks held by several ranks must be identical or disjoint");
+    }
+  }
 }
 
 }  // namespace
@@ -129,6 +178,7 @@ Plan make_plan(const std::vector<std::string>& per_rank) {
                          "': rename one of them");
 
   Plan plan;
+  std::map<std::pair<Dims, Dims>, int> distinct;  // (offset, shape) -> block, per tensor
   for (const auto& [name, holders] : by_name) {
     const Held& first = holders.front();
     PlannedTensor t{name, first.dtype, first.global_shape, {}};
@@ -138,20 +188,14 @@ Plan make_plan(const std::vector<std::string>& per_rank) {
                          std::string(dtype_name(first.dtype)) + " " + dims_string(first.global_shape) + ", rank " +
                          std::to_string(h.rank) + " as " + std::string(dtype_name(h.dtype)) + " " +
                          dims_string(h.global_shape) + ": every rank must describe the same global tensor");
-      int existing = -1;
-      for (int b : t.blocks)
-        if (plan.blocks[b].box == h.box) existing = b;
-      if (existing >= 0) continue;  // a replica: the lower rank already writes it
-      for (int b : t.blocks)
-        if (intersect(plan.blocks[b].box, h.box))
-          throw UsageError("checkpoint tensor '" + name + "': rank " + std::to_string(plan.blocks[b].writer) +
-                           "'s block at " + dims_string(plan.blocks[b].box.offset) + " of shape " +
-                           dims_string(plan.blocks[b].box.shape) + " overlaps rank " + std::to_string(h.rank) +
-                           "'s block at " + dims_string(h.box.offset) + " of shape " + dims_string(h.box.shape) +
-                           ": blocks held by several ranks must be identical or disjoint");
+      // A replica of a block a lower rank holds: that rank writes it.
+      if (!distinct.emplace(std::pair(h.box.offset, h.box.shape), static_cast<int>(plan.blocks.size())).second)
+        continue;
       t.blocks.push_back(static_cast<int>(plan.blocks.size()));
-      plan.blocks.push_back(PlannedBlock{static_cast<int>(plan.tensors.size()), h.box, h.rank});
+      plan.blocks.push_back(PlannedBlock{static_cast<int>(plan.tensors.size()), h.box, h.rank, {}});
     }
+    distinct.clear();
+    refuse_overlaps(plan, t);
     std::uint64_t covered = 0;
     for (int b : t.blocks)
       covered += volume(plan.blocks[b].box.shape);
@@ -159,6 +203,14 @@ Plan make_plan(const std::vector<std::string>& per_rank) {
       throw UsageError("checkpoint tensor '" + name + "' " + dims_string(t.global_shape) +
                        ": the ranks' blocks cover " + std::to_string(covered) + " of its " +
                        std::to_string(volume(t.global_shape)) + " elements; every element must be held by some rank");
+    std::map<int, int> in_file;  // blocks of this tensor per writer
+    for (int b : t.blocks)
+      ++in_file[plan.blocks[b].writer];
+    std::map<int, int> ordinal;
+    for (int b : t.blocks) {
+      PlannedBlock& block = plan.blocks[b];
+      block.dataset = block_dataset(name, ordinal[block.writer]++, in_file[block.writer]);
+    }
     plan.tensors.push_back(std::move(t));
   }
   return plan;

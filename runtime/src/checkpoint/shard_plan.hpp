@@ -11,7 +11,8 @@
 
 namespace tenax::ckpt {
 
-// Fills empty offset/shape and checks one rank's shards (names, ranks of shapes, bounds, pointers, duplicates).
+// Fills empty offset/shape and checks one rank's shards (names, ranks of shapes, bounds, pointers, a block given
+// twice). A rank may hold several blocks of one tensor (e.g. ZeRO-1 ranges that start and end mid-row).
 // Throws UsageError naming the shard and the fix.
 void normalize_shards(std::vector<TensorShard>& shards);
 
@@ -28,7 +29,8 @@ struct PlannedTensor {
 struct PlannedBlock {
   int tensor = 0;  // index into Plan::tensors
   Box box;
-  int writer = 0;  // world rank that writes it
+  int writer = 0;       // world rank that writes it
+  std::string dataset;  // its dataset in the writer's file (block_dataset())
 };
 
 struct Plan {

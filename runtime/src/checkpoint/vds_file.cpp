@@ -27,7 +27,7 @@ void write_all(const std::string& path, const Manifest& m) {
       h5::check(H5Sselect_hyperslab(vspace, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
                 "H5Sselect_hyperslab", path);
       h5::Handle sspace = h5::dataspace(b.box.shape);
-      h5::check(H5Pset_virtual(dcpl, vspace, rank_file_name(b.rank).c_str(), tensor_dataset(t.name).c_str(), sspace),
+      h5::check(H5Pset_virtual(dcpl, vspace, rank_file_name(b.rank).c_str(), b.dataset.c_str(), sspace),
                 "H5Pset_virtual", path);
     }
     h5::check(H5Sselect_all(vspace), "H5Sselect_all", path);

@@ -73,6 +73,19 @@ const std::vector<Var>& registry() {
        {},
        1,
        1000000},
+      {"TENAX_CKPT_IO_NICE",
+       Int,
+       "0",
+       "Niceness each rank's checkpoint I/O thread adds to the training process's. Above 0 the training thread wins "
+       "cores it shares with the "
+       "background write, but when training keeps every core busy the write (and the next save, which waits for it) "
+       "can stretch many times over; 0 keeps the training priority.",
+       {},
+       0,
+       19},
+      {"TENAX_CKPT_DIRECT_IO", Bool, "1",
+       "Write checkpoint tensor data with O_DIRECT (around the page cache) where the file system supports it; 0 writes "
+       "it through the page cache."},
 
       // Slurm SPANK plugin (docs/user-guide.md). Set per job step by spank_tenax.so; users may set the last four
       // instead of the --tenax-* options (an option wins over the variable, site limits win over both).
