@@ -1,7 +1,9 @@
 // Pure unit tests of the checkpoint internals: CRC32C, the manifest's JSON, block geometry and the write plan.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 
 #include "checkpoint/crc32c.hpp"
@@ -25,7 +27,12 @@ TEST(CheckpointCrc32c, KnownVectors) {
 
 TEST(CheckpointCrc32c, FastPathsMatchTablesForEveryLengthAndAlignment) {
   std::mt19937_64 rng(42);
-  std::vector<std::uint8_t> src(200000 + 64), dst(src.size());
+  std::vector<std::uint8_t> src(200000 + 64);
+  // A 64-byte aligned destination: offset 0 and 32 take the 32-byte non-temporal path, the others the 8-byte one.
+  struct FreeDeleter {
+    void operator()(std::uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<std::uint8_t, FreeDeleter> dst(static_cast<std::uint8_t*>(std::aligned_alloc(64, 200000 + 128)));
   for (auto& b : src)
     b = static_cast<std::uint8_t>(rng());
   for (std::size_t len : {0ul, 1ul, 7ul, 8ul, 9ul, 4095ul, 12287ul, 12288ul, 12289ul, 24576ul, 100001ul, 200000ul}) {
@@ -33,9 +40,12 @@ TEST(CheckpointCrc32c, FastPathsMatchTablesForEveryLengthAndAlignment) {
       const std::uint8_t* p = src.data() + align;
       const std::uint32_t want = crc32c_extend_software(0x1234, p, len);
       EXPECT_EQ(crc32c_extend(0x1234, p, len), want) << "len " << len << " align " << align;
-      std::memset(dst.data(), 0, dst.size());
-      EXPECT_EQ(crc32c_copy(dst.data() + (align ^ 1), p, len, 0x1234), want) << "len " << len;
-      EXPECT_EQ(std::memcmp(dst.data() + (align ^ 1), p, len), 0) << "copy of len " << len;
+      for (std::size_t dst_offset : {0ul, 32ul, align ^ 1, 8ul}) {
+        std::memset(dst.get(), 0, 200000 + 128);
+        EXPECT_EQ(crc32c_copy(dst.get() + dst_offset, p, len, 0x1234), want)
+            << "len " << len << " destination offset " << dst_offset;
+        EXPECT_EQ(std::memcmp(dst.get() + dst_offset, p, len), 0) << "copy of len " << len;
+      }
     }
   }
   // Extending piecewise equals one pass.
