@@ -15,6 +15,7 @@
 #include "checkpoint/fs_util.hpp"
 #include "checkpoint/manifest.hpp"
 #include "common/mpi_test.hpp"
+#include "tenax/build_config.hpp"
 #include "test_dirs.hpp"
 #include "test_model.hpp"
 
@@ -319,6 +320,24 @@ TEST(CheckpointMpi, IoThreadTakesTheConfiguredNiceness) {
   plain.save(2);
   plain.wait();
   EXPECT_EQ(thread_niceness("tenax-ckpt-io"), base) << "0 leaves the training thread's priority";
+}
+
+// Device shards without the producer's stream would be copied unordered with its kernels: refused up front (no GPU
+// needed to check that; a build without CUDA refuses device shards altogether).
+TEST(CheckpointMpi, DeviceShardsWithoutTheirStreamAreRefused) {
+  Communicator& world = tenax::test::world();
+  const ParallelLayout layout{1, 1, world.size()};
+  SharedTempDir dir(world, "nostream");
+  float fake[4] = {};
+  std::vector<TensorShard> shards{TensorShard::whole("w", DType::F32, {4}, fake)};
+  shards[0].memory = MemoryKind::Device;
+  try {
+    Checkpointer ckpt(world, options_for(dir.path(), layout), shards);
+    ADD_FAILURE() << "device shards without a stream were accepted";
+  } catch (const UsageError& e) {
+    const bool cuda = TENAX_HAVE_CUDA;
+    EXPECT_TRUE(has(e.what(), cuda ? "need CheckpointOptions::cuda_stream" : "built without CUDA")) << e.what();
+  }
 }
 
 TEST(CheckpointMpi, EmptyDirectoryIsAFreshStart) {

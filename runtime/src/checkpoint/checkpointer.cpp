@@ -1,4 +1,5 @@
 // Saving: staging on the training thread, writing on the I/O thread, the two agreements of the commit protocol.
+#include <algorithm>
 #include <chrono>
 #include <sstream>
 
@@ -86,6 +87,15 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
       throw UsageError("checkpoint: io_nice = " + std::to_string(s.options.io_nice) +
                        " is not a niceness a thread can give itself; use 0..19 (TENAX_CKPT_IO_NICE)");
     ckpt::normalize_shards(shards);
+    const bool device_shards =
+        std::any_of(shards.begin(), shards.end(), [](const TensorShard& t) { return t.memory == MemoryKind::Device; });
+    // Without the producer's stream the copies would run on the legacy stream, unordered with kernels on a
+    // non-blocking stream: a torn or stale checkpoint, or a load overwritten by pending work.
+    if (device_shards && s.options.cuda_stream == nullptr)
+      throw UsageError(
+          "checkpoint: device-memory shards need CheckpointOptions::cuda_stream (the cudaStream_t whose "
+          "kernels produce them) so that copies are ordered with that work");
+    if (device_shards) s.cuda_device = ckpt::current_device();
   });
   s.shards = std::move(shards);
   s.plan = ckpt::make_plan(ckpt::all_gather_strings(world, ckpt::describe_shards(s.shards)));
@@ -195,7 +205,10 @@ Checkpointer::State::WriteResult Checkpointer::State::write_job(std::uint64_t st
   const std::string path = ckpt::fs::join(ckpt::temp_dir_path(options.dir, step), ckpt::rank_file_name(rank));
   try {
     ckpt::fs::make_dirs(ckpt::temp_dir_path(options.dir, step));
-    if (fence) fence->wait();
+    if (fence) {
+      ckpt::use_device(cuda_device);
+      fence->wait();
+    }
     std::vector<ckpt::ShardWrite> shard_writes;
     for (std::size_t i = 0; i < writes.size(); ++i) {
       const LocalWrite& w = writes[i];

@@ -45,7 +45,8 @@ struct Checkpointer::State {
   std::vector<TensorShard> shards;
   ckpt::Plan plan;
   std::vector<LocalWrite> writes;  // in plan block order
-  bool any_device = false;
+  bool any_device = false;         // this rank writes a Device shard (pinned staging, a fence)
+  int cuda_device = -1;            // the device of this rank's Device shards, for the I/O thread; -1: none
   ckpt::StagingArena arena;
   std::unique_ptr<ckpt::DeviceCopyFence> fence;
   std::vector<std::uint32_t> staged_crcs;  // host shards' CRCs, computed while staging

@@ -34,7 +34,8 @@ Dims minus(const Dims& a, const Dims& b) {
 // any other exception: it is damaged.
 class Attempt {
  public:
-  Attempt(const std::string& dir, const ckpt::Manifest& manifest) : dir_(dir), m_(manifest) {}
+  Attempt(const std::string& dir, const ckpt::Manifest& manifest, void* cuda_stream)
+      : dir_(dir), m_(manifest), cuda_stream_(cuda_stream) {}
 
   void check_model(const std::vector<TensorShard>& shards) const {
     for (const TensorShard& s : shards) {
@@ -98,7 +99,8 @@ class Attempt {
       throw IoError(dir_ + "/" + ckpt::kManifestName + ": the blocks of '" + s.name + "' cover " +
                     std::to_string(covered) + " of the " + std::to_string(ckpt::volume(want.shape)) +
                     " elements this rank needs");
-    if (s.memory == MemoryKind::Device) ckpt::copy_host_to_device(s.data, device_copy.data(), device_copy.size());
+    if (s.memory == MemoryKind::Device)
+      ckpt::copy_host_to_device(s.data, device_copy.data(), device_copy.size(), cuda_stream_);
   }
 
   Blobs load_blobs(int rank) {
@@ -138,6 +140,7 @@ class Attempt {
   const ckpt::Manifest& m_;
   std::map<int, std::unique_ptr<ckpt::RankFileReader>> readers_;
   std::vector<std::uint8_t> scratch_;
+  void* cuda_stream_;
 };
 
 struct AttemptResult {
@@ -145,7 +148,8 @@ struct AttemptResult {
   LoadResult result;
 };
 
-AttemptResult attempt(const std::string& dir, const std::vector<TensorShard>& shards, int my_rank, int blob_rank) {
+AttemptResult attempt(const std::string& dir, const std::vector<TensorShard>& shards, int my_rank, int blob_rank,
+                      int cuda_device, void* cuda_stream) {
   AttemptResult out;
   try {
     ckpt::Manifest m;
@@ -154,7 +158,8 @@ AttemptResult attempt(const std::string& dir, const std::vector<TensorShard>& sh
     } catch (const std::exception& e) {
       throw IoError(dir + "/" + ckpt::kManifestName + " is unreadable: " + e.what());
     }
-    Attempt a(dir, m);
+    if (cuda_device >= 0) ckpt::use_device(cuda_device);  // this runs on the I/O thread
+    Attempt a(dir, m, cuda_stream);
     a.check_model(shards);
     if (blob_rank >= m.world_size)
       throw UsageError("LoadOptions::blob_rank " + std::to_string(blob_rank) + " is not a rank of the saved world (" +
@@ -203,7 +208,10 @@ LoadResult Checkpointer::load(const LoadOptions& options) {
     const std::string dir = ckpt::final_dir_path(s.options.dir, steps[i]);
     const int rank = s.world.rank();
     AttemptResult local =
-        s.io->submit([&s, &dir, rank, &options] { return attempt(dir, s.shards, rank, options.blob_rank); }).get();
+        s.io->submit([&s, &dir, rank, &options] {
+              return attempt(dir, s.shards, rank, options.blob_rank, s.cuda_device, s.options.cuda_stream);
+            })
+            .get();
     ckpt::Outcome all = ckpt::agree(s.world, local.outcome);
     if (all.code == 0) {
       local.result.rejected = std::move(rejected);

@@ -59,8 +59,18 @@ void copy_device_to_host_async(void* dst, const void* src, std::size_t bytes, vo
   check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream)),
              "cudaMemcpyAsync (device to staging)");
 }
-void copy_host_to_device(void* dst, const void* src, std::size_t bytes) {
-  check_cuda(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (checkpoint to device)");
+void copy_host_to_device(void* dst, const void* src, std::size_t bytes, void* stream) {
+  auto s = static_cast<cudaStream_t>(stream);
+  check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync (checkpoint to device)");
+  check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (checkpoint to device)");
+}
+int current_device() {
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  return device;
+}
+void use_device(int device) {
+  check_cuda(cudaSetDevice(device), "cudaSetDevice (checkpoint I/O thread)");
 }
 DeviceCopyFence::DeviceCopyFence() {
   cudaEvent_t e;
@@ -89,7 +99,13 @@ void unpin_host_memory(void*) {}
 void copy_device_to_host_async(void*, const void*, std::size_t, void*) {
   no_cuda();
 }
-void copy_host_to_device(void*, const void*, std::size_t) {
+void copy_host_to_device(void*, const void*, std::size_t, void*) {
+  no_cuda();
+}
+int current_device() {
+  no_cuda();
+}
+void use_device(int) {
   no_cuda();
 }
 DeviceCopyFence::DeviceCopyFence() {

@@ -33,7 +33,13 @@ void pin_host_memory(void* p, std::size_t bytes);
 void unpin_host_memory(void* p);
 // Enqueues a device-to-host copy on `stream` (a cudaStream_t; null = the legacy default stream).
 void copy_device_to_host_async(void* dst, const void* src, std::size_t bytes, void* stream);
-void copy_host_to_device(void* dst, const void* src, std::size_t bytes);
+// Copies on `stream` (the producer's stream, so that the copy is ordered with the kernels that use the shard) and
+// waits for it.
+void copy_host_to_device(void* dst, const void* src, std::size_t bytes, void* stream);
+// The calling thread's CUDA device, and making `device` the calling thread's: the I/O thread must use the device the
+// training thread's shards live on (a thread starts on device 0, and touching it would create a context there).
+int current_device();
+void use_device(int device);
 
 // A CUDA event marking the end of one save's device copies: recorded by the training thread, waited for by the I/O
 // thread before it checksums and writes the staged bytes.
