@@ -51,8 +51,13 @@ void gemm_mixed(ExecutionContext& ctx, DType input_dtype, Trans ta, Trans tb, st
 #if TENAX_HAVE_CUDA
   if (m == 0 || n == 0) return;
   // The stored matrices: A is m x k (k x m transposed) with row stride lda, B is k x n (n x k) with stride ldb.
-  const std::size_t a_elems = (ta == Trans::Yes ? k : m) * lda;
-  const std::size_t b_elems = (tb == Trans::Yes ? n : k) * ldb;
+  // Elements spanned by a stored matrix: whole strides for every row but the last, which ends at its last column
+  // (reading a full stride there would run past the caller's buffer when the stride exceeds the width).
+  auto spanned = [](std::size_t rows, std::size_t cols, std::size_t ld) {
+    return rows == 0 || cols == 0 ? std::size_t{0} : (rows - 1) * ld + cols;
+  };
+  const std::size_t a_elems = ta == Trans::Yes ? spanned(k, m, lda) : spanned(m, k, lda);
+  const std::size_t b_elems = tb == Trans::Yes ? spanned(n, k, ldb) : spanned(k, n, ldb);
   const std::size_t elem = dtype_size(input_dtype);
   // Both rounded copies share one workspace request; the second starts 256-byte aligned (what cuBLAS prefers).
   const std::size_t a_bytes = a_lowp == nullptr ? (a_elems * elem + 255) / 256 * 256 : 0;
