@@ -12,9 +12,11 @@ std::vector<std::uint64_t> unsigned_dims(const Shape& s) {
 std::vector<TensorShard> checkpoint_shards(const std::vector<StateEntry>& entries, bool primary_only) {
   std::vector<TensorShard> out;
   for (const StateEntry& e : entries)
-    if (!primary_only || e.primary)
+    if (!primary_only || e.primary) {
       out.push_back(TensorShard::block(e.name, e.dtype, unsigned_dims(e.global_shape), unsigned_dims(e.offset),
                                        unsigned_dims(e.shape), e.data));
+      out.back().memory = e.device == Device::Cuda ? MemoryKind::Device : MemoryKind::Host;
+    }
   return out;
 }
 

@@ -9,11 +9,12 @@
 namespace tenax::examples {
 namespace {
 
-CheckpointOptions options_of(const CheckpointSettings& s, const ParallelLayout& layout) {
+CheckpointOptions options_of(const CheckpointSettings& s, const Trainer& trainer) {
   CheckpointOptions o;
   o.dir = s.dir;
   o.keep = s.keep;
-  o.layout = layout;
+  o.layout = trainer.layout();
+  o.cuda_stream = trainer.context().stream();  // orders copies of device entries (if any) with the training kernels
   return o;
 }
 
@@ -25,7 +26,7 @@ TrainingCheckpoint::TrainingCheckpoint(Communicator& world, Trainer& trainer, Ch
     throw UsageError("checkpoint: no directory; pass --checkpoint-dir or set TENAX_CHECKPOINT_DIR");
   if (settings_.every < 0) throw UsageError("checkpoint: --checkpoint-every must be >= 0 (0: no periodic saves)");
   if (settings_.keep < 1) throw UsageError("checkpoint: --keep must be >= 1 (the newest checkpoint is always kept)");
-  writer_ = std::make_unique<Checkpointer>(world_, options_of(settings_, trainer_.layout()),
+  writer_ = std::make_unique<Checkpointer>(world_, options_of(settings_, trainer_),
                                            checkpoint_shards(trainer_.state_entries(), /*primary_only=*/true));
 }
 
@@ -35,7 +36,7 @@ ResumeResult TrainingCheckpoint::resume() {
   const auto start = std::chrono::steady_clock::now();
   ResumeResult out;
   // Every replica must receive the saved values, not only the primary holders: load through all entries.
-  Checkpointer reader(world_, options_of(settings_, trainer_.layout()),
+  Checkpointer reader(world_, options_of(settings_, trainer_),
                       checkpoint_shards(trainer_.state_entries(), /*primary_only=*/false));
   LoadResult r = reader.load();
   out.rejected = r.rejected;

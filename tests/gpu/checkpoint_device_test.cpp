@@ -94,6 +94,8 @@ TEST_F(DeviceCheckpoint, DeviceShardsSaveLikeHostShardsAndLoadBackResharded) {
     ASSERT_EQ(cudaMemcpy(d, b.data(), b.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
     dev.push_back(d);
   }
+  // The copies above ran on the legacy stream, which does not order with the non-blocking stream_ below.
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   SharedTempDir device_dir(world, "device-ckpt"), host_dir(world, "host-ckpt");
   {
     CheckpointOptions o;
@@ -136,6 +138,7 @@ TEST_F(DeviceCheckpoint, DeviceShardsSaveLikeHostShardsAndLoadBackResharded) {
     float* w = device_floats(kRows * kCols);
     float* m = device_floats(12345);
     ASSERT_EQ(cudaMemset(w, 0, kRows * kCols * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // as above: the load's copies run on stream_
     CheckpointOptions o;
     o.dir = device_dir.path();
     o.cuda_stream = stream_;

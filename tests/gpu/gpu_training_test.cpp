@@ -60,8 +60,8 @@ std::vector<Layout> layouts_for(int world_size) {
       return {{2, 1, 1, false}, {1, 2, 1, false}, {1, 1, 2, true}};
     case 4:
       return {{2, 2, 1, false}, {2, 1, 2, false}, {1, 2, 2, true}, {1, 1, 4, false}};
-    default:
-      return {};
+    default:  // any other world size: pure data parallelism, so no loop below runs empty
+      return {{1, 1, world_size, false}};
   }
 }
 
@@ -128,9 +128,11 @@ TEST_F(GpuTraining, BucketsReduceDuringBackwardAndTheStateRoundTripsThroughTheHo
   if (world().size() < 2) GTEST_SKIP() << "needs data parallelism (2 or more ranks)";
   examples::TrainConfig config = small_config(1, 1, world().size());
   config.device = Device::Cuda;
+  // small_config's 4 KiB buckets give this model several. The last one always completes with the last gradient, so
+  // only a count above one shows reductions issued while backward was still running.
   examples::Trainer trainer(world(), config);
   const examples::StepResult first = trainer.step();
-  EXPECT_GT(first.buckets_reduced_early, 0u) << "no bucket was reduced before the end of backward";
+  EXPECT_GE(first.buckets_reduced_early, 2u) << "no bucket was reduced before the end of backward";
 
   // Save the state's host copies, train on, restore them: the next step repeats the saved run's next step.
   std::vector<StateEntry> entries = trainer.state_entries();
