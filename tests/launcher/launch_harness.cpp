@@ -1,5 +1,7 @@
 #include "launch_harness.hpp"
 
+#include "core/json.hpp"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -146,16 +148,14 @@ std::vector<std::string> ledger_lines(const std::string& run_dir, const std::str
   return out;
 }
 
+// Read with tenax's strict JSON parser, the launcher's own: a malformed heartbeat or ledger line fails the test that
+// reads it (json::ParseError names the byte) instead of reading as a missing member.
 double json_number(const std::string& line, const std::string& key) {
-  std::regex pattern("\"" + key + "\":(-?[0-9.eE+-]+)");
-  std::smatch m;
-  return std::regex_search(line, m, pattern) ? std::stod(m[1]) : std::nan("");
+  return json::Value::parse(line).number_or(key, std::nan(""));
 }
 
 std::string json_string(const std::string& line, const std::string& key) {
-  std::regex pattern("\"" + key + "\":\"((?:[^\"\\\\]|\\\\.)*)\"");
-  std::smatch m;
-  return std::regex_search(line, m, pattern) ? m[1].str() : "";
+  return json::Value::parse(line).string_or(key, "");
 }
 
 }  // namespace tenax::test
