@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint_state_view.hpp"
+#include "checkpoint_shards.hpp"
 #include "tenax/checkpoint.hpp"
 #include "tenax/communicator.hpp"
 #include "trainer.hpp"

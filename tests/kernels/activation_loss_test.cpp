@@ -19,6 +19,7 @@ namespace {
 
 using test::all_close;
 using test::random_floats;
+using test::random_tokens;
 
 // 0.5 x (1 + tanh(u)) written as x / (1 + exp(-2u)) (the same function): in the tanh form even float64 loses all
 // accuracy for x < -6, where 1 + tanh(u) cancels to a few units of 2^-52.
@@ -117,20 +118,11 @@ CrossEntropy64 cross_entropy64(const std::vector<float>& logits, const std::vect
   return out;
 }
 
-std::vector<std::int32_t> random_targets(std::size_t rows, std::size_t vocab, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<std::int32_t> dist(0, static_cast<std::int32_t>(vocab) - 1);
-  std::vector<std::int32_t> t(rows);
-  for (auto& x : t)
-    x = dist(gen);
-  return t;
-}
-
 TEST(CrossEntropyTest, LossAndGradientMatchFloat64) {
   const std::size_t rows = 19, vocab = 1031;
   const float grad_scale = 1024.0f;  // a loss scale folded into the gradient
   const std::vector<float> logits = random_floats(rows * vocab, -8.0f, 8.0f, 7);
-  const std::vector<std::int32_t> targets = random_targets(rows, vocab, 8);
+  const std::vector<std::int32_t> targets = random_tokens(rows, vocab, 8);
   std::vector<float> dlogits(rows * vocab);
   const double loss =
       cpu::softmax_cross_entropy(logits.data(), targets.data(), dlogits.data(), rows, vocab, grad_scale);
@@ -149,7 +141,7 @@ TEST(CrossEntropyTest, LossAndGradientMatchFloat64) {
 TEST(CrossEntropyTest, GradientMatchesFiniteDifferencesOfTheLoss) {
   const std::size_t rows = 3, vocab = 17;
   std::vector<float> logits = random_floats(rows * vocab, -3.0f, 3.0f, 9);
-  const std::vector<std::int32_t> targets = random_targets(rows, vocab, 10);
+  const std::vector<std::int32_t> targets = random_tokens(rows, vocab, 10);
   std::vector<float> dlogits(rows * vocab);
   // grad_scale = rows makes dlogits the gradient of the loss SUM, which is what the function returns.
   cpu::softmax_cross_entropy(logits.data(), targets.data(), dlogits.data(), rows, vocab, static_cast<float>(rows));

@@ -23,19 +23,11 @@ using test::all_close;
 using test::CudaKernelTest;
 using test::DeviceBuffer;
 using test::random_floats;
+using test::random_tokens;
 using test::to_double;
 
 using CudaModelOpsTest = CudaKernelTest;
 constexpr std::size_t kColsCases[] = {768, 771};
-
-std::vector<std::int32_t> random_tokens(std::size_t rows, std::size_t vocab, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<std::int32_t> dist(0, static_cast<std::int32_t>(vocab) - 1);
-  std::vector<std::int32_t> t(rows);
-  for (auto& x : t)
-    x = dist(gen);
-  return t;
-}
 
 TEST_F(CudaModelOpsTest, AddBiasAndBiasGradientMatchTheCpu) {
   const std::size_t rows = 301;

@@ -19,6 +19,7 @@ using test::all_close;
 using test::CudaKernelTest;
 using test::DeviceBuffer;
 using test::random_floats;
+using test::random_tokens;
 using test::to_double;
 
 using CudaRowsTest = CudaKernelTest;
@@ -43,20 +44,11 @@ TEST_F(CudaRowsTest, BiasGeluForwardAndBackwardMatchTheCpu) {
   }
 }
 
-std::vector<std::int32_t> random_targets(std::size_t rows, std::size_t vocab, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<std::int32_t> dist(0, static_cast<std::int32_t>(vocab) - 1);
-  std::vector<std::int32_t> t(rows);
-  for (auto& x : t)
-    x = dist(gen);
-  return t;
-}
-
 TEST_F(CudaRowsTest, CrossEntropyMatchesTheCpu) {
   const std::size_t rows = 97;
   for (std::size_t vocab : {std::size_t{8192}, std::size_t{5003}}) {
     const std::vector<float> logits = random_floats(rows * vocab, -10.0f, 10.0f, 5);
-    const std::vector<std::int32_t> targets = random_targets(rows, vocab, 6);
+    const std::vector<std::int32_t> targets = random_tokens(rows, vocab, 6);
     std::vector<float> dlogits(rows * vocab);
     const double loss = cpu::softmax_cross_entropy(logits.data(), targets.data(), dlogits.data(), rows, vocab, 8.0f);
     DeviceBuffer<float> d_logits(logits), d_dlogits(rows * vocab);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,6 +21,16 @@ inline std::vector<float> random_floats(std::size_t n, float lo, float hi, unsig
   for (auto& x : v)
     x = dist(gen);
   return v;
+}
+
+// `n` token ids (or class targets) uniform in [0, vocab).
+inline std::vector<std::int32_t> random_tokens(std::size_t n, std::size_t vocab, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<std::int32_t> dist(0, static_cast<std::int32_t>(vocab) - 1);
+  std::vector<std::int32_t> t(n);
+  for (auto& x : t)
+    x = dist(gen);
+  return t;
 }
 
 // TENAX_TEST_GPU=1 turns "no usable GPU" from a skip into a failure, so a GPU CI job cannot pass by silently skipping

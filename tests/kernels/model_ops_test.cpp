@@ -20,15 +20,7 @@ namespace {
 
 using test::all_close;
 using test::random_floats;
-
-std::vector<std::int32_t> random_tokens(std::size_t rows, std::size_t vocab, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<std::int32_t> dist(0, static_cast<std::int32_t>(vocab) - 1);
-  std::vector<std::int32_t> t(rows);
-  for (auto& x : t)
-    x = dist(gen);
-  return t;
-}
+using test::random_tokens;
 
 TEST(ModelOpsCpu, AddBiasAndBiasGradientMatchFloat64) {
   const std::size_t rows = 37, cols = 19;

@@ -1,4 +1,4 @@
-#include "checkpoint_state_view.hpp"
+#include "checkpoint_shards.hpp"
 
 namespace tenax::examples {
 namespace {
