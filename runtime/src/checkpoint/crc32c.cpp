@@ -91,6 +91,13 @@ inline std::uint32_t shift(const ShiftTable& s, std::uint32_t c) {
   return s.t[0][c & 0xff] ^ s.t[1][(c >> 8) & 0xff] ^ s.t[2][(c >> 16) & 0xff] ^ s.t[3][c >> 24];
 }
 
+// crc(A|B|C) for three kStride-long streams: zeros_2L(crc(A)) ^ zeros_L(crc0(B)) ^ crc0(C) (the raw register is linear
+// in its input).
+inline std::uint32_t merge_streams(const HwTables& tables, std::uint64_t c0, std::uint64_t c1, std::uint64_t c2) {
+  return shift(tables.two, static_cast<std::uint32_t>(c0)) ^ shift(tables.one, static_cast<std::uint32_t>(c1)) ^
+         static_cast<std::uint32_t>(c2);
+}
+
 __attribute__((target("sse4.2"))) std::uint32_t hw_tail(std::uint32_t crc, const std::uint8_t* p, std::size_t n) {
   std::uint64_t c = crc;
   while (n >= 8) {
@@ -121,9 +128,7 @@ __attribute__((target("sse4.2"))) std::uint32_t hw_update(std::uint32_t crc, con
       c1 = _mm_crc32_u64(c1, b);
       c2 = _mm_crc32_u64(c2, c);
     }
-    // crc(A|B|C) = zeros_2L(crc(A)) ^ zeros_L(crc0(B)) ^ crc0(C): the raw register is linear in its input.
-    crc = shift(tables.two, static_cast<std::uint32_t>(c0)) ^ shift(tables.one, static_cast<std::uint32_t>(c1)) ^
-          static_cast<std::uint32_t>(c2);
+    crc = merge_streams(tables, c0, c1, c2);
     p += 3 * kStride;
     n -= 3 * kStride;
   }
@@ -153,8 +158,7 @@ __attribute__((target("sse4.2"))) std::uint32_t hw_copy(std::uint32_t crc, std::
       _mm_stream_si64(d1 + i / 8, static_cast<long long>(b));
       _mm_stream_si64(d2 + i / 8, static_cast<long long>(c));
     }
-    crc = shift(tables.two, static_cast<std::uint32_t>(c0)) ^ shift(tables.one, static_cast<std::uint32_t>(c1)) ^
-          static_cast<std::uint32_t>(c2);
+    crc = merge_streams(tables, c0, c1, c2);
     p += 3 * kStride;
     d += 3 * kStride;
     n -= 3 * kStride;
@@ -193,8 +197,7 @@ __attribute__((target("sse4.2,avx2"))) std::uint32_t hw_copy_avx2(std::uint32_t 
       _mm256_stream_si256(reinterpret_cast<__m256i*>(d + kStride + i), b);
       _mm256_stream_si256(reinterpret_cast<__m256i*>(d + 2 * kStride + i), c);
     }
-    crc = shift(tables.two, static_cast<std::uint32_t>(c0)) ^ shift(tables.one, static_cast<std::uint32_t>(c1)) ^
-          static_cast<std::uint32_t>(c2);
+    crc = merge_streams(tables, c0, c1, c2);
     p += 3 * kStride;
     d += 3 * kStride;
     n -= 3 * kStride;

@@ -297,19 +297,16 @@ void ExecutionContext::after_communication(Communicator& comm) {
 
 void ExecutionContext::copy_after_communication(Communicator& comm, void* dst, const void* src, std::size_t bytes) {
   check_reachable(comm);
-  if (bytes == 0 || dst == src) return;
-  if (!on_device()) {
-    std::memmove(dst, src, bytes);
+  void* comm_stream = on_device() ? comm.cuda_stream() : nullptr;
+  if (comm_stream == nullptr) {
+    // Host memory, or no stream to order against: the collective must be complete before the compute stream copies.
+    if (on_device()) comm.synchronize();
+    copy(dst, src, bytes);
     return;
   }
 #if TENAX_HAVE_CUDA
+  if (bytes == 0 || dst == src) return;
   activate();
-  void* comm_stream = comm.cuda_stream();
-  if (comm_stream == nullptr) {
-    comm.synchronize();
-    TENAX_CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, as_stream(stream_)));
-    return;
-  }
   TENAX_CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, as_stream(comm_stream)));
 #endif
 }
