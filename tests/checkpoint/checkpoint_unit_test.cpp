@@ -66,7 +66,8 @@ TEST(CheckpointJson, ParsesWhatTheManifestWrites) {
                 {4, 6},
                 {{0, "/tensors/a/b.c", Box{{0, 0}, {2, 6}}, 24, 0xffffffffu},
                  {1, "/tensors/a/b.c@1", Box{{2, 0}, {2, 6}}, 24, 7}}}};
-  m.blobs = {{1, "rng \"state\"", 16, 99}};
+  m.blobs = {{1, "rng\"state\"", 16, 99}};
+  m.vds = FileDigest{"checkpoint.h5", 5000, 0x12345678u};
   Manifest back = Manifest::from_json(m.to_json());
   EXPECT_EQ(back.step, m.step);
   EXPECT_EQ(back.layout, m.layout);
@@ -78,7 +79,10 @@ TEST(CheckpointJson, ParsesWhatTheManifestWrites) {
   EXPECT_EQ(back.find("a/b.c")->blocks[0].crc32c, 0xffffffffu);
   EXPECT_EQ(back.find("a/b.c")->blocks[1].box.offset, (Dims{2, 0}));
   EXPECT_EQ(back.find("a/b.c")->blocks[1].dataset, "/tensors/a/b.c@1");
-  EXPECT_EQ(back.blobs[0].name, "rng \"state\"");
+  EXPECT_EQ(back.blobs[0].name, "rng\"state\"");
+  ASSERT_TRUE(back.vds);
+  EXPECT_EQ(back.vds->bytes, 5000u);
+  EXPECT_EQ(back.vds->crc32c, 0x12345678u);
 }
 
 TEST(CheckpointJson, ReadsVersion1AndRefusesUnknownVersions) {
@@ -93,13 +97,13 @@ TEST(CheckpointJson, ReadsVersion1AndRefusesUnknownVersions) {
   Manifest m = Manifest::from_json(v1);
   ASSERT_NE(m.find("w"), nullptr);
   EXPECT_EQ(m.find("w")->blocks[1].dataset, "/tensors/w");
-  std::string v3 = v1;
-  v3.replace(v3.find("\"version\": 1"), 12, "\"version\": 3");
+  std::string v4 = v1;
+  v4.replace(v4.find("\"version\": 1"), 12, "\"version\": 4");
   try {
-    Manifest::from_json(v3);
-    ADD_FAILURE() << "version 3 accepted";
+    Manifest::from_json(v4);
+    ADD_FAILURE() << "version 4 accepted";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("format version 3 is not supported"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("format version 4 is not supported"), std::string::npos) << e.what();
   }
   // A version 2 block must name one of its own tensor's datasets.
   Manifest two;
@@ -154,7 +158,7 @@ std::string describe(std::vector<TensorShard> shards) {
   return describe_shards(shards);
 }
 
-TEST(CheckpointPlan, ReplicasWrittenByTheLowestRank) {
+TEST(CheckpointPlan, ReplicasAreWrittenOnceSpreadOverTheirHolders) {
   auto rank = [](std::uint64_t row) {
     return describe({TensorShard::block("w", DType::F32, {4, 2}, {row, 0}, {2, 2}, nullptr),
                      TensorShard::whole("b", DType::F32, {2}, nullptr)});
@@ -163,10 +167,22 @@ TEST(CheckpointPlan, ReplicasWrittenByTheLowestRank) {
   ASSERT_EQ(plan.tensors.size(), 2u);
   EXPECT_EQ(plan.tensors[0].name, "b");
   ASSERT_EQ(plan.tensors[0].blocks.size(), 1u);
-  EXPECT_EQ(plan.blocks[plan.tensors[0].blocks[0]].writer, 0);
   ASSERT_EQ(plan.tensors[1].blocks.size(), 2u);
+  // The two 16-byte blocks of w go to their lowest holders (0 and 1); the 8-byte b to the least loaded holder (2).
   EXPECT_EQ(plan.blocks[plan.tensors[1].blocks[0]].writer, 0);
   EXPECT_EQ(plan.blocks[plan.tensors[1].blocks[1]].writer, 1);
+  EXPECT_EQ(plan.blocks[plan.tensors[0].blocks[0]].writer, 2);
+
+  // Four data-parallel replicas of a model of eight equal tensors: each writes two, not rank 0 all eight.
+  std::vector<TensorShard> model;
+  for (int t = 0; t < 8; ++t)
+    model.push_back(TensorShard::whole("t" + std::to_string(t), DType::F32, {16}, nullptr));
+  const std::string replica = describe(model);
+  Plan spread = make_plan({replica, replica, replica, replica});
+  std::vector<int> written(4, 0);
+  for (const auto& block : spread.blocks)
+    ++written[block.writer];
+  EXPECT_EQ(written, (std::vector<int>{2, 2, 2, 2}));
 }
 
 void expect_usage_error(const std::vector<std::string>& ranks, const std::string& needle) {
@@ -234,6 +250,9 @@ TEST(CheckpointPlan, RefusesBadShards) {
   bad(TensorShard::whole("a b", DType::F32, {2}, nullptr), "contains ' '");
   bad(TensorShard::block("w", DType::F32, {4}, {3}, {2}, nullptr), "reaches beyond");
   bad(TensorShard::whole("w", DType::F32, {}, nullptr), "empty global shape");
+  // Offsets near 2^64 must not wrap around the bounds check, nor shapes the byte count.
+  bad(TensorShard::block("w", DType::F32, {4}, {~0ull - 1}, {3}, nullptr), "reaches beyond");
+  bad(TensorShard::block("w", DType::F32, {1ull << 40, 1ull << 40}, {0, 0}, {1, 1}, nullptr), "64 bits");
   std::vector<TensorShard> twice{TensorShard::whole("w", DType::F32, {2}, x),
                                  TensorShard::whole("w", DType::F32, {2}, x)};
   try {
@@ -242,6 +261,118 @@ TEST(CheckpointPlan, RefusesBadShards) {
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("is given twice on this rank"), std::string::npos) << e.what();
   }
+}
+
+TEST(CheckpointGeometry, VolumeRefusesOverflow) {
+  EXPECT_EQ(volume({1ull << 31, 1ull << 32}), 1ull << 63);
+  EXPECT_THROW(volume({1ull << 32, 1ull << 32}), std::overflow_error);
+  EXPECT_THROW(byte_size({1ull << 62}, 4), std::overflow_error);
+  EXPECT_FALSE(inside(Box{{~0ull}, {2}}, {8}));
+  EXPECT_TRUE(inside(Box{{6}, {2}}, {8}));
+}
+
+TEST(CheckpointGeometry, TilingFindsOverlapsGapsAndStrays) {
+  const Box a{{0, 0}, {2, 4}}, b{{2, 0}, {2, 2}}, c{{2, 2}, {2, 2}}, d{{1, 3}, {2, 1}}, far{{3, 3}, {2, 1}};
+  EXPECT_FALSE(check_tiling({4, 4}, {&a, &b, &c}));
+  auto gap = check_tiling({4, 4}, {&a, &b});
+  ASSERT_TRUE(gap);
+  EXPECT_EQ(gap->kind, TilingProblem::Uncovered);
+  EXPECT_EQ(gap->covered, 12u);
+  auto overlap = check_tiling({4, 4}, {&a, &b, &c, &d});
+  ASSERT_TRUE(overlap);
+  EXPECT_EQ(overlap->kind, TilingProblem::Overlap);
+  EXPECT_EQ(overlap->first, 0u);
+  EXPECT_EQ(overlap->second, 3u);
+  auto stray = check_tiling({4, 4}, {&a, &far});
+  ASSERT_TRUE(stray);
+  EXPECT_EQ(stray->kind, TilingProblem::OutOfBounds);
+  EXPECT_EQ(stray->first, 1u);
+  // Two copies of one block cover the tensor's volume twice over half of it: an overlap, never "covered".
+  const Box half{{0, 0}, {2, 4}};
+  auto twice = check_tiling({4, 4}, {&half, &half});
+  ASSERT_TRUE(twice);
+  EXPECT_EQ(twice->kind, TilingProblem::Overlap);
+}
+
+// A valid two-rank manifest of one tensor split in two and one blob per rank; tests damage copies of it.
+Manifest two_rank_manifest() {
+  Manifest m;
+  m.step = 7;
+  m.world_size = 2;
+  m.layout = ParallelLayout{2, 1, 1};
+  m.files = {{0, "rank_00000.h5", 4096}, {1, "rank_00001.h5", 4096}};
+  m.tensors = {{"w",
+                DType::F32,
+                {4, 2},
+                {{0, "/tensors/w", Box{{0, 0}, {2, 2}}, 16, 11}, {1, "/tensors/w", Box{{2, 0}, {2, 2}}, 16, 22}}}};
+  m.blobs = {{0, "progress", 8, 1}, {1, "progress", 8, 2}};
+  m.vds = FileDigest{"checkpoint.h5", 2048, 3};
+  return m;
+}
+
+void expect_damaged(const std::string& text, const std::string& needle) {
+  try {
+    Manifest::from_json(text);
+    ADD_FAILURE() << "accepted; expected an error mentioning '" << needle << "' for:\n" << text;
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+template <class Damage>
+void expect_damaged(Damage damage, const std::string& needle) {
+  Manifest m = two_rank_manifest();
+  damage(m);
+  expect_damaged(m.to_json(), needle);  // to_json() checksums whatever it is given: only validation can refuse it
+}
+
+TEST(CheckpointManifest, ChecksumCatchesAnyEditedByte) {
+  const std::string text = two_rank_manifest().to_json();
+  EXPECT_NO_THROW(Manifest::from_json(text));
+  // Swap the two blocks' offsets: valid JSON, valid tiling, every block CRC intact.
+  std::string swapped = text;
+  const std::size_t first = swapped.find("\"offset\": [0,0]"), second = swapped.find("\"offset\": [2,0]");
+  ASSERT_NE(first, std::string::npos);
+  ASSERT_NE(second, std::string::npos);
+  swapped.replace(second, 15, "\"offset\": [0,0]");
+  swapped.replace(first, 15, "\"offset\": [2,0]");
+  expect_damaged(swapped, "checksum mismatch");
+  // One digit of a global shape.
+  std::string digit = text;
+  digit.replace(digit.find("[4,2]"), 5, "[5,2]");
+  expect_damaged(digit, "checksum mismatch");
+  // The checksum member must close the object.
+  std::string moved = text;
+  moved.replace(moved.rfind("\n}"), 2, ",\n  \"extra\": 1\n}");
+  expect_damaged(moved, "is not the last member");
+  // A version 3 manifest without its checksum.
+  std::string stripped = text.substr(0, text.rfind(",\n  \"manifest_crc32c\"")) + "\n}\n";
+  expect_damaged(stripped, "a version 3 manifest is checksummed");
+}
+
+TEST(CheckpointManifest, RefusesWhatNoWriterProduces) {
+  expect_damaged([](Manifest& m) { m.files[1].name = "../../etc/passwd"; }, "not 'rank_00001.h5'");
+  expect_damaged([](Manifest& m) { m.files[1].name = "rank_00000.h5"; }, "not 'rank_00001.h5'");
+  expect_damaged([](Manifest& m) { m.files[1].rank = 2; }, "not a rank of the saved world of 2");
+  expect_damaged([](Manifest& m) { m.files.push_back(m.files[0]); }, "listed twice");
+  expect_damaged([](Manifest& m) { m.tensors[0].blocks[1].rank = 5; }, "not a rank of the saved world");
+  expect_damaged([](Manifest& m) { m.files.pop_back(); }, "which is not listed");
+  expect_damaged([](Manifest& m) { m.blobs[1].rank = 9; }, "not a rank of the saved world");
+  expect_damaged([](Manifest& m) { m.blobs[1].rank = 0; }, "listed twice");
+  expect_damaged([](Manifest& m) { m.blobs[0].name = "a/b"; }, "contains '/'");
+  expect_damaged([](Manifest& m) { m.tensors[0].name = "../w"; }, "'.' or '..' component");
+  expect_damaged([](Manifest& m) { m.tensors.push_back(m.tensors[0]); }, "listed twice");
+  expect_damaged([](Manifest& m) { m.tensors[0].blocks[1].dataset = "/tensors/v"; }, "not one of that tensor's");
+  expect_damaged([](Manifest& m) { m.tensors[0].blocks[1].dataset = "/tensors/w@x"; }, "not one of that tensor's");
+  // Geometry: overlapping blocks (the old loader double-counted them, hiding a gap), gaps, strays, sizes.
+  expect_damaged([](Manifest& m) { m.tensors[0].blocks[1].box.offset = {1, 0}; }, "overlap");
+  expect_damaged([](Manifest& m) { m.tensors[0].global_shape = {5, 2}; }, "cover 8 of its 10");
+  expect_damaged([](Manifest& m) { m.tensors[0].global_shape = {3, 2}; }, "is not inside");
+  expect_damaged([](Manifest& m) { m.tensors[0].blocks[1].box.offset = {~0ull, 0}; }, "is not inside");
+  expect_damaged([](Manifest& m) { m.tensors[0].blocks[0].bytes = 15; }, "records 15 bytes");
+  expect_damaged([](Manifest& m) { m.tensors[0].global_shape = {1ull << 40, 1ull << 40}; }, "64 bits");
+  expect_damaged([](Manifest& m) { m.tensors[0].global_shape = {0, 2}; }, "zero dimension");
+  expect_damaged([](Manifest& m) { m.vds->name = "../x.h5"; }, "not 'checkpoint.h5'");
 }
 
 }  // namespace

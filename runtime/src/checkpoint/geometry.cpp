@@ -1,12 +1,55 @@
 #include "checkpoint/geometry.hpp"
 
+#include <algorithm>
+#include <stdexcept>
+
 namespace tenax::ckpt {
 
 std::uint64_t volume(const Dims& shape) {
   std::uint64_t v = 1;
   for (auto d : shape)
-    v *= d;
+    if (__builtin_mul_overflow(v, d, &v))
+      throw std::overflow_error("shape " + dims_string(shape) + " has more elements than 64 bits can count");
   return v;
+}
+
+std::uint64_t byte_size(const Dims& shape, std::size_t elem_size) {
+  std::uint64_t bytes = 0;
+  if (__builtin_mul_overflow(volume(shape), static_cast<std::uint64_t>(elem_size), &bytes))
+    throw std::overflow_error("shape " + dims_string(shape) + " has more bytes than 64 bits can count");
+  return bytes;
+}
+
+bool inside(const Box& box, const Dims& global) {
+  if (box.offset.size() != global.size() || box.shape.size() != global.size()) return false;
+  for (std::size_t i = 0; i < global.size(); ++i)
+    if (box.shape[i] == 0 || box.shape[i] > global[i] || box.offset[i] > global[i] - box.shape[i]) return false;
+  return true;
+}
+
+std::optional<TilingProblem> check_tiling(const Dims& global, const std::vector<const Box*>& boxes) {
+  const std::uint64_t total = volume(global);  // throws when it overflows; then no partial sum below can
+  for (std::size_t i = 0; i < boxes.size(); ++i)
+    if (!inside(*boxes[i], global)) return TilingProblem{TilingProblem::OutOfBounds, i, i, 0};
+  std::vector<std::size_t> order(boxes.size());
+  for (std::size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return std::pair(boxes[a]->offset[0], a) < std::pair(boxes[b]->offset[0], b);
+  });
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const Box& a = *boxes[order[i]];
+    const std::uint64_t a_end = a.offset[0] + a.shape[0];  // inside(): no overflow
+    for (std::size_t j = i + 1; j < order.size() && boxes[order[j]]->offset[0] < a_end; ++j)
+      if (intersect(a, *boxes[order[j]]))
+        return TilingProblem{TilingProblem::Overlap, std::min(order[i], order[j]), std::max(order[i], order[j]), 0};
+  }
+  // Disjoint boxes inside the tensor cover it exactly when their volumes add up to its volume.
+  std::uint64_t covered = 0;
+  for (const Box* b : boxes)
+    covered += volume(b->shape);
+  if (covered != total) return TilingProblem{TilingProblem::Uncovered, 0, 0, covered};
+  return std::nullopt;
 }
 
 std::string dims_string(const Dims& dims) {

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <stdexcept>
 
+#include "checkpoint/crc32c.hpp"
+#include "checkpoint/names.hpp"
 #include "core/json.hpp"
 
 namespace tenax::ckpt {
@@ -27,6 +30,10 @@ std::string blob_dataset(const std::string& blob) {
 
 namespace {
 
+[[noreturn]] void damaged(const std::string& why) {
+  throw std::runtime_error("manifest: " + why);
+}
+
 void append_dims(std::string& out, const Dims& d) {
   out += '[';
   for (std::size_t i = 0; i < d.size(); ++i) {
@@ -36,23 +43,100 @@ void append_dims(std::string& out, const Dims& d) {
   out += ']';
 }
 
+// Tensors in tenax have 1 to 64 dimensions (the writer's limit too).
 Dims read_dims(const json::Value& v) {
   Dims d;
   for (const auto& x : v.array())
     d.push_back(x.u64());
+  if (d.empty() || d.size() > 64) damaged(v.describe() + " has " + std::to_string(d.size()) + " dimensions (1 to 64)");
   return d;
 }
 
 int read_int(const json::Value& v) {
   std::uint64_t x = v.u64();
-  if (x > 1u << 30) throw std::runtime_error("manifest: integer out of range");
+  if (x > 1u << 30) damaged(v.describe() + " = " + std::to_string(x) + " is out of range");
   return static_cast<int>(x);
 }
 
 std::uint32_t read_u32(const json::Value& v) {
   std::uint64_t x = v.u64();
-  if (x > 0xffffffffull) throw std::runtime_error("manifest: checksum out of range");
+  if (x > 0xffffffffull) damaged(v.describe() + " = " + std::to_string(x) + " is not a 32-bit checksum");
   return static_cast<std::uint32_t>(x);
+}
+
+int read_rank(const json::Value& v, int world_size) {
+  const int r = read_int(v);
+  if (r >= world_size)
+    damaged(v.describe() + " = " + std::to_string(r) + " is not a rank of the saved world of " +
+            std::to_string(world_size));
+  return r;
+}
+
+// Version 3 ends with "manifest_crc32c": the CRC32C of every byte before that key's opening quote.
+void verify_checksum(std::string_view text, const json::Value& root) {
+  const json::Value* stored = root.find(kManifestChecksumKey);
+  if (!stored) damaged(std::string("no \"") + kManifestChecksumKey + "\": a version 3 manifest is checksummed");
+  if (root.members().back().key() != kManifestChecksumKey)
+    damaged(std::string("\"") + kManifestChecksumKey + "\" is not the last member");
+  const std::size_t at = text.rfind(std::string("\"") + kManifestChecksumKey + "\"");
+  const std::uint32_t want = read_u32(*stored);
+  const std::uint32_t got = crc32c_extend(0, text.data(), at);
+  if (got != want) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "checksum mismatch (recorded 0x%08x, text 0x%08x)", want, got);
+    damaged(buf);
+  }
+}
+
+// The dataset names a writer gives a tensor's blocks: /tensors/<name> or /tensors/<name>@<k>.
+bool is_dataset_of(const std::string& dataset, const std::string& tensor) {
+  const std::string base = tensor_dataset(tensor);
+  if (dataset == base) return true;
+  if (dataset.size() <= base.size() + 1 || dataset.compare(0, base.size(), base) != 0 || dataset[base.size()] != '@')
+    return false;
+  for (std::size_t i = base.size() + 1; i < dataset.size(); ++i)
+    if (dataset[i] < '0' || dataset[i] > '9') return false;
+  return dataset.size() - base.size() - 1 <= 9;
+}
+
+void validate_tensor(const ManifestTensor& t, const std::vector<bool>& has_file) {
+  const std::string who = "tensor '" + t.name + "'";
+  if (auto problem = tensor_name_problem(t.name)) damaged(who + ": the name " + *problem);
+  for (auto d : t.global_shape)
+    if (d == 0) damaged(who + " has a zero dimension in its global shape " + dims_string(t.global_shape));
+  try {
+    byte_size(t.global_shape, dtype_size(t.dtype));
+  } catch (const std::overflow_error& e) {
+    damaged(who + ": " + e.what());
+  }
+  std::vector<const Box*> boxes;
+  std::set<std::pair<int, std::string>> datasets;
+  for (const ManifestBlock& b : t.blocks) {
+    if (!has_file[b.rank])
+      damaged(who + " has a block in rank " + std::to_string(b.rank) + "'s file, which is not listed");
+    if (!is_dataset_of(b.dataset, t.name))
+      damaged(who + ": a block names dataset '" + b.dataset + "', which is not one of that tensor's");
+    if (!datasets.emplace(b.rank, b.dataset).second)
+      damaged(who + ": two blocks name dataset '" + b.dataset + "' of rank " + std::to_string(b.rank) + "'s file");
+    if (b.box.offset.size() != t.global_shape.size() || b.box.shape.size() != t.global_shape.size())
+      damaged(who + ": a block has the wrong number of dimensions");
+    if (!inside(b.box, t.global_shape))
+      damaged(who + ": the block at " + dims_string(b.box.offset) + " of shape " + dims_string(b.box.shape) +
+              " is not inside its global shape " + dims_string(t.global_shape));
+    if (b.bytes != byte_size(b.box.shape, dtype_size(t.dtype)))
+      damaged(who + ": the block at " + dims_string(b.box.offset) + " records " + std::to_string(b.bytes) +
+              " bytes, its shape " + dims_string(b.box.shape) + " of " + std::string(dtype_name(t.dtype)) + " has " +
+              std::to_string(byte_size(b.box.shape, dtype_size(t.dtype))));
+    boxes.push_back(&b.box);
+  }
+  if (auto problem = check_tiling(t.global_shape, boxes)) {
+    if (problem->kind == TilingProblem::Uncovered)
+      damaged(who + ": its blocks cover " + std::to_string(problem->covered) + " of its " +
+              std::to_string(volume(t.global_shape)) + " elements");
+    const Box& a = *boxes[problem->first];
+    const Box& b = *boxes[problem->second];
+    damaged(who + ": the blocks at " + dims_string(a.offset) + " and " + dims_string(b.offset) + " overlap");
+  }
 }
 
 }  // namespace
@@ -100,54 +184,87 @@ std::string Manifest::to_json() const {
     json::append_string(o, blobs[i].name);
     o += ", \"bytes\": " + std::to_string(blobs[i].bytes) + ", \"crc32c\": " + std::to_string(blobs[i].crc32c) + "}";
   }
-  o += "\n  ]\n}\n";
+  o += "\n  ]";
+  if (version < 3) return o + "\n}\n";
+  if (vds) {
+    o += ",\n  \"vds\": {\"name\": ";
+    json::append_string(o, vds->name);
+    o += ", \"bytes\": " + std::to_string(vds->bytes) + ", \"crc32c\": " + std::to_string(vds->crc32c) + "}";
+  }
+  o += ",\n  ";
+  const std::uint32_t crc = crc32c_extend(0, o.data(), o.size());
+  o += std::string("\"") + kManifestChecksumKey + "\": " + std::to_string(crc) + "\n}\n";
   return o;
 }
 
 Manifest Manifest::from_json(std::string_view text) {
   json::Value root = json::Value::parse(text);
-  if (root.at("format").string() != "tenax-checkpoint") throw std::runtime_error("manifest: not a tenax checkpoint");
+  if (root.at("format").string() != "tenax-checkpoint") damaged("not a tenax checkpoint");
   Manifest m;
   m.version = root.at("version").u64();
   if (m.version < kOldestReadableVersion || m.version > kFormatVersion)
-    throw std::runtime_error("manifest: format version " + std::to_string(m.version) +
-                             " is not supported (this tenax reads versions " + std::to_string(kOldestReadableVersion) +
-                             " to " + std::to_string(kFormatVersion) + "; a newer tenax wrote it)");
+    damaged("format version " + std::to_string(m.version) + " is not supported (this tenax reads versions " +
+            std::to_string(kOldestReadableVersion) + " to " + std::to_string(kFormatVersion) +
+            "; a newer tenax wrote it)");
+  if (m.version >= 3) verify_checksum(text, root);
   m.step = root.at("step").u64();
   m.world_size = read_int(root.at("world_size"));
+  if (m.world_size < 1) damaged("world_size is 0");
   const auto& layout = root.at("layout");
   m.layout = ParallelLayout{read_int(layout.at("tp")), read_int(layout.at("pp")), read_int(layout.at("dp"))};
-  for (const auto& f : root.at("files").array())
-    m.files.push_back(ManifestFile{read_int(f.at("rank")), f.at("name").string(), f.at("bytes").u64()});
+
+  std::vector<bool> has_file(m.world_size, false);
+  for (const auto& f : root.at("files").array()) {
+    ManifestFile file{read_rank(f.at("rank"), m.world_size), f.at("name").string(), f.at("bytes").u64()};
+    // Loading opens <dir>/<name>: anything but the rank's own file name could reach outside the checkpoint.
+    if (file.name != rank_file_name(file.rank))
+      damaged("the file of rank " + std::to_string(file.rank) + " is named '" + file.name + "', not '" +
+              rank_file_name(file.rank) + "'");
+    if (has_file[file.rank]) damaged("rank " + std::to_string(file.rank) + "'s file is listed twice");
+    has_file[file.rank] = true;
+    m.files.push_back(std::move(file));
+  }
   for (const auto& t : root.at("tensors").array()) {
     ManifestTensor mt;
     mt.name = t.at("name").string();
     auto dtype = parse_dtype(t.at("dtype").string());
-    if (!dtype) throw std::runtime_error("manifest: tensor '" + mt.name + "' has an unknown dtype");
+    if (!dtype) damaged("tensor '" + mt.name + "' has an unknown dtype");
     mt.dtype = *dtype;
     mt.global_shape = read_dims(t.at("global_shape"));
     for (const auto& b : t.at("blocks").array()) {
       ManifestBlock mb;
-      mb.rank = read_int(b.at("rank"));
+      mb.rank = read_rank(b.at("rank"), m.world_size);
       mb.dataset = m.version >= 2 ? b.at("dataset").string() : tensor_dataset(mt.name);
-      if (mb.dataset.rfind(tensor_dataset(mt.name), 0) != 0)
-        throw std::runtime_error("manifest: a block of tensor '" + mt.name + "' names dataset '" + mb.dataset +
-                                 "', which is not one of that tensor's");
       mb.box.offset = read_dims(b.at("offset"));
       mb.box.shape = read_dims(b.at("shape"));
       mb.bytes = b.at("bytes").u64();
       mb.crc32c = read_u32(b.at("crc32c"));
-      if (mb.box.offset.size() != mt.global_shape.size() || mb.box.shape.size() != mt.global_shape.size())
-        throw std::runtime_error("manifest: a block of tensor '" + mt.name + "' has the wrong number of dimensions");
       mt.blocks.push_back(std::move(mb));
     }
+    validate_tensor(mt, has_file);
     m.tensors.push_back(std::move(mt));
   }
-  for (const auto& b : root.at("blobs").array())
-    m.blobs.push_back(
-        ManifestBlob{read_int(b.at("rank")), b.at("name").string(), b.at("bytes").u64(), read_u32(b.at("crc32c"))});
   std::sort(m.tensors.begin(), m.tensors.end(),
             [](const ManifestTensor& a, const ManifestTensor& b) { return a.name < b.name; });
+  for (std::size_t i = 1; i < m.tensors.size(); ++i)
+    if (m.tensors[i].name == m.tensors[i - 1].name) damaged("tensor '" + m.tensors[i].name + "' is listed twice");
+
+  std::set<std::pair<int, std::string>> blob_names;
+  for (const auto& b : root.at("blobs").array()) {
+    ManifestBlob blob{read_rank(b.at("rank"), m.world_size), b.at("name").string(), b.at("bytes").u64(),
+                      read_u32(b.at("crc32c"))};
+    if (auto problem = blob_name_problem(blob.name)) damaged("blob '" + blob.name + "': the name " + *problem);
+    if (!has_file[blob.rank])
+      damaged("blob '" + blob.name + "' is in rank " + std::to_string(blob.rank) + "'s file, which is not listed");
+    if (!blob_names.emplace(blob.rank, blob.name).second)
+      damaged("blob '" + blob.name + "' of rank " + std::to_string(blob.rank) + " is listed twice");
+    m.blobs.push_back(std::move(blob));
+  }
+  if (const json::Value* v = root.find("vds")) {
+    m.vds = FileDigest{v->at("name").string(), v->at("bytes").u64(), read_u32(v->at("crc32c"))};
+    if (m.vds->name != kVdsName)
+      damaged("the virtual-dataset file is named '" + m.vds->name + "', not '" + kVdsName + "'");
+  }
   return m;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,9 +14,10 @@
 
 namespace tenax::ckpt {
 
-// Version 2 names each block's dataset in the manifest (a rank may write several blocks of one tensor); version 1
-// manifests, whose blocks are all "/tensors/<name>", are still read.
-inline constexpr std::uint64_t kFormatVersion = 2;
+// Version 3 checksums the manifest itself and records checkpoint.h5's size and checksum; version 2 named each block's
+// dataset (a rank may write several blocks of one tensor); version 1 manifests, whose blocks are all
+// "/tensors/<name>", are still read.
+inline constexpr std::uint64_t kFormatVersion = 3;
 inline constexpr std::uint64_t kOldestReadableVersion = 1;
 inline constexpr const char* kManifestName = "manifest.json";
 inline constexpr const char* kVdsName = "checkpoint.h5";
@@ -57,6 +59,17 @@ struct ManifestFile {
   std::uint64_t bytes = 0;  // size after fsync: a shorter file is truncated
 };
 
+// A whole file's size and CRC32C (checkpoint.h5).
+struct FileDigest {
+  std::string name;
+  std::uint64_t bytes = 0;
+  std::uint32_t crc32c = 0;
+};
+
+// The key of the manifest's own checksum: the last member of the top-level object, the CRC32C of every byte of the
+// text before the '"' that opens this key.
+inline constexpr const char* kManifestChecksumKey = "manifest_crc32c";
+
 struct Manifest {
   std::uint64_t version = kFormatVersion;
   std::uint64_t step = 0;
@@ -65,9 +78,15 @@ struct Manifest {
   std::vector<ManifestFile> files;      // one per saving rank, by rank
   std::vector<ManifestTensor> tensors;  // sorted by name
   std::vector<ManifestBlob> blobs;
+  std::optional<FileDigest> vds;  // checkpoint.h5 (version 3)
 
+  // The text of manifest.json, ending with its own checksum (version 3).
   std::string to_json() const;
-  // Throws std::runtime_error on malformed or unsupported manifests.
+  // Parses and validates a manifest read from disk, which may be damaged or hostile. Throws std::runtime_error
+  // (naming what is wrong) unless: the JSON is well formed and of a known version; its checksum matches (version 3);
+  // every rank is inside the saved world and every file name is exactly its rank's rank_<r>.h5; tensor and blob
+  // names are valid and unique; every block lies inside its tensor, has the byte size its shape implies, names one of
+  // its tensor's datasets, and the blocks of each tensor tile it exactly once (no overlap, nothing uncovered).
   static Manifest from_json(std::string_view text);
   const ManifestTensor* find(const std::string& name) const;
 };

@@ -9,39 +9,17 @@
 #include <tuple>
 
 #include "checkpoint/manifest.hpp"
+#include "checkpoint/names.hpp"
 
 #include "tenax/build_config.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax::ckpt {
-namespace {
-
-bool valid_name_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-         c == '-' || c == ':' || c == '/';
-}
-
-void check_name(const std::string& name) {
-  auto bad = [&](const std::string& why) {
-    throw UsageError("checkpoint tensor name '" + name + "' " + why +
-                     " (names use letters, digits and _ . - : /, with / separating non-empty components)");
-  };
-  if (name.empty()) bad("is empty");
-  if (name.size() > 1024) bad("is longer than 1024 characters");
-  for (char c : name)
-    if (!valid_name_char(c)) bad("contains '" + std::string(1, c) + "'");
-  if (name.front() == '/' || name.back() == '/' || name.find("//") != std::string::npos) bad("has an empty component");
-  std::istringstream parts(name);
-  std::string part;
-  while (std::getline(parts, part, '/'))
-    if (part == "." || part == "..") bad("has a '.' or '..' component");
-}
-
-}  // namespace
 
 void normalize_shards(std::vector<TensorShard>& shards) {
   for (auto& s : shards) {
-    check_name(s.name);
+    if (auto problem = tensor_name_problem(s.name))
+      throw UsageError("checkpoint tensor name '" + s.name + "' " + *problem + " (" + kTensorNameRule + ")");
     const std::string who = "checkpoint shard '" + s.name + "'";
     if (s.global_shape.empty()) throw UsageError(who + " has an empty global shape: describe a scalar as shape {1}");
     for (auto d : s.global_shape)
@@ -53,10 +31,14 @@ void normalize_shards(std::vector<TensorShard>& shards) {
                        " must have as many dimensions as the global shape " + dims_string(s.global_shape));
     for (std::size_t i = 0; i < s.shape.size(); ++i) {
       if (s.shape[i] == 0) throw UsageError(who + " has a zero dimension in its shape " + dims_string(s.shape));
-      if (s.offset[i] + s.shape[i] > s.global_shape[i])
+      if (!inside(Box{s.offset, s.shape}, s.global_shape))
         throw UsageError(who + ": block at " + dims_string(s.offset) + " of shape " + dims_string(s.shape) +
-                         " reaches beyond the global shape " + dims_string(s.global_shape) + " in dimension " +
-                         std::to_string(i));
+                         " reaches beyond the global shape " + dims_string(s.global_shape));
+    }
+    try {
+      byte_size(s.global_shape, dtype_size(s.dtype));
+    } catch (const std::overflow_error&) {
+      throw UsageError(who + ": global shape " + dims_string(s.global_shape) + " has more bytes than 64 bits count");
     }
     if (s.data == nullptr) throw UsageError(who + " has no data pointer");
     if (s.memory == MemoryKind::Device && !TENAX_HAVE_CUDA)
@@ -139,27 +121,25 @@ std::vector<std::pair<std::string, Held>> parse_line_set(std::string_view text, 
   return out;
 }
 
-// Refuses distinct blocks of `t` that overlap. Sorted by their first row, a block can only overlap the blocks that
-// start before its last row ends, so ZeRO ranges and row splits (the common cases: thousands of blocks) cost
-// n log n; blocks that all span the same rows (a column split) are compared pairwise, and there are few of those.
-void refuse_overlaps(const Plan& plan, const PlannedTensor& t) {
-  std::vector<int> order = t.blocks;
-  std::sort(order.begin(), order.end(), [&](int a, int b) {
-    return std::pair(plan.blocks[a].box.offset[0], a) < std::pair(plan.blocks[b].box.offset[0], b);
-  });
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    const PlannedBlock& a = plan.blocks[order[i]];
-    const std::uint64_t a_end = a.box.offset[0] + a.box.shape[0];
-    for (std::size_t j = i + 1; j < order.size() && plan.blocks[order[j]].box.offset[0] < a_end; ++j) {
-      const PlannedBlock& b = plan.blocks[order[j]];
-      if (!intersect(a.box, b.box)) continue;
-      const PlannedBlock& first = order[i] < order[j] ? a : b;
-      const PlannedBlock& second = order[i] < order[j] ? b : a;
-      throw UsageError("checkpoint tensor '" + t.name + "': rank " + std::to_string(first.writer) + "'s block at " +
-                       dims_string(first.box.offset) + " of shape " + dims_string(first.box.shape) + " overlaps rank " +
-                       std::to_string(second.writer) + "'s block at " + dims_string(second.box.offset) + " of shape " +
-                       dims_string(second.box.shape) + ": blocks held by several ranks must be identical or disjoint");
-    }
+// Each distinct block is written by one of the ranks that hold it. Spreading the blocks over their holders by size
+// (largest first, each to the holder with the fewest bytes so far, ties to the lowest rank) lets every data-parallel
+// replica write its share instead of one replica writing everything while the others wait; it is deterministic, so
+// every rank computes the same plan.
+void assign_writers(Plan& plan, const std::vector<std::vector<int>>& holders, std::size_t ranks) {
+  std::vector<std::uint64_t> bytes(plan.blocks.size());
+  std::vector<std::size_t> order(plan.blocks.size());
+  for (std::size_t b = 0; b < plan.blocks.size(); ++b) {
+    order[b] = b;
+    bytes[b] = byte_size(plan.blocks[b].box.shape, dtype_size(plan.tensors[plan.blocks[b].tensor].dtype));
+  }
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return bytes[a] > bytes[b]; });
+  std::vector<std::uint64_t> load(ranks, 0);
+  for (std::size_t b : order) {
+    int best = holders[b].front();  // ascending ranks
+    for (int r : holders[b])
+      if (load[r] < load[best]) best = r;
+    plan.blocks[b].writer = best;
+    load[best] += bytes[b];
   }
 }
 
@@ -178,40 +158,56 @@ Plan make_plan(const std::vector<std::string>& per_rank) {
                          "': rename one of them");
 
   Plan plan;
+  std::vector<std::vector<int>> holders;          // per block, ascending
   std::map<std::pair<Dims, Dims>, int> distinct;  // (offset, shape) -> block, per tensor
-  for (const auto& [name, holders] : by_name) {
-    const Held& first = holders.front();
+  for (const auto& [name, held] : by_name) {
+    const Held& first = held.front();
     PlannedTensor t{name, first.dtype, first.global_shape, {}};
-    for (const Held& h : holders) {
+    for (const Held& h : held) {
       if (h.dtype != first.dtype || h.global_shape != first.global_shape)
         throw UsageError("checkpoint tensor '" + name + "': rank " + std::to_string(first.rank) + " holds it as " +
                          std::string(dtype_name(first.dtype)) + " " + dims_string(first.global_shape) + ", rank " +
                          std::to_string(h.rank) + " as " + std::string(dtype_name(h.dtype)) + " " +
                          dims_string(h.global_shape) + ": every rank must describe the same global tensor");
-      // A replica of a block a lower rank holds: that rank writes it.
-      if (!distinct.emplace(std::pair(h.box.offset, h.box.shape), static_cast<int>(plan.blocks.size())).second)
+      auto [it, added] = distinct.emplace(std::pair(h.box.offset, h.box.shape), static_cast<int>(plan.blocks.size()));
+      if (!added) {  // a replica of a block a lower rank holds
+        if (holders[it->second].back() != h.rank) holders[it->second].push_back(h.rank);
         continue;
+      }
       t.blocks.push_back(static_cast<int>(plan.blocks.size()));
       plan.blocks.push_back(PlannedBlock{static_cast<int>(plan.tensors.size()), h.box, h.rank, {}});
+      holders.push_back({h.rank});
     }
     distinct.clear();
-    refuse_overlaps(plan, t);
-    std::uint64_t covered = 0;
+    std::vector<const Box*> boxes;
     for (int b : t.blocks)
-      covered += volume(plan.blocks[b].box.shape);
-    if (covered != volume(t.global_shape))
-      throw UsageError("checkpoint tensor '" + name + "' " + dims_string(t.global_shape) +
-                       ": the ranks' blocks cover " + std::to_string(covered) + " of its " +
-                       std::to_string(volume(t.global_shape)) + " elements; every element must be held by some rank");
+      boxes.push_back(&plan.blocks[b].box);
+    if (auto problem = check_tiling(t.global_shape, boxes)) {
+      if (problem->kind == TilingProblem::Uncovered)
+        throw UsageError("checkpoint tensor '" + name + "' " + dims_string(t.global_shape) +
+                         ": the ranks' blocks cover " + std::to_string(problem->covered) + " of its " +
+                         std::to_string(volume(t.global_shape)) + " elements; every element must be held by some rank");
+      // Shards were checked against their own global shape, so the only other problem is an overlap.
+      const PlannedBlock& a = plan.blocks[t.blocks[problem->first]];
+      const PlannedBlock& b = plan.blocks[t.blocks[problem->second]];
+      throw UsageError("checkpoint tensor '" + name + "': rank " + std::to_string(a.writer) + "'s block at " +
+                       dims_string(a.box.offset) + " of shape " + dims_string(a.box.shape) + " overlaps rank " +
+                       std::to_string(b.writer) + "'s block at " + dims_string(b.box.offset) + " of shape " +
+                       dims_string(b.box.shape) + ": blocks held by several ranks must be identical or disjoint");
+    }
+    plan.tensors.push_back(std::move(t));
+  }
+  assign_writers(plan, holders, per_rank.size());
+
+  for (const PlannedTensor& t : plan.tensors) {
     std::map<int, int> in_file;  // blocks of this tensor per writer
     for (int b : t.blocks)
       ++in_file[plan.blocks[b].writer];
     std::map<int, int> ordinal;
     for (int b : t.blocks) {
       PlannedBlock& block = plan.blocks[b];
-      block.dataset = block_dataset(name, ordinal[block.writer]++, in_file[block.writer]);
+      block.dataset = block_dataset(t.name, ordinal[block.writer]++, in_file[block.writer]);
     }
-    plan.tensors.push_back(std::move(t));
   }
   return plan;
 }

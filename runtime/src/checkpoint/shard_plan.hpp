@@ -1,5 +1,6 @@
 // Who writes what: every rank's shard list is exchanged once, checked for consistency, and each distinct block is
-// assigned to the lowest world rank that holds it (so a block replicated across data-parallel ranks is written once).
+// assigned to one of the ranks that hold it, spreading the bytes over the holders (so a block replicated across
+// data-parallel ranks is written once, and the replicas share the writing).
 #pragma once
 
 #include <cstdint>
@@ -29,7 +30,7 @@ struct PlannedTensor {
 struct PlannedBlock {
   int tensor = 0;  // index into Plan::tensors
   Box box;
-  int writer = 0;       // world rank that writes it
+  int writer = 0;       // world rank that writes it (one of its holders)
   std::string dataset;  // its dataset in the writer's file (block_dataset())
 };
 
@@ -38,7 +39,9 @@ struct Plan {
   std::vector<PlannedBlock> blocks;
 };
 
-// Builds the plan from every rank's describe_shards() text (index = rank). Identical on every rank. Throws UsageError
+// Builds the plan from every rank's describe_shards() text (index = rank). Identical on every rank. Each block is
+// written by one of its holders: blocks are taken largest first, each by the holder with the fewest bytes so far
+// (ties: the lowest rank). Throws UsageError
 // naming the tensor and ranks when ranks disagree on dtype or global shape, when distinct blocks overlap, when part of
 // a tensor is held by no rank, or when one tensor's name is a '/'-prefix of another's.
 Plan make_plan(const std::vector<std::string>& per_rank);
