@@ -3,6 +3,9 @@
 //                                    DIR/../pids/rank_<r> first so the test can SIGKILL the ranks mid-write
 //   crash_trainer verify DIR         loads the newest valid checkpoint, checks every element against its step's values,
 //                                    prints "loaded step N" and exits 0; exits 1 on any mismatch or failure
+//   crash_trainer save-on-full-disk DIR FREE
+//                                    fills DIR's file system but FREE bytes (after the checkpointer's start-up check),
+//                                    saves step 1 and waits for it: the I/O error ends the program (tenax::run_main)
 #include <unistd.h>
 
 #include <cstdio>
@@ -10,6 +13,7 @@
 #include <string>
 
 #include "tenax/runtime.hpp"
+#include "test_dirs.hpp"
 #include "test_model.hpp"
 
 namespace {
@@ -17,11 +21,13 @@ namespace {
 int body(int argc, char** argv) {
   tenax::Runtime runtime(argc, argv);
   tenax::Communicator& world = runtime.world();
-  if (argc != 3) throw tenax::UsageError("usage: crash_trainer save-forever|verify DIR");
+  if (argc != 3 && argc != 4)
+    throw tenax::UsageError("usage: crash_trainer save-forever|verify DIR | save-on-full-disk DIR FREE");
   const std::string mode = argv[1], dir = argv[2];
   const tenax::ParallelLayout layout{1, 1, world.size()};
   // 32 MiB per rank: large enough that a kill lands inside a write most of the time.
-  tenax::test::TestModel model = tenax::test::make_model(layout, world.rank(), 8u << 20);
+  tenax::test::TestModel model =
+      tenax::test::make_model(layout, world.rank(), mode == "save-on-full-disk" ? 0 : 8u << 20);
   tenax::CheckpointOptions options;
   options.dir = dir;
   options.keep = 2;
@@ -35,6 +41,16 @@ int body(int argc, char** argv) {
       while (!ckpt.progress())
         ::usleep(1000);
     }
+  }
+  if (mode == "save-on-full-disk") {
+    world.barrier();
+    if (argc != 4) throw tenax::UsageError("save-on-full-disk needs the bytes to leave free");
+    if (world.rank() == 0) tenax::test::fill_file_system(dir + "/filler", std::stoull(argv[3]));
+    world.barrier();
+    tenax::test::fill(model, 1);
+    ckpt.save(1);
+    ckpt.wait();
+    return 0;
   }
   if (mode == "verify") {
     tenax::test::scramble(model);

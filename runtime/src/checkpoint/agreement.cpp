@@ -15,6 +15,18 @@ Outcome agree(Communicator& comm, const Outcome& local) {
   return Outcome{code, "rank " + std::to_string(first) + ": " + message};
 }
 
+void wait_on_every_rank(Communicator& comm, const std::function<bool(std::chrono::milliseconds)>& ready) {
+  std::chrono::milliseconds round{1};
+  bool mine = false;
+  while (true) {
+    if (!mine) mine = ready(round);
+    std::int32_t all = mine ? 1 : 0;
+    comm.all_reduce(&all, &all, 1, DType::I32, ReduceOp::Min);
+    if (all) return;
+    round = std::min(round * 2, std::chrono::milliseconds(100));
+  }
+}
+
 std::string broadcast_string(Communicator& comm, const std::string& text, int root) {
   std::uint64_t size = comm.rank() == root ? text.size() : 0;
   comm.broadcast(&size, 1, DType::I64, root);

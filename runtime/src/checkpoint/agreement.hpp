@@ -2,10 +2,14 @@
 // and, when there is a failure, the message of the lowest rank that has it, so that every rank raises the same error.
 #pragma once
 
+#include <chrono>
+#include <exception>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "tenax/communicator.hpp"
+#include "tenax/error.hpp"
 
 namespace tenax::ckpt {
 
@@ -17,6 +21,32 @@ struct Outcome {
 // Collective. Returns the largest code of all ranks and the message of the lowest rank with that code, prefixed
 // "rank <r>: ".
 Outcome agree(Communicator& comm, const Outcome& local);
+
+// Collective. Runs `local` on this rank, agrees on its outcome with every rank, and raises the same exception on every
+// rank: UsageError when any rank raised one, else IoError when any rank raised anything. A check that only some
+// ranks could fail (their own inputs, their own file system) must run inside this, or the ranks that pass would go
+// on into a collective that the failing rank never joins.
+template <class F>
+void run_agreed(Communicator& comm, F local) {
+  Outcome outcome;
+  try {
+    local();
+  } catch (const UsageError& e) {
+    outcome = Outcome{2, e.what()};
+  } catch (const std::exception& e) {
+    outcome = Outcome{1, e.what()};
+  }
+  Outcome all = agree(comm, outcome);
+  if (all.code == 2) throw UsageError(all.message);
+  if (all.code != 0) throw IoError(all.message);
+}
+
+// Collective. Returns once `ready(timeout)` has returned true on every rank; `ready` waits up to `timeout` for this
+// rank's condition (e.g. its I/O thread's job) and says whether it holds. Instead of one blocking collective that
+// the fast ranks would sit in while a slow rank finishes a large write (long enough for the communication watchdog,
+// TENAX_COMM_TIMEOUT, to end healthy ranks), every rank joins one small all-reduce per round, rounds growing from
+// 1 ms to 100 ms apart: no collective call lasts longer than a round.
+void wait_on_every_rank(Communicator& comm, const std::function<bool(std::chrono::milliseconds)>& ready);
 
 // Collective: rank 0 receives every rank's string (index = rank); other ranks receive an empty vector.
 std::vector<std::string> gather_strings(Communicator& comm, const std::string& mine);

@@ -1,18 +1,53 @@
 #include "checkpoint/hdf5_util.hpp"
 
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <mutex>
+
 #include "tenax/error.hpp"
+#include "tenax/log.hpp"
 
 namespace tenax::ckpt::h5 {
+namespace {
+
+// An exit that skips HDF5's clean-up: registered after HDF5's own atexit handler, it runs first.
+void exit_without_hdf5_termination(int status, void*) {
+  std::fflush(nullptr);
+  ::_exit(status);
+}
+
+// HDF5 1.10 keeps a file whose H5Fclose failed (ENOSPC or EIO while it flushed its metadata) in its ID table, and
+// closing it again - which its own atexit handler does at exit (H5F__close_cb <- H5_term_library) - crashes the
+// process (SIGSEGV): a full disk at a checkpoint would turn a clean I/O error into a crash reported as one. Such a
+// file is never closed again; instead, from then on the process exits with its own status without running HDF5's
+// termination (the files tenax wrote are fsynced or removed by then; the abandoned one holds one descriptor).
+void after_failed_file_close() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (::on_exit(exit_without_hdf5_termination, nullptr) != 0)
+      TENAX_LOG(Warn, "ckpt") << "could not register the exit handler that skips HDF5's clean-up after a failed close";
+  });
+}
+
+herr_t close_id(hid_t id, Handle::Closer closer) {
+  const herr_t rc = closer(id);
+  if (rc < 0 && closer == &H5Fclose) after_failed_file_close();
+  return rc;
+}
+
+}  // namespace
 
 herr_t Handle::close() {
   herr_t rc = 0;
-  if (id_ >= 0 && closer_) rc = closer_(id_);
+  if (id_ >= 0 && closer_) rc = close_id(id_, closer_);
   id_ = H5I_INVALID_HID;
   return rc;
 }
 
 void Handle::reset() {
-  if (id_ >= 0 && closer_) closer_(id_);
+  if (id_ >= 0 && closer_) close_id(id_, closer_);
   id_ = H5I_INVALID_HID;
 }
 
@@ -80,6 +115,8 @@ std::int64_t check(std::int64_t status, const char* what, const std::string& pat
 
 Handle file_create(const std::string& path, hid_t fapl) {
   hid_t id = H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl);
+  // A create that failed writing the superblock leaves a half-open file behind that HDF5 cannot close at exit either.
+  if (id < 0) after_failed_file_close();
   check(id, "H5Fcreate", path);
   return Handle(id, H5Fclose);
 }
@@ -172,6 +209,60 @@ void write_attr_string(hid_t obj, const char* name, const std::string& value, co
   Handle attr(check(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT), "H5Acreate2", path), H5Aclose);
   std::string padded = value.empty() ? std::string(1, '\0') : value;
   check(H5Awrite(attr, type, padded.data()), "H5Awrite", path);
+}
+
+namespace {
+
+// Opens attribute `name` and checks it has `want_class` and a simple (or scalar) dataspace of at most max_values
+// elements; returns the attribute and its element count.
+std::pair<Handle, std::size_t> open_attr(hid_t obj, const char* name, H5T_class_t want_class, std::size_t max_values,
+                                         const std::string& path) {
+  const std::string where = std::string("attribute '") + name + "'";
+  const htri_t exists = H5Aexists(obj, name);
+  if (exists <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    throw IoError(path + ": " + where + " is missing");
+  }
+  Handle attr(check(H5Aopen(obj, name, H5P_DEFAULT), "H5Aopen", path), H5Aclose);
+  Handle type(check(H5Aget_type(attr), "H5Aget_type", path), H5Tclose);
+  if (H5Tget_class(type) != want_class) throw IoError(path + ": " + where + " has another type");
+  Handle space(check(H5Aget_space(attr), "H5Aget_space", path), H5Sclose);
+  const hssize_t n = H5Sget_simple_extent_npoints(space);
+  if (n < 0 || static_cast<std::uint64_t>(n) > max_values)
+    throw IoError(path + ": " + where + " has " + std::to_string(n) + " values");
+  return {std::move(attr), static_cast<std::size_t>(n)};
+}
+
+}  // namespace
+
+std::vector<std::uint64_t> read_attr_u64s(hid_t obj, const char* name, const std::string& path,
+                                          std::size_t max_values) {
+  auto [attr, n] = open_attr(obj, name, H5T_INTEGER, max_values, path);
+  std::vector<std::uint64_t> values(n);
+  if (n > 0) check(H5Aread(attr, H5T_NATIVE_UINT64, values.data()), "H5Aread", path);
+  return values;
+}
+
+std::uint32_t read_attr_u32(hid_t obj, const char* name, const std::string& path) {
+  auto [attr, n] = open_attr(obj, name, H5T_INTEGER, 1, path);
+  if (n != 1) throw IoError(path + ": attribute '" + std::string(name) + "' is not one value");
+  std::uint32_t value = 0;
+  check(H5Aread(attr, H5T_NATIVE_UINT32, &value), "H5Aread", path);
+  return value;
+}
+
+std::string read_attr_string(hid_t obj, const char* name, const std::string& path, std::size_t max_length) {
+  auto [attr, n] = open_attr(obj, name, H5T_STRING, 1, path);
+  Handle type(check(H5Aget_type(attr), "H5Aget_type", path), H5Tclose);
+  if (n != 1 || H5Tis_variable_str(type) != 0)
+    throw IoError(path + ": attribute '" + std::string(name) + "' is not a fixed-length string");
+  const std::size_t size = H5Tget_size(type);
+  if (size == 0 || size > max_length)
+    throw IoError(path + ": attribute '" + std::string(name) + "' has " + std::to_string(size) + " characters");
+  std::string value(size, '\0');
+  check(H5Aread(attr, type, value.data()), "H5Aread", path);
+  value.resize(value.find('\0') == std::string::npos ? size : value.find('\0'));
+  return value;
 }
 
 }  // namespace tenax::ckpt::h5

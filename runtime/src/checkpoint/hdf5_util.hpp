@@ -32,7 +32,8 @@ class Handle {
   Handle& operator=(const Handle&) = delete;
   hid_t get() const { return id_; }
   operator hid_t() const { return id_; }
-  // Closes now and reports failure (closing a file is where HDF5 writes its metadata).
+  // Closes now and reports failure (closing a file is where HDF5 writes its metadata). A file whose close failed is
+  // never closed again (HDF5 1.10 would crash): the process then skips HDF5's termination at exit (hdf5_util.cpp).
   herr_t close();
   void reset();
 
@@ -65,5 +66,13 @@ void write_attr_u64s(hid_t obj, const char* name, const std::vector<std::uint64_
 void write_attr_u64(hid_t obj, const char* name, std::uint64_t value, const std::string& path);
 void write_attr_u32(hid_t obj, const char* name, std::uint32_t value, const std::string& path);
 void write_attr_string(hid_t obj, const char* name, const std::string& value, const std::string& path);
+
+// Reading attributes back (the loader cross-checks every block's own attributes with the manifest). Each throws
+// IoError naming the path and attribute when it is missing or of another type or size; at most `max_values` values
+// and `max_length` characters are read, so a damaged file cannot ask for unbounded memory.
+std::vector<std::uint64_t> read_attr_u64s(hid_t obj, const char* name, const std::string& path,
+                                          std::size_t max_values = 64);
+std::uint32_t read_attr_u32(hid_t obj, const char* name, const std::string& path);
+std::string read_attr_string(hid_t obj, const char* name, const std::string& path, std::size_t max_length = 4096);
 
 }  // namespace tenax::ckpt::h5

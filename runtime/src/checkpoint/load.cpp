@@ -1,7 +1,9 @@
 // Loading: pick the newest complete checkpoint every rank can read and verify, reading only the saved blocks that
 // overlap this rank's shards (any saved layout), falling back to older checkpoints on damage.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <future>
 #include <map>
 
 #include "checkpoint/checkpointer_state.hpp"
@@ -37,19 +39,49 @@ class Attempt {
   Attempt(const std::string& dir, const ckpt::Manifest& manifest, void* cuda_stream)
       : dir_(dir), m_(manifest), cuda_stream_(cuda_stream) {}
 
-  void check_model(const std::vector<TensorShard>& shards) const {
+  // A model whose tensors the checkpoint lacks or holds with another dtype or shape is a model mismatch (UsageError,
+  // never retried) only when the rank files say what the manifest says; when they disagree, the manifest is damaged
+  // (IoError: fall back to an older checkpoint).
+  void check_model(const std::vector<TensorShard>& shards) {
     for (const TensorShard& s : shards) {
       const ckpt::ManifestTensor* t = m_.find(s.name);
-      if (!t)
+      if (!t) {
+        confirm_against_files([&](const ckpt::ManifestTensor& other) {
+          return std::none_of(shards.begin(), shards.end(), [&](const TensorShard& x) { return x.name == other.name; });
+        });
         throw UsageError("tensor '" + s.name + "' is not in the checkpoint (it holds " +
                          std::to_string(m_.tensors.size()) + " other tensors" +
                          (m_.tensors.empty() ? std::string() : ", e.g. '" + m_.tensors.front().name + "'") +
                          "): it was saved from a different model");
-      if (t->dtype != s.dtype || t->global_shape != s.global_shape)
+      }
+      if (t->dtype != s.dtype || t->global_shape != s.global_shape) {
+        confirm_against_files([&](const ckpt::ManifestTensor& other) { return &other == t; });
         throw UsageError("tensor '" + s.name + "': the checkpoint holds " + std::string(dtype_name(t->dtype)) + " " +
                          ckpt::dims_string(t->global_shape) + ", the model has " + std::string(dtype_name(s.dtype)) +
                          " " + ckpt::dims_string(s.global_shape) + ": it was saved from a different model");
+      }
     }
+  }
+
+  // Raises IoError if a block's own attributes disagree with what the manifest says of it.
+  void check_block(const ckpt::ManifestTensor& t, const ckpt::ManifestBlock& block) {
+    ckpt::RankFileReader& file = reader(block.rank);
+    const ckpt::BlockAttributes a = file.attributes(block.dataset);
+    std::string diff;
+    auto differs = [&](const char* what, const std::string& in_file, const std::string& in_manifest) {
+      diff += std::string(diff.empty() ? "" : ", ") + what + " " + in_file + " (manifest: " + in_manifest + ")";
+    };
+    if (a.tensor != t.name) differs("tensor", "'" + a.tensor + "'", "'" + t.name + "'");
+    if (a.dtype != dtype_name(t.dtype)) differs("dtype", a.dtype, std::string(dtype_name(t.dtype)));
+    if (a.global_shape != t.global_shape)
+      differs("global_shape", ckpt::dims_string(a.global_shape), ckpt::dims_string(t.global_shape));
+    if (a.offset != block.box.offset)
+      differs("offset", ckpt::dims_string(a.offset), ckpt::dims_string(block.box.offset));
+    if (a.shape != block.box.shape) differs("shape", ckpt::dims_string(a.shape), ckpt::dims_string(block.box.shape));
+    if (a.crc32c != block.crc32c) differs("crc32c", hex(a.crc32c), hex(block.crc32c));
+    if (!diff.empty())
+      throw IoError(file.path() + " dataset " + block.dataset + " disagrees with " + dir_ + "/" + ckpt::kManifestName +
+                    ": " + diff + "; the manifest or the file is damaged");
   }
 
   void load_shard(const TensorShard& s) {
@@ -67,8 +99,9 @@ class Attempt {
       auto common = ckpt::intersect(block.box, want);
       if (!common) continue;
       covered += ckpt::volume(common->shape);
-      if (block.bytes != ckpt::volume(block.box.shape) * esize)
-        throw IoError(dir_ + "/" + ckpt::kManifestName + ": block of '" + s.name + "' has an inconsistent size");
+      // The manifest's description of the block must be the block's own: a manifest with two blocks' offsets swapped
+      // (valid JSON, every CRC intact) would otherwise load the tensor with its parts exchanged.
+      check_block(t, block);
       ckpt::RankFileReader& file = reader(block.rank);
       const std::string& dataset = block.dataset;
       std::uint32_t crc = 0;
@@ -119,6 +152,15 @@ class Attempt {
   }
 
  private:
+  // Cross-checks the blocks of the manifest's tensors that `pick` selects with their files (see check_model).
+  template <class Pick>
+  void confirm_against_files(Pick pick) {
+    for (const ckpt::ManifestTensor& t : m_.tensors)
+      if (pick(t))
+        for (const ckpt::ManifestBlock& block : t.blocks)
+          check_block(t, block);
+  }
+
   // Opens a rank's file once per attempt, after checking it has the size recorded when it was made durable.
   ckpt::RankFileReader& reader(int rank) {
     auto it = readers_.find(rank);
@@ -143,6 +185,18 @@ class Attempt {
   void* cuda_stream_;
 };
 
+// checkpoint.h5 is what people and other tools read: it must be the one that was committed.
+void verify_vds(const std::string& dir, const ckpt::FileDigest& recorded) {
+  const std::string path = ckpt::fs::join(dir, recorded.name);
+  if (!ckpt::fs::exists(path)) throw IoError(path + ": missing");
+  const std::string bytes = ckpt::fs::read_file(path);
+  const std::uint32_t crc = ckpt::crc32c_extend(0, bytes.data(), bytes.size());
+  if (bytes.size() != recorded.bytes || crc != recorded.crc32c)
+    throw IoError(path + ": " + std::to_string(bytes.size()) + " bytes with CRC32C " + hex(crc) +
+                  ", the manifest recorded " + std::to_string(recorded.bytes) + " bytes with " + hex(recorded.crc32c) +
+                  ": the file is damaged");
+}
+
 struct AttemptResult {
   ckpt::Outcome outcome;
   LoadResult result;
@@ -158,6 +212,7 @@ AttemptResult attempt(const std::string& dir, const std::vector<TensorShard>& sh
     } catch (const std::exception& e) {
       throw IoError(dir + "/" + ckpt::kManifestName + " is unreadable: " + e.what());
     }
+    if (my_rank == 0 && m.vds) verify_vds(dir, *m.vds);
     if (cuda_device >= 0) ckpt::use_device(cuda_device);  // this runs on the I/O thread
     Attempt a(dir, m, cuda_stream);
     a.check_model(shards);
@@ -207,11 +262,18 @@ LoadResult Checkpointer::load(const LoadOptions& options) {
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const std::string dir = ckpt::final_dir_path(s.options.dir, steps[i]);
     const int rank = s.world.rank();
-    AttemptResult local =
-        s.io->submit([&s, &dir, rank, &options] {
-              return attempt(dir, s.shards, rank, options.blob_rank, s.cuda_device, s.options.cuda_stream);
-            })
-            .get();
+    std::future<AttemptResult> done = s.io->submit([&s, &dir, rank, &options] {
+      return attempt(dir, s.shards, rank, options.blob_rank, s.cuda_device, s.options.cuda_stream);
+    });
+    // A rank with much to read must not leave the others in one long collective (the watchdog would end them).
+    ckpt::wait_on_every_rank(
+        s.world, [&done](std::chrono::milliseconds t) { return done.wait_for(t) == std::future_status::ready; });
+    AttemptResult local;
+    try {
+      local = done.get();
+    } catch (const std::exception& e) {
+      local.outcome = ckpt::Outcome{1, e.what()};
+    }
     ckpt::Outcome all = ckpt::agree(s.world, local.outcome);
     if (all.code == 0) {
       local.result.rejected = std::move(rejected);

@@ -115,6 +115,11 @@ std::uint64_t write_rank_file(const std::string& path, const RankFileHeader& hea
                              << " ms";
     return size;
   } catch (...) {
+    // Truncate first: if HDF5 failed to close the file it keeps a descriptor open, which would hold the space of an
+    // unlinked file until the process exits.
+    if (::truncate(path.c_str(), 0) != 0) {
+      // Nothing to free (the file was never created, or is gone already).
+    }
     ::unlink(path.c_str());
     throw;
   }
@@ -146,6 +151,24 @@ void RankFileReader::read_block(const std::string& dataset, DType dtype, const D
     mspace_id = mspace;
   }
   h5::check(H5Dread(dset, type, mspace_id, H5S_ALL, H5P_DEFAULT, dst), "H5Dread", where);
+}
+
+BlockAttributes RankFileReader::attributes(const std::string& dataset) {
+  const std::string where = path_ + " dataset " + dataset;
+  h5::Handle dset(h5::check(H5Dopen2(file_, dataset.c_str(), H5P_DEFAULT), "H5Dopen2", where), H5Dclose);
+  BlockAttributes a;
+  a.tensor = h5::read_attr_string(dset, "tensor", where);
+  a.dtype = h5::read_attr_string(dset, "dtype", where);
+  a.global_shape = h5::read_attr_u64s(dset, "global_shape", where);
+  a.offset = h5::read_attr_u64s(dset, "offset", where);
+  a.crc32c = h5::read_attr_u32(dset, "crc32c", where);
+  h5::Handle space(h5::check(H5Dget_space(dset), "H5Dget_space", where), H5Sclose);
+  const int ndims = H5Sget_simple_extent_ndims(space);
+  if (ndims < 0 || ndims > 64) throw IoError(where + ": " + std::to_string(ndims) + " dimensions");
+  std::vector<hsize_t> dims(ndims);
+  if (ndims > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+  a.shape.assign(dims.begin(), dims.end());
+  return a;
 }
 
 std::vector<std::uint8_t> RankFileReader::read_bytes(const std::string& dataset, std::uint64_t expected_size) {

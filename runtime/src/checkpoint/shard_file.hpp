@@ -44,6 +44,16 @@ std::uint64_t write_rank_file(const std::string& path, const RankFileHeader& hea
                               const std::vector<ShardWrite>& shards, const std::vector<BlobWrite>& blobs,
                               bool direct_io);
 
+// What a block's dataset says about itself (its attributes and its shape), to cross-check with the manifest.
+struct BlockAttributes {
+  std::string tensor;
+  std::string dtype;
+  Dims global_shape;
+  Dims offset;
+  Dims shape;
+  std::uint32_t crc32c = 0;
+};
+
 class RankFileReader {
  public:
   explicit RankFileReader(const std::string& path);
@@ -53,6 +63,8 @@ class RankFileReader {
   void read_block(const std::string& dataset, DType dtype, const Dims& block_shape, void* dst, const Dims& dst_shape,
                   const Dims& dst_start);
   std::vector<std::uint8_t> read_bytes(const std::string& dataset, std::uint64_t expected_size);
+  // The dataset's attributes and shape. Raises IoError naming the file and dataset when one is missing or malformed.
+  BlockAttributes attributes(const std::string& dataset);
 
  private:
   std::string path_;

@@ -46,6 +46,9 @@ void write_vds_file(const std::string& path, const Manifest& manifest) {
     write_all(path, manifest);
     fs::fsync_path(path);
   } catch (...) {
+    if (::truncate(path.c_str(), 0) != 0) {
+      // Nothing to free: see write_rank_file.
+    }
     ::unlink(path.c_str());
     throw;
   }
