@@ -23,13 +23,19 @@
 // part in the commit agreement.
 //
 // Replicated blocks: a block held by several ranks (same tensor, offset and shape, e.g. a TP shard on every DP rank or
-// a tensor every rank holds whole) is written once, by the lowest world rank that holds it. The constructor exchanges
+// a tensor every rank holds whole) is written once, by one of the ranks that hold it, chosen to spread the bytes over
+// the holders (largest blocks first, each to the holder with the fewest bytes so far). The constructor exchanges
 // every rank's shard list to decide this and refuses (UsageError, naming the tensor) shard lists whose distinct blocks
 // overlap, leave part of a tensor uncovered or disagree about dtype or global shape.
 //
 // Errors: a failed write (ENOSPC, EIO, EACCES, ...) on any rank is raised on every rank at the next save(), progress()
 // or wait() as an IoError naming the failing rank, the file and the system's error text; the partial checkpoint is
-// removed and earlier checkpoints are untouched. The checkpointer stays usable afterwards.
+// removed and committed checkpoints are untouched. A failed commit of one step never removes the next step's write.
+// The checkpointer stays usable afterwards: the next save() tries again.
+//
+// Waiting: where ranks wait for one another's I/O (a slow writer, rank 0's commit, a large load), they do it in
+// rounds of one small all-reduce at most 100 ms apart, so no collective call lasts long enough for the communication
+// watchdog (TENAX_COMM_TIMEOUT) to end ranks that are only waiting.
 #pragma once
 
 #include <cstdint>
@@ -109,6 +115,9 @@ struct CheckpointOptions {
   bool direct_io = true;  // write large blocks with O_DIRECT where the file system allows (TENAX_CKPT_DIRECT_IO)
   ParallelLayout layout;  // recorded in the manifest (informational: loading never needs the saved layout)
   void* cuda_stream = nullptr;  // cudaStream_t that produces the Device shards; copies are ordered on it
+  // Load only (e.g. evaluating a checkpoint on read-only storage): no start-up probe of the directory, no clean-up of
+  // leftovers, no staging memory; save() raises UsageError.
+  bool read_only = false;
 
   // dir, keep, io_nice and direct_io from TENAX_CHECKPOINT_DIR / TENAX_CKPT_KEEP / TENAX_CKPT_IO_NICE /
   // TENAX_CKPT_DIRECT_IO. Throws UsageError if
@@ -145,8 +154,10 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& dir);
 class Checkpointer {
  public:
   // Collective. Validates the options and every rank's shards (UsageError naming the problem), decides which rank
-  // writes each block, creates `dir`, removes step_*.tmp left by an interrupted run, and allocates and pre-touches the
-  // staging memory (as many bytes as this rank writes; reused by every save).
+  // writes each block, creates `dir` and checks that every rank can write to it and sees the same directory (a
+  // UsageError naming the directory, rank and host otherwise: a read-only or foreign directory, or a node-local one),
+  // removes step_*.tmp left by an interrupted run, and allocates and pre-touches the staging memory (as many bytes as
+  // this rank writes; reused by every save). With options.read_only only the shards are checked.
   Checkpointer(Communicator& world, CheckpointOptions options, std::vector<TensorShard> shards);
   // Waits for this rank's I/O thread, but cannot commit (that needs every rank): call wait() first. A checkpoint left
   // uncommitted is never loaded and is removed by the next Checkpointer on the same directory.
@@ -174,10 +185,12 @@ class Checkpointer {
   void emergency_save(std::uint64_t step, const Blobs& blobs = {});
 
   // Collective. Loads the newest complete checkpoint into the shards given to the constructor, reading from each saved
-  // file only the blocks this rank's shards overlap (any saved layout and world size). Every block read is checked
-  // against its CRC32C; a missing, truncated or corrupt file makes every rank fall back to the previous complete
-  // checkpoint (a warning names the file). Throws IoError when checkpoints exist but none is valid, and UsageError
-  // naming the tensor when the checkpoint belongs to another model (unknown tensor, different shape or dtype).
+  // file only the blocks this rank's shards overlap (any saved layout and world size). The manifest's own checksum
+  // and consistency are verified, every block read is checked against its CRC32C and its dataset's own attributes
+  // (tensor, dtype, global shape, offset, shape); a damaged manifest or a missing, truncated or corrupt file makes
+  // every rank fall back to the previous complete checkpoint (a warning names the file). Throws IoError when
+  // checkpoints exist but none is valid, and UsageError naming the tensor when the checkpoint belongs to another model
+  // (unknown tensor, different shape or dtype, with the rank files agreeing with the manifest).
   LoadResult load(const LoadOptions& options = {});
 
   // The step of the newest checkpoint this checkpointer committed, if any.

@@ -6,7 +6,9 @@
 #include "checkpoint/checkpointer_state.hpp"
 #include "checkpoint/commit.hpp"
 #include "checkpoint/crc32c.hpp"
+#include "checkpoint/dir_probe.hpp"
 #include "checkpoint/fs_util.hpp"
+#include "checkpoint/names.hpp"
 #include "checkpoint/shard_file.hpp"
 #include "tenax/env.hpp"
 #include "tenax/log.hpp"
@@ -52,22 +54,6 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& dir) {
 
 namespace {
 
-// Runs `local` on this rank, agrees on its outcome with every rank, and throws the same exception everywhere.
-template <class F>
-void agreed(Communicator& world, F local) {
-  Outcome outcome;
-  try {
-    local();
-  } catch (const UsageError& e) {
-    outcome = Outcome{2, e.what()};
-  } catch (const std::exception& e) {
-    outcome = Outcome{1, e.what()};
-  }
-  Outcome all = ckpt::agree(world, outcome);
-  if (all.code == 2) throw UsageError(all.message);
-  if (all.code != 0) throw IoError(all.message);
-}
-
 std::size_t round_up(std::size_t n, std::size_t to) {
   return (n + to - 1) / to * to;
 }
@@ -77,7 +63,7 @@ std::size_t round_up(std::size_t n, std::size_t to) {
 Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::vector<TensorShard> shards)
     : state_(std::make_unique<State>(world, std::move(options))) {
   State& s = *state_;
-  agreed(world, [&] {
+  ckpt::run_agreed(world, [&] {
     if (s.options.dir.empty())
       throw UsageError("checkpoint: no directory given (set CheckpointOptions::dir or TENAX_CHECKPOINT_DIR)");
     if (s.options.keep < 1)
@@ -116,12 +102,14 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
   }
   s.staged_crcs.resize(s.writes.size());
 
-  agreed(world, [&] {
-    if (world.rank() == 0) {
-      ckpt::fs::make_dirs(s.options.dir);
-      ckpt::remove_leftovers(s.options.dir);
-    }
-    s.arena.allocate(offset, s.any_device);
+  if (!s.options.read_only) {
+    // Before any training is spent: a directory this job cannot write, or that is not one directory shared by every
+    // rank, is a usage error now rather than a failed first save or a failed restart.
+    ckpt::probe_checkpoint_dir(world, s.options.dir);
+  }
+  ckpt::run_agreed(world, [&] {
+    if (world.rank() == 0 && !s.options.read_only) ckpt::remove_leftovers(s.options.dir);
+    s.arena.allocate(s.options.read_only ? 0 : offset, s.any_device);
     if (s.any_device) s.fence = std::make_unique<ckpt::DeviceCopyFence>();
   });
   s.io = std::make_unique<ckpt::IoThread>(s.options.io_nice);
@@ -141,20 +129,27 @@ Checkpointer::~Checkpointer() {
 void Checkpointer::save(std::uint64_t step, const Blobs& blobs) {
   State& s = *state_;
   if (s.writing) s.finish_write();  // at most one checkpoint in flight; its failure surfaces here
-  for (const auto& [name, bytes] : blobs)
-    if (name.empty() || name.find_first_of("/\n ") != std::string::npos)
-      throw UsageError("checkpoint blob name '" + name + "' must be non-empty without '/', spaces or newlines");
-
-  for (std::size_t i = 0; i < s.writes.size(); ++i) {
-    const State::LocalWrite& w = s.writes[i];
-    const TensorShard& shard = s.shards[w.shard];
-    std::uint8_t* dst = s.arena.data() + w.offset;
-    if (shard.memory == MemoryKind::Device)
-      ckpt::copy_device_to_host_async(dst, shard.data, w.bytes, s.options.cuda_stream);
-    else
-      s.staged_crcs[i] = ckpt::crc32c_copy(dst, shard.data, w.bytes, 0);
-  }
-  if (s.fence) s.fence->record(s.options.cuda_stream);
+  // Inside an agreement: a rank whose blobs are refused, or whose copy fails, must not leave the others to go on
+  // into the next collective alone.
+  ckpt::run_agreed(s.world, [&] {
+    if (s.options.read_only)
+      throw UsageError("checkpoint: save() on a read-only checkpointer (CheckpointOptions::read_only) of " +
+                       s.options.dir);
+    for (const auto& [name, bytes] : blobs)
+      if (auto problem = ckpt::blob_name_problem(name))
+        throw UsageError("checkpoint blob name '" + name + "' " + *problem +
+                         " (blob names are non-empty, without '/', spaces or control characters)");
+    for (std::size_t i = 0; i < s.writes.size(); ++i) {
+      const State::LocalWrite& w = s.writes[i];
+      const TensorShard& shard = s.shards[w.shard];
+      std::uint8_t* dst = s.arena.data() + w.offset;
+      if (shard.memory == MemoryKind::Device)
+        ckpt::copy_device_to_host_async(dst, shard.data, w.bytes, s.options.cuda_stream);
+      else
+        s.staged_crcs[i] = ckpt::crc32c_copy(dst, shard.data, w.bytes, 0);
+    }
+    if (s.fence) s.fence->record(s.options.cuda_stream);
+  });
   s.staged_blobs = blobs;
   s.writing = step;
   s.write_done = s.io->submit([&s, step] { return s.write_job(step); });
@@ -202,8 +197,8 @@ std::uint64_t Checkpointer::staged_bytes() const {
 
 Checkpointer::State::WriteResult Checkpointer::State::write_job(std::uint64_t step) {
   WriteResult result;
-  const std::string path = ckpt::fs::join(ckpt::temp_dir_path(options.dir, step), ckpt::rank_file_name(rank));
   try {
+    const std::string path = ckpt::fs::join(ckpt::temp_dir_path(options.dir, step), ckpt::rank_file_name(rank));
     ckpt::fs::make_dirs(ckpt::temp_dir_path(options.dir, step));
     if (fence) {
       ckpt::use_device(cuda_device);
@@ -234,20 +229,49 @@ Checkpointer::State::WriteResult Checkpointer::State::write_job(std::uint64_t st
   return result;
 }
 
-void Checkpointer::State::finish_write() {
-  WriteResult result = write_done.get();
-  Outcome local = result.outcome;
-  // Rank 0's I/O thread ran the previous checkpoint's commit before this write: its outcome is known by now.
-  if (world.rank() == 0 && committing) {
-    Outcome commit = commit_done.get();
-    if (commit.code != 0 && local.code == 0) local = commit;
+namespace {
+
+// A job's result, or its exception as a failed outcome: an exception escaping on one rank would leave the others in
+// the agreement that follows.
+template <class T>
+T take(std::future<T>& done, T failed) {
+  try {
+    return done.get();
+  } catch (const std::exception& e) {
+    failed.outcome = Outcome{1, e.what()};
+    return failed;
   }
+}
+
+Outcome take_outcome(std::future<Outcome>& done) {
+  try {
+    return done.get();
+  } catch (const std::exception& e) {
+    return Outcome{1, e.what()};
+  }
+}
+
+}  // namespace
+
+void Checkpointer::State::finish_write() {
+  ckpt::wait_on_every_rank(
+      world, [this](std::chrono::milliseconds t) { return write_done.wait_for(t) == std::future_status::ready; });
+  WriteResult result = take(write_done, WriteResult{});
+  // Rank 0's I/O thread ran the previous checkpoint's commit before this write: its outcome is known by now.
+  Outcome previous_commit;
+  if (world.rank() == 0 && committing) previous_commit = take_outcome(commit_done);
   const std::uint64_t step = *writing;
   const std::optional<std::uint64_t> previous = committing;
   writing.reset();
   committing.reset();
-  Outcome all = ckpt::agree(world, local);
-  if (all.code != 0) {
+  // Two separate verdicts: a failed commit of the previous step must not throw away this step's good write.
+  const Outcome written = ckpt::agree(world, result.outcome);
+  const Outcome committed = previous ? ckpt::agree(world, previous_commit) : Outcome{};
+  if (previous && committed.code == 0) last_committed = previous;
+  const std::string previous_failure =
+      committed.code == 0 ? std::string()
+                          : "; before it, checkpoint step " + std::to_string(*previous) + ": " + committed.message;
+  if (written.code != 0) {
     if (world.rank() == 0) {
       try {
         ckpt::fs::remove_tree(ckpt::temp_dir_path(options.dir, step));
@@ -255,10 +279,9 @@ void Checkpointer::State::finish_write() {
         TENAX_LOG(Warn, "ckpt") << "could not remove the failed checkpoint: " << e.what();
       }
     }
-    throw IoError("checkpoint step " + std::to_string(step) + " failed and was removed (earlier checkpoints are " +
-                  "intact): " + all.message);
+    throw IoError("checkpoint step " + std::to_string(step) + " failed and was removed (committed checkpoints are " +
+                  "untouched): " + written.message + previous_failure);
   }
-  if (previous) last_committed = previous;
 
   std::ostringstream report;
   report << "F " << result.file_bytes << "\n";
@@ -280,11 +303,17 @@ void Checkpointer::State::finish_write() {
       }
     });
   }
+  if (committed.code != 0)
+    throw IoError("checkpoint step " + std::to_string(*previous) + ": " + committed.message + " (step " +
+                  std::to_string(step) + " was written and is being committed)");
 }
 
 void Checkpointer::State::finish_commit() {
+  ckpt::wait_on_every_rank(world, [this](std::chrono::milliseconds t) {
+    return world.rank() != 0 || commit_done.wait_for(t) == std::future_status::ready;
+  });
   Outcome local;
-  if (world.rank() == 0) local = commit_done.get();
+  if (world.rank() == 0) local = take_outcome(commit_done);
   const std::uint64_t step = *committing;
   committing.reset();
   Outcome all = ckpt::agree(world, local);

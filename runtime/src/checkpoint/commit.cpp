@@ -4,6 +4,8 @@
 #include <chrono>
 #include <filesystem>
 
+#include "checkpoint/crc32c.hpp"
+#include "checkpoint/dir_probe.hpp"
 #include "checkpoint/fs_util.hpp"
 #include "checkpoint/vds_file.hpp"
 #include "tenax/error.hpp"
@@ -30,20 +32,64 @@ bool ends_with(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// `latest` is for people and tools (loading scans for the newest complete directory instead): failing to move it
+// costs nothing a restart needs, so it is a warning, and the checkpoint it would have named stays.
 void replace_latest(const std::string& dir, std::uint64_t step) {
   const std::string tmp = fs::join(dir, std::string(kLatestName) + ".tmp");
-  fs::remove_tree(tmp);
-  fs::write_file_durable(tmp, step_dir_name(step) + "\n");
-  fs::rename_path(tmp, fs::join(dir, kLatestName));
-  fs::fsync_path(dir);
+  try {
+    fs::remove_tree(tmp);
+    fs::write_file_durable(tmp, step_dir_name(step) + "\n");
+    fs::rename_path(tmp, fs::join(dir, kLatestName));
+    fs::fsync_path(dir);
+  } catch (const std::exception& e) {
+    TENAX_LOG(Warn, "ckpt") << "could not point " << fs::join(dir, kLatestName) << " at " << step_dir_name(step)
+                            << " (the checkpoint itself is committed; loading does not read latest): " << e.what();
+    try {
+      fs::remove_tree(tmp);
+    } catch (const std::exception&) {
+    }
+  }
+}
+
+// "step_<N>.superseded" or "step_<N>.superseded.<k>": an earlier checkpoint of a step saved again.
+bool parse_superseded_name(const std::string& name, std::uint64_t& step) {
+  constexpr std::string_view marker = ".superseded";
+  const std::size_t at = name.find(marker);
+  if (at == std::string::npos || !parse_step_name(name.substr(0, at), step)) return false;
+  const std::string rest = name.substr(at + marker.size());
+  if (rest.empty()) return true;
+  if (rest[0] != '.' || rest.size() < 2 || rest.size() > 10) return false;
+  return rest.find_first_not_of("0123456789", 1) == std::string::npos;
+}
+
+std::vector<CheckpointInfo> superseded_checkpoints(const std::string& dir) {
+  std::vector<CheckpointInfo> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::uint64_t step = 0;
+    const std::string name = entry.path().filename().string();
+    if (parse_superseded_name(name, step)) out.push_back({step, fs::join(dir, name)});
+  }
+  std::sort(out.begin(), out.end(), [](const CheckpointInfo& a, const CheckpointInfo& b) { return a.step > b.step; });
+  return out;
+}
+
+// checkpoint.h5's size and checksum, for the manifest (the loader verifies them).
+FileDigest vds_digest(const std::string& path) {
+  const std::string bytes = fs::read_file(path);
+  return FileDigest{kVdsName, bytes.size(), crc32c_extend(0, bytes.data(), bytes.size())};
 }
 
 // Keeps the checkpoint just committed plus the newest keep-1 others. The one just committed counts first even when an
 // older run left higher step numbers behind (a resumed job saving step 150 next to a rejected step_200).
+// Superseded copies (which loading never picks) come after every complete checkpoint, so they never displace one
+// that a restart could load, and go once keep-1 complete others exist.
 void apply_retention(const std::string& dir, std::uint64_t committed, int keep) {
   std::vector<CheckpointInfo> others;
   for (const auto& c : complete_checkpoints(dir))
     if (c.step != committed) others.push_back(c);
+  for (const auto& c : superseded_checkpoints(dir))
+    others.push_back(c);
   const std::size_t keep_others = static_cast<std::size_t>(std::max(keep, 1) - 1);
   for (std::size_t i = keep_others; i < others.size(); ++i) {
     try {
@@ -87,21 +133,22 @@ std::vector<CheckpointInfo> complete_checkpoints(const std::string& dir) {
   return out;
 }
 
-void commit_checkpoint(const std::string& dir, const Manifest& manifest, int keep) {
+void commit_checkpoint(const std::string& dir, const Manifest& written, int keep) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   Clock::time_point t_record, t_renamed;
-  const std::string tmp = temp_dir_path(dir, manifest.step);
-  const std::string final_dir = final_dir_path(dir, manifest.step);
-  bool renamed = false;
+  const std::string tmp = temp_dir_path(dir, written.step);
+  const std::string final_dir = final_dir_path(dir, written.step);
   try {
+    Manifest manifest = written;
     write_vds_file(fs::join(tmp, kVdsName), manifest);
+    manifest.vds = vds_digest(fs::join(tmp, kVdsName));
     fs::write_file_durable(fs::join(tmp, kManifestName), manifest.to_json());
     fs::fsync_path(tmp);
     t_record = Clock::now();
     if (fs::exists(final_dir)) {
       // The same step saved again (e.g. after resuming from an older checkpoint): keep the earlier one aside rather
-      // than overwrite anything in place.
+      // than overwrite anything in place; retention removes it later.
       std::string aside = final_dir + ".superseded";
       for (int i = 1; fs::exists(aside); ++i)
         aside = final_dir + ".superseded." + std::to_string(i);
@@ -109,23 +156,30 @@ void commit_checkpoint(const std::string& dir, const Manifest& manifest, int kee
       TENAX_LOG(Warn, "ckpt") << final_dir << " already existed; moved it to " << aside;
     }
     fs::rename_path(tmp, final_dir);
-    renamed = true;
-    fs::fsync_path(dir);
-    replace_latest(dir, manifest.step);
-    t_renamed = Clock::now();
   } catch (...) {
     try {
-      fs::remove_tree(renamed ? final_dir : tmp);
+      fs::remove_tree(tmp);
     } catch (const std::exception& e) {
       TENAX_LOG(Warn, "ckpt") << "could not remove the failed checkpoint: " << e.what();
     }
     throw;
   }
-  apply_retention(dir, manifest.step, keep);
+  // From here on the checkpoint is complete (its manifest was fsynced before the rename): nothing below removes it.
+  try {
+    fs::fsync_path(dir);
+  } catch (const std::exception& e) {
+    throw IoError(final_dir +
+                  " is complete, but making its rename durable failed (after a crash it may be gone, "
+                  "and an older checkpoint would be loaded): " +
+                  std::string(e.what()));
+  }
+  replace_latest(dir, written.step);
+  t_renamed = Clock::now();
+  apply_retention(dir, written.step, keep);
   auto ms = [](Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double, std::milli>(b - a).count();
   };
-  TENAX_LOG(Debug, "ckpt") << "commit of step " << manifest.step << ": VDS + manifest + fsyncs " << ms(t0, t_record)
+  TENAX_LOG(Debug, "ckpt") << "commit of step " << written.step << ": VDS + manifest + fsyncs " << ms(t0, t_record)
                            << " ms, rename + latest " << ms(t_record, t_renamed) << " ms, retention "
                            << ms(t_renamed, Clock::now()) << " ms";
 }
@@ -139,7 +193,9 @@ int remove_leftovers(const std::string& dir) {
     std::uint64_t step = 0;
     bool tmp_dir = ends_with(name, ".tmp") && parse_step_name(name.substr(0, name.size() - 4), step);
     bool deleting = ends_with(name, ".deleting");
-    if (tmp_dir || deleting || name == std::string(kLatestName) + ".tmp") doomed.push_back(fs::join(dir, name));
+    bool probe = name.rfind(kProbePrefix, 0) == 0;
+    if (tmp_dir || deleting || probe || name == std::string(kLatestName) + ".tmp")
+      doomed.push_back(fs::join(dir, name));
   }
   for (const auto& path : doomed) {
     fs::remove_tree(path);

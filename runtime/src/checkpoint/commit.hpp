@@ -5,7 +5,8 @@
 //   step_<N>.tmp/manifest.json rank 0, fsynced, then the directory itself fsynced
 //   rename step_<N>.tmp -> step_<N>, fsync <dir>
 //   latest.tmp ("step_<N>\n", fsynced) renamed over latest, fsync <dir>
-//   retention: older complete checkpoints beyond the newest K renamed to *.deleting, then removed
+//   retention: older complete checkpoints beyond the newest K renamed to *.deleting, then removed, and superseded
+//   copies of a step saved twice (step_<N>.superseded[.k]) once K-1 complete ones remain besides the new one
 //
 // A crash before the rename leaves only a .tmp directory (never loaded, removed by the next run); a crash after it
 // leaves a complete checkpoint. Called on rank 0's I/O thread (and at start-up for the clean-up).
@@ -27,12 +28,15 @@ std::string final_dir_path(const std::string& dir, std::uint64_t step);  // "<di
 // Complete checkpoints (step_<N> directories holding a manifest), newest first.
 std::vector<CheckpointInfo> complete_checkpoints(const std::string& dir);
 
-// Writes the VDS file and the manifest into the temp directory, renames it into place, moves `latest` and applies
-// retention (keep >= 1). On failure removes the new checkpoint (under either name) and raises IoError; `latest` and
-// older checkpoints are untouched.
+// Writes the VDS file and the manifest (with the VDS file's digest) into the temp directory, renames it into place,
+// moves `latest` and applies retention (keep >= 1). A failure before the rename removes the temp directory and raises
+// IoError; after the rename the checkpoint is complete and stays whatever happens: a failed fsync of the directory
+// raises IoError, a failed move of `latest` is only a warning (loading never reads it). Older checkpoints are never
+// touched except by retention.
 void commit_checkpoint(const std::string& dir, const Manifest& manifest, int keep);
 
-// Removes step_*.tmp and *.deleting directories and a stray latest.tmp left by an interrupted run. Returns how many.
+// Removes step_*.tmp and *.deleting directories, start-up probe files and a stray latest.tmp left by an interrupted
+// run. Returns how many.
 int remove_leftovers(const std::string& dir);
 
 }  // namespace tenax::ckpt

@@ -14,7 +14,8 @@
 namespace tenax::ckpt::fs {
 
 void throw_errno(std::string_view what, const std::string& path, int err) {
-  throw IoError(std::string(what) + " " + path + ": " + std::strerror(err) + " (errno " + std::to_string(err) + ")");
+  throw FsError(std::string(what) + " " + path + ": " + std::strerror(err) + " (errno " + std::to_string(err) + ")",
+                err);
 }
 
 void make_dirs(const std::string& path) {

@@ -5,9 +5,22 @@
 #include <string>
 #include <string_view>
 
+#include "tenax/error.hpp"
+
 namespace tenax::ckpt::fs {
 
-// Throws IoError("<what> <path>: <strerror(err)> (errno <err>)").
+// A failed system call on a path: an IoError that keeps errno, so callers can tell a directory the user must change
+// (EACCES, EROFS, ...) from a failing device.
+class FsError : public IoError {
+ public:
+  FsError(const std::string& what, int err) : IoError(what), errno_(err) {}
+  int error_number() const { return errno_; }
+
+ private:
+  int errno_;
+};
+
+// Throws FsError("<what> <path>: <strerror(err)> (errno <err>)").
 [[noreturn]] void throw_errno(std::string_view what, const std::string& path, int err);
 
 // mkdir -p; fails with IoError if a component exists and is not a directory or cannot be created.

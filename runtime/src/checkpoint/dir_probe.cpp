@@ -1,0 +1,104 @@
+#include "checkpoint/dir_probe.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <random>
+
+#include "checkpoint/agreement.hpp"
+#include "checkpoint/fs_util.hpp"
+
+namespace tenax::ckpt {
+namespace {
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "?";
+  return buf;
+}
+
+// Errors the user fixes by choosing or repairing the directory; anything else (EIO, ENOSPC, ...) is the storage's.
+bool is_usage_errno(int err) {
+  switch (err) {
+    case EACCES:
+    case EPERM:
+    case EROFS:
+    case ENOTDIR:
+    case EEXIST:
+    case ENOENT:
+    case ENAMETOOLONG:
+    case ELOOP:
+      return true;
+    default:
+      return false;
+  }
+}
+
+template <class F>
+void classified(const std::string& dir, int rank, F step) {
+  try {
+    step();
+  } catch (const fs::FsError& e) {
+    if (!is_usage_errno(e.error_number())) throw;
+    throw UsageError("the checkpoint directory " + dir + " cannot hold checkpoints (rank " + std::to_string(rank) +
+                     " on " + host_name() + "): " + e.what() +
+                     "; make it writable by this job or point --checkpoint-dir / TENAX_CHECKPOINT_DIR at a directory "
+                     "that is");
+  }
+}
+
+std::string random_token() {
+  std::random_device rd;
+  const std::uint64_t v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^ static_cast<std::uint64_t>(::getpid());
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
+void probe_checkpoint_dir(Communicator& world, const std::string& dir) {
+  const int rank = world.rank();
+  std::string token;
+  std::string contents;  // what rank 0 writes into the shared probe
+  run_agreed(world, [&] {
+    if (rank != 0) return;
+    classified(dir, rank, [&] {
+      fs::make_dirs(dir);
+      token = random_token();
+      contents = "tenax checkpoint directory probe " + token + " from rank 0 on " + host_name() + "\n";
+      fs::write_file_durable(fs::join(dir, kProbePrefix + token), contents);
+    });
+  });
+  token = broadcast_string(world, token, 0);
+  contents = broadcast_string(world, contents, 0);
+  const std::string shared = fs::join(dir, kProbePrefix + token);
+  run_agreed(world, [&] {
+    if (rank == 0) return;
+    std::string seen;
+    try {
+      seen = fs::read_file(shared);
+    } catch (const fs::FsError& e) {
+      if (e.error_number() != ENOENT && e.error_number() != ENOTDIR && e.error_number() != EACCES) throw;
+    }
+    if (seen != contents) {
+      const std::string from = contents.substr(contents.rfind(" on ") + 4);
+      throw UsageError("the checkpoint directory " + dir + " is not the same directory on every rank: rank " +
+                       std::to_string(rank) + " on " + host_name() + " does not see the file " + shared +
+                       " that rank 0 created on " + from.substr(0, from.size() - 1) +
+                       "; checkpoints must go to a file system every node shares (a node-local path such as /tmp "
+                       "makes every restart on other nodes fail): point --checkpoint-dir / TENAX_CHECKPOINT_DIR at "
+                       "one");
+    }
+    const std::string mine = shared + "." + std::to_string(rank);
+    classified(dir, rank, [&] {
+      fs::write_file_durable(mine, contents);
+      fs::remove_tree(mine);
+    });
+  });
+  run_agreed(world, [&] {
+    if (rank == 0) fs::remove_tree(shared);
+  });
+}
+
+}  // namespace tenax::ckpt
