@@ -61,6 +61,8 @@ cxxopts::Options make_options() {
     ("checkpoint-every", "save a checkpoint every N steps (0: only at the end and on preemption)",
      cxxopts::value<int>()->default_value("10"))
     ("keep", "complete checkpoints kept (default: TENAX_CKPT_KEEP)", cxxopts::value<int>())
+    ("max-checkpoint-failures", "consecutive failed periodic checkpoints after which the run stops (a failed one "
+     "is a warning; the next due step saves again)", cxxopts::value<int>()->default_value("3"))
     ("run-dir", "write the step metrics to <dir>/metrics/ (default: TENAX_RUN_DIR)", cxxopts::value<std::string>());
   o.add_options("model")
     ("vocab", "vocabulary size", cxxopts::value<std::size_t>()->default_value("256"))
@@ -119,6 +121,8 @@ int body(int argc, char** argv) {
   run.steps = steps;
   run.checkpoint.dir = args.count("checkpoint-dir") ? args["checkpoint-dir"].as<std::string>()
                                                     : tenax::env::get_string("TENAX_CHECKPOINT_DIR");
+  if (run.checkpoint.dir == "none") run.checkpoint.dir.clear();  // as --help says: no checkpoints, not a directory
+  run.checkpoint.max_failures = args["max-checkpoint-failures"].as<int>();
   run.checkpoint.every = args["checkpoint-every"].as<int>();
   if (run.checkpoint.every < 0) throw tenax::UsageError("--checkpoint-every must be >= 0 (0: no periodic saves)");
   run.checkpoint.keep =

@@ -26,6 +26,8 @@ TrainingCheckpoint::TrainingCheckpoint(Communicator& world, Trainer& trainer, Ch
     throw UsageError("checkpoint: no directory; pass --checkpoint-dir or set TENAX_CHECKPOINT_DIR");
   if (settings_.every < 0) throw UsageError("checkpoint: --checkpoint-every must be >= 0 (0: no periodic saves)");
   if (settings_.keep < 1) throw UsageError("checkpoint: --keep must be >= 1 (the newest checkpoint is always kept)");
+  if (settings_.max_failures < 1)
+    throw UsageError("checkpoint: --max-checkpoint-failures must be >= 1 (consecutive failed saves before stopping)");
   writer_ = std::make_unique<Checkpointer>(world_, options_of(settings_, trainer_),
                                            checkpoint_shards(trainer_.state_entries(), /*primary_only=*/true));
 }
@@ -36,8 +38,9 @@ ResumeResult TrainingCheckpoint::resume() {
   const auto start = std::chrono::steady_clock::now();
   ResumeResult out;
   // Every replica must receive the saved values, not only the primary holders: load through all entries.
-  Checkpointer reader(world_, options_of(settings_, trainer_),
-                      checkpoint_shards(trainer_.state_entries(), /*primary_only=*/false));
+  CheckpointOptions reading = options_of(settings_, trainer_);
+  reading.read_only = true;  // the writer already checked and cleaned the directory
+  Checkpointer reader(world_, reading, checkpoint_shards(trainer_.state_entries(), /*primary_only=*/false));
   LoadResult r = reader.load();
   out.rejected = r.rejected;
   if (!r.loaded) return out;
@@ -74,11 +77,31 @@ Blobs TrainingCheckpoint::progress_blobs() const {
 }
 
 void TrainingCheckpoint::after_step(long step) {
-  if (settings_.every > 0 && step % settings_.every == 0 && last_saved_ != step) {
-    writer_->save(static_cast<std::uint64_t>(step), progress_blobs());
-    last_saved_ = step;
+  // Every rank raises the same IoError at the same call (the checkpointer agrees on outcomes), so every rank takes the
+  // same branch here.
+  try {
+    if (settings_.every > 0 && step % settings_.every == 0 && last_saved_ != step) {
+      last_saved_ = step;
+      writer_->save(static_cast<std::uint64_t>(step), progress_blobs());
+    }
+    writer_->progress();
+  } catch (const IoError& error) {
+    ++consecutive_failures_;
+    if (consecutive_failures_ >= settings_.max_failures)
+      throw IoError("checkpoint: " + std::to_string(consecutive_failures_) +
+                    " checkpoint saves in a row failed (--max-checkpoint-failures " +
+                    std::to_string(settings_.max_failures) + "); the last: " + error.what());
+    if (world_.rank() == 0)
+      TENAX_LOG(Warn, "example") << "a checkpoint failed; training goes on and the next save (step "
+                                 << (settings_.every > 0 ? (step / settings_.every + 1) * settings_.every : step)
+                                 << ") tries again (" << consecutive_failures_ << " of " << settings_.max_failures
+                                 << " failures in a row allowed): " << error.what();
   }
-  writer_->progress();
+  const std::optional<std::uint64_t> committed = writer_->last_committed_step();
+  if (committed && committed != last_commit_seen_) {
+    last_commit_seen_ = committed;
+    consecutive_failures_ = 0;
+  }
 }
 
 std::optional<long> TrainingCheckpoint::take_new_commit() {

@@ -25,9 +25,10 @@
 namespace tenax::examples {
 
 struct CheckpointSettings {
-  std::string dir;  // "" disables checkpointing
-  int every = 0;    // save every N steps (0: only the final and emergency checkpoints)
-  int keep = 3;     // complete checkpoints kept
+  std::string dir;       // "" disables checkpointing
+  int every = 0;         // save every N steps (0: only the final and emergency checkpoints)
+  int keep = 3;          // complete checkpoints kept
+  int max_failures = 3;  // consecutive failed periodic saves tolerated before the run stops (>= 1)
 };
 
 struct ResumeResult {
@@ -50,7 +51,10 @@ class TrainingCheckpoint {
 
   // Loads the newest valid checkpoint (falling back past corrupt ones) into the trainer and restores its progress.
   ResumeResult resume();
-  // After step `step`: starts an asynchronous save when the step is due, and commits finished checkpoints.
+  // After step `step`: starts an asynchronous save when the step is due, and commits finished checkpoints. A failed
+  // periodic save (a full disk, a failing file server) is a warning and training goes on: the next due step saves
+  // again, and progress since the newest committed checkpoint is at risk meanwhile. After max_failures consecutive
+  // failures it throws IoError naming the last one.
   void after_step(long step);
   // The newest committed step if it changed since the previous call (for the launcher's heartbeats).
   std::optional<long> take_new_commit();
@@ -68,6 +72,8 @@ class TrainingCheckpoint {
   std::unique_ptr<Checkpointer> writer_;
   std::optional<long> last_saved_;
   std::optional<long> reported_commit_;
+  int consecutive_failures_ = 0;
+  std::optional<std::uint64_t> last_commit_seen_;
 };
 
 }  // namespace tenax::examples
