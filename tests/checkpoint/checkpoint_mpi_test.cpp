@@ -237,6 +237,29 @@ TEST(CheckpointMpi, VirtualDatasetsShowWholeTensorsInH5dumpAndH5py) {
     out = run_command("/usr/bin/python3 " + dir / "check.py" + " " + vds + args + " 2>&1", &status);
     EXPECT_EQ(status, 0) << out;
     EXPECT_TRUE(has(out, "OK 7")) << out;
+
+    // The manifest's own checksum and checkpoint.h5's digest, verified by an independent CRC32C (bitwise Python) as
+    // docs/checkpoint-format.md describes them.
+    const char* digests =
+        "import json, sys\n"
+        "def crc32c(data):\n"
+        "    crc = 0xffffffff\n"
+        "    for b in data:\n"
+        "        crc ^= b\n"
+        "        for _ in range(8):\n"
+        "            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)\n"
+        "    return crc ^ 0xffffffff\n"
+        "text = open(sys.argv[1] + '/manifest.json', 'rb').read()\n"
+        "m = json.loads(text)\n"
+        "assert list(m)[-1] == 'manifest_crc32c', list(m)\n"
+        "assert crc32c(text[:text.rindex(b'\"manifest_crc32c\"')]) == m['manifest_crc32c'], 'manifest checksum'\n"
+        "vds = open(sys.argv[1] + '/' + m['vds']['name'], 'rb').read()\n"
+        "assert len(vds) == m['vds']['bytes'] and crc32c(vds) == m['vds']['crc32c'], 'vds digest'\n"
+        "print('DIGESTS OK', m['version'])\n";
+    std::ofstream(dir / "digests.py") << digests;
+    out = run_command("/usr/bin/python3 " + dir / "digests.py" + " " + dir / "step_3" + " 2>&1", &status);
+    EXPECT_EQ(status, 0) << out;
+    EXPECT_TRUE(has(out, "DIGESTS OK 3")) << out;
   }
 }
 
