@@ -12,6 +12,7 @@ packages=(
   libslurm-dev slurmctld slurmd slurm-client munge
   python3-h5py python3-matplotlib
   iproute2 procps
+  clang libclang-rt-14-dev
 )
 
 missing=()

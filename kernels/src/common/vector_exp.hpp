@@ -19,9 +19,11 @@ inline float vector_exp(float x) {
   constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer (nearest even)
   constexpr float kMaxArg = 88.3762626647949f;
   constexpr float kMinArg = -87.3365447504019f;  // below: the result would be subnormal; flushed to 0
-  // Clamped with bit selects, not ?: on floats, which GCC keeps as branches (and then will not vectorise).
-  const float clamped = bits_float(
-      select_bits(x < kMinArg, float_bits(kMinArg), select_bits(x > kMaxArg, float_bits(kMaxArg), float_bits(x))));
+  // Clamped with bit selects, not ?: on floats, which GCC keeps as branches (and then will not vectorise). NaN fails
+  // every comparison, so `!(x >= kMinArg)` sends it to kMinArg too: converting a NaN `n` to int below would be
+  // undefined behaviour (the NaN result is restored at the end).
+  const float clamped = bits_float(select_bits(!(x >= kMinArg), float_bits(kMinArg),
+                                               select_bits(x > kMaxArg, float_bits(kMaxArg), float_bits(x))));
   const float n = (clamped * kLog2e + kRoundMagic) - kRoundMagic;
   const float r = (clamped - n * kLn2Hi) - n * kLn2Lo;
   const float r2 = r * r;
