@@ -3,6 +3,7 @@
 #include <charconv>
 #include <set>
 
+#include "input_limits.hpp"
 #include "job_request.hpp"
 #include "tenax/error.hpp"
 
@@ -40,7 +41,7 @@ const std::vector<AdminKey>& admin_keys() {
 bool parse_yes_no(std::string_view what, std::string_view value) {
   if (value == "yes" || value == "1" || value == "true" || value == "on") return true;
   if (value == "no" || value == "0" || value == "false" || value == "off") return false;
-  throw UsageError(std::string(what) + "=" + std::string(value) + ": expected yes or no");
+  throw UsageError(shown_value(what, value) + ": expected yes or no");
 }
 
 int parse_int_in(std::string_view what, std::string_view value, int min, int max, std::string_view why) {
@@ -48,8 +49,8 @@ int parse_int_in(std::string_view what, std::string_view value, int min, int max
   const char* end = value.data() + value.size();
   auto [ptr, ec] = std::from_chars(value.data(), end, parsed);
   if (value.empty() || ec != std::errc{} || ptr != end || parsed < min || parsed > max) {
-    std::string message = std::string(what) + "=" + std::string(value) + ": expected a whole number from " +
-                          std::to_string(min) + " to " + std::to_string(max);
+    std::string message = shown_value(what, value) + ": expected a whole number from " + std::to_string(min) + " to " +
+                          std::to_string(max);
     if (!why.empty()) message += " (" + std::string(why) + ")";
     throw UsageError(message);
   }
@@ -60,7 +61,7 @@ PlacementPolicy parse_placement(std::string_view what, std::string_view value) {
   if (value == "topology") return PlacementPolicy::Topology;
   if (value == "block") return PlacementPolicy::Block;
   if (value == "none") return PlacementPolicy::None;
-  throw UsageError(std::string(what) + "=" + std::string(value) + ": expected topology, block or none");
+  throw UsageError(shown_value(what, value) + ": expected topology, block or none");
 }
 
 namespace {
@@ -72,10 +73,18 @@ std::string known_keys() {
   return list;
 }
 
+// An absolute path ("" allowed: the key's default) no longer than PATH_MAX allows.
 void require_absolute(std::string_view key, const std::string& value) {
-  if (!value.empty() && value.front() != '/') {
-    throw UsageError("plugstack.conf: " + std::string(key) + "=" + value + ": expected an absolute path");
+  const std::string shown = shown_value("plugstack.conf: " + std::string(key), value);
+  if (value.size() > kMaxPathLength) {
+    throw UsageError(shown + ": the path has " + std::to_string(value.size()) + " characters; paths have at most " +
+                     std::to_string(kMaxPathLength) + " (PATH_MAX)");
   }
+  if (!value.empty() && value.front() != '/') throw UsageError(shown + ": expected an absolute path");
+}
+
+std::string quoted(std::string_view text) {
+  return "'" + clipped(text) + "'";
 }
 
 }  // namespace
@@ -88,12 +97,13 @@ AdminConfig AdminConfig::parse(const std::vector<std::string>& args) {
   for (const std::string& arg : args) {
     const auto eq = arg.find('=');
     if (eq == std::string::npos || eq == 0) {
-      throw UsageError("plugstack.conf: argument '" + arg + "' is not key=value (known keys: " + known_keys() + ")");
+      throw UsageError("plugstack.conf: argument " + quoted(arg) + " is not key=value (known keys: " + known_keys() +
+                       ")");
     }
     const std::string key = arg.substr(0, eq);
     const std::string value = arg.substr(eq + 1);
     if (!seen.insert(key).second) {
-      throw UsageError("plugstack.conf: key '" + key + "' is given twice; keep one");
+      throw UsageError("plugstack.conf: key " + quoted(key) + " is given twice; keep one");
     }
     const std::string what = "plugstack.conf: " + key;
     if (key == "ckpt_root") {
@@ -122,7 +132,7 @@ AdminConfig AdminConfig::parse(const std::vector<std::string>& args) {
       require_absolute(key, value);
       config.hw_root = value.empty() ? "/" : value;
     } else {
-      throw UsageError("plugstack.conf: unknown key '" + key + "' (known keys: " + known_keys() + ")");
+      throw UsageError("plugstack.conf: unknown key " + quoted(key) + " (known keys: " + known_keys() + ")");
     }
   }
   if (config.default_restarts > config.max_restarts) {

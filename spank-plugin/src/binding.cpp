@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <set>
+
+#include "input_limits.hpp"
+#include "tenax/error.hpp"
 
 namespace tenax::spank {
 
@@ -50,17 +53,22 @@ std::vector<std::string_view> split_commas(std::string_view text) {
 std::optional<std::vector<int>> parse_cpulist(std::string_view text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
     text.remove_suffix(1);
-  std::set<int> cpus;
   if (text.empty()) return std::vector<int>{};
+  // Marks, not a set of numbers: with every number at most kMaxCpuId, repeated or overlapping ranges cost nothing.
+  std::vector<bool> present;
   for (std::string_view item : split_commas(text)) {
     const auto dash = item.find('-');
     const auto lo = to_int(item.substr(0, dash));
     const auto hi = dash == std::string_view::npos ? lo : to_int(item.substr(dash + 1));
-    if (!lo || !hi || *lo < 0 || *hi < *lo || *hi - *lo > 1 << 20) return std::nullopt;
-    for (int cpu = *lo; cpu <= *hi; ++cpu)
-      cpus.insert(cpu);
+    if (!lo || !hi || *lo < 0 || *hi < *lo || *hi > kMaxCpuId) return std::nullopt;
+    if (present.size() <= static_cast<std::size_t>(*hi)) present.resize(static_cast<std::size_t>(*hi) + 1);
+    std::fill(present.begin() + *lo, present.begin() + *hi + 1, true);
   }
-  return std::vector<int>(cpus.begin(), cpus.end());
+  std::vector<int> cpus;
+  for (std::size_t cpu = 0; cpu < present.size(); ++cpu) {
+    if (present[cpu]) cpus.push_back(static_cast<int>(cpu));
+  }
+  return cpus;
 }
 
 std::string format_cpulist(const std::vector<int>& cpus) {
@@ -116,7 +124,14 @@ TaskBinding plan_binding(const NodeHardware& hardware, const BindingRequest& req
   // The usable GPUs, each with its NUMA hint: the job's own list when Slurm set one, else every GPU found.
   std::vector<std::string> devices;
   std::vector<int> device_numa;
-  if (request.visible_devices) {
+  if (request.visible_devices && request.bind_gpus) {
+    // The job's environment is the user's: a list longer than any node's GPUs is refused before it is copied.
+    const auto entries = std::count(request.visible_devices->begin(), request.visible_devices->end(), ',') + 1;
+    if (entries > kMaxVisibleDevices) {
+      throw UsageError(shown_value("CUDA_VISIBLE_DEVICES", *request.visible_devices) + ": " + std::to_string(entries) +
+                       " devices, more than the " + std::to_string(kMaxVisibleDevices) +
+                       " a node can hold; unset it or list the node's GPUs");
+    }
     for (std::string_view item : split_commas(*request.visible_devices)) {
       if (item.empty()) continue;
       devices.emplace_back(item);
@@ -139,7 +154,8 @@ TaskBinding plan_binding(const NodeHardware& hardware, const BindingRequest& req
       count = gpu_count / tasks;
       first = slot * count;
     } else {
-      first = slot * gpu_count / tasks;
+      // 64 bits: with up to 65533 tasks on a node, slot * gpu_count overflows int.
+      first = static_cast<int>(std::int64_t{slot} * gpu_count / tasks);
     }
     std::string list;
     for (int i = first; i < first + count; ++i)
@@ -158,7 +174,8 @@ TaskBinding plan_binding(const NodeHardware& hardware, const BindingRequest& req
       for (int k = 0; k < numa_count; ++k) {
         if (!hardware.numa[k].empty()) with_cpus.push_back(k);
       }
-      target = with_cpus[slot * static_cast<int>(with_cpus.size()) / tasks];
+      target =
+          with_cpus[static_cast<std::size_t>(std::int64_t{slot} * static_cast<std::int64_t>(with_cpus.size()) / tasks)];
     }
     std::vector<int> allowed = request.allowed_cpus;
     std::sort(allowed.begin(), allowed.end());

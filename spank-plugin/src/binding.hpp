@@ -17,6 +17,7 @@
 //     the affinity alone rather than pinning the task outside its allocation.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,7 +39,12 @@ struct NodeHardware {
 // Reads the node's GPUs and NUMA nodes under `root` ("/" on a real node). Unreadable parts are treated as absent.
 NodeHardware discover_hardware(const std::string& root);
 
-// "0-3,8,10-11" <-> {0,1,2,3,8,10,11}. parse_cpulist returns nullopt on malformed text.
+// The largest CPU number accepted in a cpulist: far above any kernel's NR_CPUS (8192 at most), low enough that a
+// malformed /sys file (hw_root is the admin's choice) cannot make the plugin allocate much.
+inline constexpr int kMaxCpuId = 65535;
+
+// "0-3,8,10-11" <-> {0,1,2,3,8,10,11}. parse_cpulist returns nullopt on malformed text, including numbers above
+// kMaxCpuId.
 std::optional<std::vector<int>> parse_cpulist(std::string_view text);
 std::string format_cpulist(const std::vector<int>& cpus);
 
@@ -57,6 +63,10 @@ struct BindingRequest {
   bool bind_numa = true;
 };
 
+// The most entries accepted in the job's CUDA_VISIBLE_DEVICES (GPUs and MIG instances): far more than a node holds.
+inline constexpr std::ptrdiff_t kMaxVisibleDevices = 4096;
+
+// Throws UsageError when request.visible_devices has more than kMaxVisibleDevices entries (and GPUs are bound).
 TaskBinding plan_binding(const NodeHardware& hardware, const BindingRequest& request);
 
 }  // namespace tenax::spank

@@ -86,17 +86,17 @@ void plan_step(spank_t sp, PluginState& s) {
   if (step_id == kBatchStep || step_id == kExternStep || step_id == kInteractiveStep) return;
 
   StepPlan plan;
+  // The job's environment is the user's: step_shape bounds both variables, and Slurm's own counts must agree with them.
   const StepShape shape =
       step_shape(require_env(sp, "SLURM_STEP_NODELIST"), require_env(sp, "SLURM_STEP_TASKS_PER_NODE"));
-  const auto total = static_cast<int>(item_u32(sp, S_JOB_TOTAL_TASK_COUNT, "S_JOB_TOTAL_TASK_COUNT"));
-  plan.node_index = static_cast<int>(item_u32(sp, S_JOB_NODEID, "S_JOB_NODEID"));
-  plan.local_tasks = static_cast<int>(item_u32(sp, S_JOB_LOCAL_TASK_COUNT, "S_JOB_LOCAL_TASK_COUNT"));
-  if (shape.total_tasks() != total || plan.node_index < 0 || plan.node_index >= static_cast<int>(shape.nodes.size()) ||
-      shape.tasks_per_node[plan.node_index] != plan.local_tasks) {
-    throw Error("the step's SLURM_STEP_NODELIST/SLURM_STEP_TASKS_PER_NODE disagree with Slurm's task counts (" +
-                std::to_string(total) + " tasks, node " + std::to_string(plan.node_index) + " with " +
-                std::to_string(plan.local_tasks) + ")");
-  }
+  SlurmStepItems items;
+  items.total_tasks = item_u32(sp, S_JOB_TOTAL_TASK_COUNT, "S_JOB_TOTAL_TASK_COUNT");
+  items.node_index = item_u32(sp, S_JOB_NODEID, "S_JOB_NODEID");
+  items.local_tasks = item_u32(sp, S_JOB_LOCAL_TASK_COUNT, "S_JOB_LOCAL_TASK_COUNT");
+  check_step_items(shape, items);
+  const std::int64_t total = shape.total_tasks();  // at most kMaxStepTasks, like every count below
+  plan.node_index = static_cast<int>(items.node_index);
+  plan.local_tasks = static_cast<int>(items.local_tasks);
   plan.layout = resolve_layout(s.settings.layout, total, s.settings.layout_source);
   const SwitchTree tree = s.settings.placement == PlacementPolicy::Topology ? load_tree(s.admin) : SwitchTree{};
   plan.placement = place_step(shape, plan.layout, s.settings.placement, tree);

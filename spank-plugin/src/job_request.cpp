@@ -1,8 +1,11 @@
 #include "job_request.hpp"
 
+#include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <vector>
 
+#include "input_limits.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax::spank {
@@ -10,7 +13,13 @@ namespace tenax::spank {
 namespace {
 
 std::string given(std::string_view source, std::string_view text) {
-  return std::string(source) + "=" + std::string(text);
+  return shown_value(source, text);
+}
+
+[[noreturn]] void path_too_long(std::string_view shown, std::size_t length) {
+  throw UsageError(std::string(shown) + ": the path has " + std::to_string(length) +
+                   " characters; paths have at most " + std::to_string(kMaxPathLength) +
+                   " (PATH_MAX): choose a shorter directory");
 }
 
 std::vector<std::string_view> split(std::string_view text, char separator) {
@@ -28,6 +37,19 @@ bool parse_degree(std::string_view text, int& degree) {
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(text.data(), end, degree);
   return !text.empty() && ec == std::errc{} && ptr == end && degree >= 1 && degree <= kMaxLayoutDegree;
+}
+
+// A layout is refused where it is typed when it needs more tasks than any step can have (tp*pp alone when dp is left
+// out): the degrees are at most 65536 each, so the product is exact in 64 bits.
+LayoutRequest check_step_size(std::string_view source, std::string_view text, const LayoutRequest& layout) {
+  const std::int64_t model = std::int64_t{layout.tp} * layout.pp;
+  const std::int64_t tasks = model * std::max(layout.dp, 1);
+  if (tasks > kMaxStepTasks) {
+    throw UsageError(given(source, text) + ": " + (layout.dp == 0 ? "tp*pp = " : "tp*pp*dp = ") +
+                     std::to_string(tasks) + " is more than the " + std::to_string(kMaxStepTasks) +
+                     " tasks a step may have; lower the degrees");
+  }
+  return layout;
 }
 
 [[noreturn]] void bad_layout(std::string_view source, std::string_view text, std::string_view problem) {
@@ -48,12 +70,12 @@ LayoutRequest parse_layout(std::string_view source, std::string_view text) {
         !parse_degree(degrees[2], layout.dp)) {
       bad_layout(source, text, "not three degrees TPxPPxDP");
     }
-    return layout;
+    return check_step_size(source, text, layout);
   }
   bool seen_tp = false, seen_pp = false, seen_dp = false;
   for (std::string_view item : split(text, ',')) {
     const auto eq = item.find('=');
-    if (eq == std::string_view::npos) bad_layout(source, text, "'" + std::string(item) + "' is not key=value");
+    if (eq == std::string_view::npos) bad_layout(source, text, "'" + clipped(item) + "' is not key=value");
     const std::string_view key = item.substr(0, eq);
     const std::string_view value = item.substr(eq + 1);
     int* degree = nullptr;
@@ -68,15 +90,15 @@ LayoutRequest parse_layout(std::string_view source, std::string_view text) {
       degree = &layout.dp;
       seen = &seen_dp;
     } else {
-      bad_layout(source, text, "unknown key '" + std::string(key) + "'");
+      bad_layout(source, text, "unknown key '" + clipped(key) + "'");
     }
     if (*seen) bad_layout(source, text, "'" + std::string(key) + "' given twice");
     *seen = true;
     if (!parse_degree(value, *degree)) {
-      bad_layout(source, text, "'" + std::string(key) + "=" + std::string(value) + "' is not a degree");
+      bad_layout(source, text, "'" + std::string(key) + "=" + std::string(value.substr(0, 40)) + "' is not a degree");
     }
   }
-  return layout;
+  return check_step_size(source, text, layout);
 }
 
 std::string layout_to_string(int tp, int pp, int dp) {
@@ -103,6 +125,7 @@ int parse_spares(std::string_view source, std::string_view text, const AdminConf
 
 std::string parse_ckpt_dir(std::string_view source, std::string_view text, const AdminConfig& admin) {
   const std::string shown = given(source, text);
+  if (text.size() > kMaxPathLength) path_too_long(shown, text.size());
   if (text.empty() || text.front() != '/') {
     throw UsageError(shown + ": expected an absolute path (starting with /)");
   }
@@ -158,7 +181,35 @@ std::string expand_ckpt_dir(std::string_view pattern, std::string_view user, std
       out += pattern[i];
     }
   }
+  if (out.size() > kMaxPathLength) {
+    throw UsageError("checkpoint directory " + shown_value("pattern", pattern) + " expands to " +
+                     std::to_string(out.size()) + " characters; paths have at most " + std::to_string(kMaxPathLength) +
+                     " (PATH_MAX): use fewer %u and %j placeholders");
+  }
   return out;
+}
+
+void apply_option(JobRequest& request, TenaxOption option, std::string_view value, const AdminConfig& admin) {
+  switch (option) {
+    case TenaxOption::Enable:
+      break;
+    case TenaxOption::CkptDir:
+      request.ckpt_dir = parse_ckpt_dir("--tenax-ckpt-dir", value, admin);
+      break;
+    case TenaxOption::Layout:
+      request.layout = parse_layout("--tenax-layout", value);
+      break;
+    case TenaxOption::Placement:
+      request.placement = parse_placement_request("--tenax-placement", value, admin);
+      break;
+    case TenaxOption::MaxRestarts:
+      request.max_restarts = parse_max_restarts("--tenax-max-restarts", value, admin);
+      break;
+    case TenaxOption::Spares:
+      request.spares = parse_spares("--tenax-spares", value, admin);
+      break;
+  }
+  request.enabled = true;
 }
 
 }  // namespace tenax::spank

@@ -35,7 +35,7 @@ struct JobRequest {
 inline constexpr int kMaxLayoutDegree = 65536;
 
 // "tp=2,pp=1,dp=2" (keys in any order, each at most once, tp and pp default to 1, dp inferred when absent) or
-// "2x1x2" (tp x pp x dp).
+// "2x1x2" (tp x pp x dp). Refused too when tp*pp*dp (tp*pp without dp) exceeds kMaxStepTasks.
 LayoutRequest parse_layout(std::string_view source, std::string_view text);
 std::string layout_to_string(int tp, int pp, int dp);  // "tp=2,pp=1,dp=2", the form the runtime reads
 
@@ -43,10 +43,18 @@ std::string layout_to_string(int tp, int pp, int dp);  // "tp=2,pp=1,dp=2", the 
 PlacementPolicy parse_placement_request(std::string_view source, std::string_view text, const AdminConfig& admin);
 int parse_max_restarts(std::string_view source, std::string_view text, const AdminConfig& admin);
 int parse_spares(std::string_view source, std::string_view text, const AdminConfig& admin);
-// An absolute path without "." or ".." components, placeholders %u, %j and %% only, under admin.ckpt_root when set.
+// An absolute path of at most kMaxPathLength characters without "." or ".." components, placeholders %u, %j and %%
+// only, under admin.ckpt_root when set.
 std::string parse_ckpt_dir(std::string_view source, std::string_view text, const AdminConfig& admin);
 
-// Replaces %u, %j and %% in a checkpoint directory pattern (already validated by parse_ckpt_dir).
+// Replaces %u, %j and %% in a checkpoint directory pattern (already validated by parse_ckpt_dir). Throws UsageError
+// when the result is longer than kMaxPathLength.
 std::string expand_ckpt_dir(std::string_view pattern, std::string_view user, std::string_view job_id);
+
+// The plugin's options (--tenax, --tenax-ckpt-dir, --tenax-layout, --tenax-placement, --tenax-max-restarts,
+// --tenax-spares) and what each option's callback does with its value: parse it into `request` with the parsers above
+// (messages name the option) and mark tenax enabled. Throws UsageError; `request` keeps its old values then.
+enum class TenaxOption { Enable = 1, CkptDir, Layout, Placement, MaxRestarts, Spares };
+void apply_option(JobRequest& request, TenaxOption option, std::string_view value, const AdminConfig& admin);
 
 }  // namespace tenax::spank

@@ -17,7 +17,10 @@ PluginState& state() {
 
 namespace {
 
-enum OptionId : int { kEnable = 1, kCkptDir, kLayout, kPlacement, kMaxRestarts, kSpares };
+// Slurm hands the id back to the callback: TenaxOption's values.
+constexpr int id_of(TenaxOption option) {
+  return static_cast<int>(option);
+}
 
 int on_option(int id, const char* optarg, int remote) noexcept;
 
@@ -37,59 +40,40 @@ struct spank_option option_table[] = {
                  "[tenax] Run this job under tenax: each task gets its rank after topology-aware placement, the "
                  "layout, checkpoint directory and restart settings, and its GPU/NUMA binding (implied by any "
                  "--tenax-* option).",
-                 0, kEnable),
+                 0, id_of(TenaxOption::Enable)),
     TENAX_OPTION(
         "tenax-ckpt-dir", "DIR",
         "[tenax] Checkpoint directory (absolute; %u = user, %j = job id). Default: $TENAX_CHECKPOINT_DIR, else "
         "the site default.",
-        1, kCkptDir),
+        1, id_of(TenaxOption::CkptDir)),
     TENAX_OPTION("tenax-layout", "tp=N,pp=N[,dp=N]",
                  "[tenax] Parallel layout; dp is inferred from the task count when left out (also TPxPPxDP). "
                  "Default: $TENAX_LAYOUT, else pure data parallelism.",
-                 1, kLayout),
+                 1, id_of(TenaxOption::Layout)),
     TENAX_OPTION("tenax-placement", "topology|block|none",
                  "[tenax] Rank placement: topology (TP groups inside nodes, PP neighbours under one switch), block "
                  "(Slurm's order per node) or none (rank = SLURM_PROCID). Default: $TENAX_PLACEMENT, else the site "
                  "default.",
-                 1, kPlacement),
+                 1, id_of(TenaxOption::Placement)),
     TENAX_OPTION("tenax-max-restarts", "N",
                  "[tenax] Most restarts after preemption or failure (site limit applies). Default: "
                  "$TENAX_MAX_RESTARTS, else the site default.",
-                 1, kMaxRestarts),
+                 1, id_of(TenaxOption::MaxRestarts)),
     TENAX_OPTION("tenax-spares", "N",
                  "[tenax] Nodes of the allocation held back as spares to replace failed ones. Default: "
                  "$TENAX_SPARES, else 0.",
-                 1, kSpares),
+                 1, id_of(TenaxOption::Spares)),
 };
 #undef TENAX_OPTION
 
 int on_option(int id, const char* optarg, int /*remote*/) noexcept {
   try {
-    PluginState& s = state();
-    const std::string value = optarg ? optarg : "";
-    switch (id) {
-      case kEnable:
-        break;
-      case kCkptDir:
-        s.options.ckpt_dir = parse_ckpt_dir("--tenax-ckpt-dir", value, s.admin);
-        break;
-      case kLayout:
-        s.options.layout = parse_layout("--tenax-layout", value);
-        break;
-      case kPlacement:
-        s.options.placement = parse_placement_request("--tenax-placement", value, s.admin);
-        break;
-      case kMaxRestarts:
-        s.options.max_restarts = parse_max_restarts("--tenax-max-restarts", value, s.admin);
-        break;
-      case kSpares:
-        s.options.spares = parse_spares("--tenax-spares", value, s.admin);
-        break;
-      default:
-        report_error("internal error: unknown option id " + std::to_string(id));
-        return -1;
+    if (id < id_of(TenaxOption::Enable) || id > id_of(TenaxOption::Spares)) {
+      report_error("internal error: unknown option id " + std::to_string(id));
+      return -1;
     }
-    s.options.enabled = true;
+    PluginState& s = state();
+    apply_option(s.options, static_cast<TenaxOption>(id), optarg ? optarg : "", s.admin);
     return 0;
   } catch (const std::exception& e) {
     report_error(e.what());

@@ -1,7 +1,10 @@
 // Switch trees from topology.conf text and from SLURM_TOPOLOGY_ADDR values.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -65,9 +68,9 @@ TEST(TopologyConf, SeveralTopSwitchesAreAllowed) {
 void expect_conf_error(const std::string& text, const std::string& fragment) {
   try {
     SwitchTree::from_topology_conf(text, "test.conf");
-    ADD_FAILURE() << "no error for:\n" << text;
+    ADD_FAILURE() << "no error for:\n" << text.substr(0, 300);
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << std::string(e.what()).substr(0, 300);
   }
 }
 
@@ -85,8 +88,15 @@ TEST(TopologyConf, BadFilesNameTheLineAndTheFix) {
   expect_conf_error("BlockName=b1 Nodes=a1\n", "topology/block");
 }
 
+// A scratch folder of this test process's own (tests run in parallel).
+std::string scratch_dir() {
+  const std::string dir = ::testing::TempDir() + "tenax_topology_test." + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
 TEST(TopologyConf, ReadsFilesAndReportsMissingOnes) {
-  const std::string path = ::testing::TempDir() + "tenax_topology_test.conf";
+  const std::string path = scratch_dir() + "/topology.conf";
   {
     std::ofstream out(path);
     out << "SwitchName=leaf Nodes=n[1-2]\n";
@@ -94,6 +104,70 @@ TEST(TopologyConf, ReadsFilesAndReportsMissingOnes) {
   EXPECT_EQ(names_of_path(SwitchTree::from_topology_conf_file(path), "n2"), (Names{"leaf"}));
   std::remove(path.c_str());
   EXPECT_THROW(SwitchTree::from_topology_conf_file(path), IoError);
+}
+
+// The cap on hosts holds for the whole file, not per Nodes= list: each line below is under it, the two together not.
+TEST(TopologyConf, HostCapCoversTheWholeFile) {
+  expect_conf_error("SwitchName=s0 Nodes=a[0-2500000]\nSwitchName=s1 Nodes=b[0-2500000]\n",
+                    "test.conf:2: the file lists more than 4194304 nodes and switches");
+  // Nodes= and Switches= of one line count together too.
+  expect_conf_error("SwitchName=s0 Nodes=a[0-2500000] Switches=b[0-2500000]\n",
+                    "test.conf:1: the file lists more than 4194304 nodes and switches");
+}
+
+TEST(TopologyConf, FileSizeIsCapped) {
+  std::string text = "SwitchName=s0 Nodes=a1\n";
+  text += std::string(kMaxTopologyConfBytes, '#');
+  expect_conf_error(text, "larger than 16777216 bytes");
+  // The file is read no further than the cap.
+  const std::string path = scratch_dir() + "/big.conf";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << text;
+  }
+  try {
+    SwitchTree::from_topology_conf_file(path);
+    ADD_FAILURE() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ": larger than 16777216 bytes"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(path);
+}
+
+// A chain of switches once meant one stack frame per level when levels were computed: 200,000 overflowed the stack.
+TEST(TopologyConf, DeepTreesAreRefusedWithoutRecursion) {
+  std::string text;
+  for (int i = 0; i < 200000; ++i)
+    text += "SwitchName=s" + std::to_string(i) + " Switches=s" + std::to_string(i + 1) + "\n";
+  text += "SwitchName=s200000 Nodes=n1\n";
+  expect_conf_error(text, "more than 64 levels");
+  // A cycle is still reported as one, however long.
+  std::string cycle;
+  for (int i = 0; i < 200000; ++i)
+    cycle += "SwitchName=s" + std::to_string(i) + " Switches=s" + std::to_string((i + 1) % 200000) + "\n";
+  expect_conf_error(cycle, "cycle");
+  // 64 levels are fine.
+  std::string deep;
+  for (int i = 0; i < 63; ++i)
+    deep += "SwitchName=s" + std::to_string(i) + " Switches=s" + std::to_string(i + 1) + "\n";
+  deep += "SwitchName=s63 Nodes=n1\n";
+  EXPECT_EQ(SwitchTree::from_topology_conf(deep).height(), 64);
+}
+
+TEST(TopologyAddr, DeepPatternsAreRefused) {
+  std::string pattern, address;
+  for (int i = 0; i < 100000; ++i) {
+    pattern += "switch.";
+    address += "s" + std::to_string(i) + ".";
+  }
+  try {
+    SwitchTree::from_topology_addresses({address + "n1"}, pattern + "node");
+    ADD_FAILURE() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("more than 64 levels"), std::string::npos)
+        << std::string(e.what()).substr(0, 300);
+    EXPECT_LT(std::string(e.what()).size(), 1000u);
+  }
 }
 
 TEST(TopologyAddr, BuildsTheTreeFromAddresses) {

@@ -71,6 +71,25 @@ TEST(Layout, RejectsMalformedText) {
   EXPECT_NE(usage_error_of([] { ParallelLayout::parse("xp=2"); }).find("unknown key 'xp'"), std::string::npos);
 }
 
+// Degrees whose product does not fit an int once parsed fine and then wrapped in world_size() (65536^2 * 2 = 2^33).
+TEST(Layout, DegreesWhoseProductOverflowsAreRefused) {
+  for (const char* bad : {"tp=65536,pp=65536,dp=2", "2147483647x2x1", "65536x65536x1", "dp=2147483647,tp=2",
+                          "2147483647x2147483647x2147483647"}) {
+    const std::string message = usage_error_of([&] { ParallelLayout::parse(bad); });
+    EXPECT_NE(message.find("tp*pp*dp"), std::string::npos) << bad << ": " << message;
+    EXPECT_NE(message.find("2147483647"), std::string::npos) << bad << ": " << message;
+  }
+  EXPECT_EQ(ParallelLayout::parse("dp=2147483647"), (ParallelLayout{1, 1, 2147483647}));
+  EXPECT_EQ(ParallelLayout::parse("1073741823x2x1"), (ParallelLayout{1073741823, 2, 1}));
+  // validate() and infer() multiply in 64 bits: a product that wraps is a mismatch, not a division by zero.
+  EXPECT_NE(usage_error_of([] {
+              (ParallelLayout{65536, 65536, 1}).validate(0);
+            }).find("4294967296"),
+            std::string::npos);
+  EXPECT_NE(usage_error_of([] { ParallelLayout::infer(8, 65536, 65536); }).find("tp*pp = 4294967296"),
+            std::string::npos);
+}
+
 TEST(Layout, InferDerivesDataParallelDegree) {
   EXPECT_EQ(ParallelLayout::infer(8, 2, 2), (ParallelLayout{2, 2, 2}));
   EXPECT_EQ(ParallelLayout::infer(4, 1, 1), (ParallelLayout{1, 1, 4}));

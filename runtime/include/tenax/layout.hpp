@@ -22,7 +22,8 @@ struct ParallelLayout {
   // Throws UsageError unless every degree is >= 1 and tp*pp*dp == world_size (naming the sizes and the fix).
   void validate(int world_size) const;
   std::string to_string() const;  // "tp=2,pp=1,dp=2"
-  // Parses "tp=2,pp=1,dp=2" (any order, missing = 1) or "2x1x2" (tp x pp x dp). Throws UsageError.
+  // Parses "tp=2,pp=1,dp=2" (any order, missing = 1) or "2x1x2" (tp x pp x dp). Throws UsageError, also when
+  // tp*pp*dp exceeds INT_MAX (the ranks must fit an int).
   static ParallelLayout parse(std::string_view text);
   // dp chosen so that tp*pp*dp == world_size. Throws UsageError if tp*pp does not divide it.
   static ParallelLayout infer(int world_size, int tp, int pp);

@@ -1,10 +1,12 @@
 // Slurm hostlist expansion and compression (see tenax/hostlist.hpp for the grammar).
 #include "tenax/hostlist.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "placement/quote.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax {
@@ -22,8 +24,8 @@ bool is_space(char c) {
 
 [[noreturn]] void fail(std::string_view expression, std::size_t pos, const std::string& problem,
                        const std::string& fix) {
-  throw UsageError("hostlist \"" + std::string(expression) + "\": " + problem + " at position " + std::to_string(pos) +
-                   "; " + fix);
+  throw UsageError("hostlist " + placement_detail::quote_input(expression) + ": " + problem + " at position " +
+                   std::to_string(pos) + "; " + fix);
 }
 
 // One entry of a bracket group: the numbers lo..hi, each printed zero-padded to `width` digits.
@@ -42,7 +44,8 @@ std::string format_number(std::uint64_t value, int width) {
 std::uint64_t parse_number(std::string_view expression, std::size_t pos, std::string_view digits) {
   if (digits.empty()) fail(expression, pos, "missing number in bracket group", "write ranges as [1-4,7]");
   if (digits.size() > static_cast<std::size_t>(kMaxDigits))
-    fail(expression, pos, "number \"" + std::string(digits) + "\" is too long", "host numbers have at most 18 digits");
+    fail(expression, pos, "number \"" + std::string(digits.substr(0, 40)) + "\" is too long",
+         "host numbers have at most 18 digits");
   std::uint64_t value = 0;
   for (std::size_t i = 0; i < digits.size(); ++i) {
     if (!is_digit(digits[i]))
@@ -72,7 +75,8 @@ std::vector<NumberRange> parse_group(std::string_view expression, std::size_t of
       std::string_view lo = entry.substr(0, dash);
       std::string_view hi = entry.substr(dash + 1);
       if (hi.find('-') != std::string_view::npos)
-        fail(expression, entry_pos, "range \"" + std::string(entry) + "\" has two dashes", "write a range as lo-hi");
+        fail(expression, entry_pos, "range \"" + std::string(entry.substr(0, 80)) + "\" has two dashes",
+             "write a range as lo-hi");
       range.lo = parse_number(expression, entry_pos, lo);
       range.hi = parse_number(expression, entry_pos + dash + 1, hi);
       range.width = static_cast<int>(lo.size());
@@ -89,53 +93,80 @@ std::vector<NumberRange> parse_group(std::string_view expression, std::size_t of
 
 // One item ("gpu[01-03]-ib"): literal text pieces interleaved with bracket groups.
 struct Item {
+  std::size_t start = 0;                         // position in the expression, for messages
   std::vector<std::string> literals;             // literals.size() == groups.size() + 1
   std::vector<std::vector<NumberRange>> groups;  // expanded as a product, first group slowest
 };
 
-std::uint64_t group_size(const std::vector<NumberRange>& group) {
-  std::uint64_t n = 0;
-  for (const NumberRange& r : group)
-    n += r.hi - r.lo + 1;
-  return n;
+// Overflow-checked 64-bit arithmetic: false when the exact result does not fit (it is then far beyond every cap).
+bool add(std::uint64_t& sum, std::uint64_t value) {
+  return !__builtin_add_overflow(sum, value, &sum);
+}
+bool multiply(std::uint64_t& product, std::uint64_t value) {
+  return !__builtin_mul_overflow(product, value, &product);
 }
 
-void expand_item(const Item& item, std::size_t group_index, std::string& prefix, std::vector<std::string>& out) {
-  const std::size_t before = prefix.size();
-  prefix += item.literals[group_index];
-  if (group_index == item.groups.size()) {
-    out.push_back(prefix);
-    prefix.resize(before);
-    return;
-  }
-  const std::size_t keep = prefix.size();
-  for (const NumberRange& r : item.groups[group_index]) {
-    for (std::uint64_t v = r.lo;; ++v) {
-      prefix.resize(keep);
-      prefix += format_number(v, r.width);
-      expand_item(item, group_index + 1, prefix, out);
-      if (v == r.hi) break;
+// Characters of lo..hi printed at the range's width: sum of max(width, digits(v)), a closed form per digit count.
+bool range_chars(const NumberRange& r, std::uint64_t& chars) {
+  std::uint64_t low = 0;  // smallest number with `digits` digits (0 for one digit)
+  for (int digits = 1; digits <= kMaxDigits; ++digits) {
+    const std::uint64_t high = low == 0 ? 9 : low * 10 - 1;  // largest with `digits` digits
+    const std::uint64_t from = std::max(r.lo, low), to = std::min(r.hi, high);
+    if (from <= to) {
+      std::uint64_t part = to - from + 1;
+      if (!multiply(part, static_cast<std::uint64_t>(std::max(digits, r.width))) || !add(chars, part)) return false;
     }
+    low = low == 0 ? 10 : low * 10;
   }
-  prefix.resize(before);
+  return true;
 }
 
-}  // namespace
+// Exact hosts and characters of one item; false when a count does not fit in 64 bits.
+bool item_size(const Item& item, std::uint64_t& hosts, std::uint64_t& chars) {
+  hosts = 1;
+  std::vector<std::uint64_t> sizes, digit_chars;
+  for (const auto& group : item.groups) {
+    std::uint64_t size = 0, group_chars = 0;
+    for (const NumberRange& r : group) {
+      if (!add(size, r.hi - r.lo + 1) || !range_chars(r, group_chars)) return false;
+    }
+    if (!multiply(hosts, size)) return false;
+    sizes.push_back(size);
+    digit_chars.push_back(group_chars);
+  }
+  // Every host carries every literal; group g's numbers each appear hosts / size_g times.
+  std::uint64_t literal_chars = 0;
+  for (const std::string& literal : item.literals)
+    literal_chars += literal.size();
+  chars = hosts;
+  if (!multiply(chars, literal_chars)) return false;
+  for (std::size_t g = 0; g < sizes.size(); ++g) {
+    std::uint64_t part = hosts / sizes[g];
+    if (!multiply(part, digit_chars[g]) || !add(chars, part)) return false;
+  }
+  return true;
+}
 
-std::vector<std::string> expand_hostlist(std::string_view expression) {
-  std::vector<std::string> hosts;
-  std::uint64_t total = 0;
+// The items of an expression and their size, checked against the caps before anything is expanded.
+struct ParsedHostlist {
+  std::vector<Item> items;
+  HostlistSize size;
+};
+
+ParsedHostlist parse_hostlist(std::string_view expression) {
+  ParsedHostlist parsed;
+  std::uint64_t total_hosts = 0, total_chars = 0;
   std::size_t pos = 0;
   const std::size_t n = expression.size();
   while (pos < n && is_space(expression[pos]))
     ++pos;
-  if (pos == n) return hosts;
+  if (pos == n) return parsed;
 
   while (true) {
     // One item runs to the next comma or space outside brackets.
     Item item;
+    item.start = pos;
     item.literals.emplace_back();
-    const std::size_t item_start = pos;
     while (pos < n && expression[pos] != ',' && !is_space(expression[pos])) {
       char c = expression[pos];
       if (c == ']') fail(expression, pos, "']' without '['", "balance the brackets");
@@ -155,19 +186,18 @@ std::vector<std::string> expand_hostlist(std::string_view expression) {
       item.literals.emplace_back();
       pos = close + 1;
     }
-    if (pos == item_start) fail(expression, pos, "empty host name", "remove the extra comma");
+    if (pos == item.start) fail(expression, pos, "empty host name", "remove the extra comma");
 
-    std::uint64_t count = 1;
-    for (const auto& group : item.groups) {
-      count *= group_size(group);
-      if (count > kMaxHostlistHosts) break;
-    }
-    total += count;
-    if (total > kMaxHostlistHosts)
-      fail(expression, item_start, "more than " + std::to_string(kMaxHostlistHosts) + " hosts",
+    std::uint64_t hosts = 0, chars = 0;
+    const bool fits = item_size(item, hosts, chars);
+    if (!fits || !add(total_hosts, hosts) || total_hosts > kMaxHostlistHosts)
+      fail(expression, item.start, "more than " + std::to_string(kMaxHostlistHosts) + " hosts",
            "check the ranges for a typo");
-    std::string prefix;
-    expand_item(item, 0, prefix, hosts);
+    if (!add(total_chars, chars) || total_chars > kMaxHostlistChars)
+      fail(expression, item.start,
+           "host names of more than " + std::to_string(kMaxHostlistChars) + " characters in all",
+           "check the names and ranges for a typo");
+    parsed.items.push_back(std::move(item));
 
     // Separators: any run of spaces with at most one comma in it.
     bool comma = false;
@@ -183,7 +213,60 @@ std::vector<std::string> expand_hostlist(std::string_view expression) {
       break;
     }
   }
+  parsed.size.hosts = static_cast<std::size_t>(total_hosts);
+  parsed.size.chars = static_cast<std::size_t>(total_chars);
+  return parsed;
+}
+
+// Appends the item's hosts: an odometer over the groups (last group fastest), so the depth of nothing grows with the
+// number of groups.
+void expand_item(const Item& item, std::vector<std::string>& out) {
+  const std::size_t groups = item.groups.size();
+  std::vector<std::size_t> range(groups, 0);  // current range of each group
+  std::vector<std::uint64_t> value(groups);   // current number of each group
+  for (std::size_t g = 0; g < groups; ++g)
+    value[g] = item.groups[g][0].lo;
+  std::string name;
+  while (true) {
+    name = item.literals[0];
+    for (std::size_t g = 0; g < groups; ++g) {
+      name += format_number(value[g], item.groups[g][range[g]].width);
+      name += item.literals[g + 1];
+    }
+    out.push_back(name);
+    // Advance the last group; carry into the one before when it wraps.
+    std::size_t g = groups;
+    while (true) {
+      if (g == 0) return;  // every group wrapped: done
+      --g;
+      const auto& ranges = item.groups[g];
+      if (value[g] < ranges[range[g]].hi) {
+        ++value[g];
+        break;
+      }
+      if (range[g] + 1 < ranges.size()) {
+        value[g] = ranges[++range[g]].lo;
+        break;
+      }
+      range[g] = 0;
+      value[g] = ranges[0].lo;
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> expand_hostlist(std::string_view expression) {
+  const ParsedHostlist parsed = parse_hostlist(expression);
+  std::vector<std::string> hosts;
+  hosts.reserve(parsed.size.hosts);
+  for (const Item& item : parsed.items)
+    expand_item(item, hosts);
   return hosts;
+}
+
+HostlistSize measure_hostlist(std::string_view expression) {
+  return parse_hostlist(expression).size;
 }
 
 namespace {

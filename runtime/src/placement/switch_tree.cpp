@@ -3,49 +3,56 @@
 #include <string>
 #include <vector>
 
+#include "placement/quote.hpp"
 #include "tenax/error.hpp"
 #include "tenax/topology.hpp"
 
 namespace tenax {
-namespace {
-
-constexpr int kUnvisited = 0;
-constexpr int kInProgress = -1;
-
-// Level of switch s (1 for a leaf); detects cycles with the kInProgress mark.
-int compute_level(std::vector<Switch>& switches, std::vector<int>& state, int s, std::string_view origin) {
-  if (state[s] == kInProgress)
-    throw UsageError(std::string(origin) + ": switch \"" + switches[s].name +
-                     "\" is its own descendant (a cycle in Switches=); every switch must have one parent");
-  if (state[s] != kUnvisited) return state[s];
-  state[s] = kInProgress;
-  int level = 1;
-  for (int child : switches[s].child_switches)
-    level = std::max(level, 1 + compute_level(switches, state, child, origin));
-  state[s] = level;
-  switches[s].level = level;
-  return level;
-}
-
-}  // namespace
 
 void SwitchTree::finish(std::string_view origin) {
-  const int n = static_cast<int>(switches_.size());
-  std::vector<int> state(static_cast<std::size_t>(n), kUnvisited);
-  // Roots first, so that a cycle (which has no root) is reported by the pass that follows.
-  for (int s = 0; s < n; ++s)
-    if (switches_[s].parent < 0) compute_level(switches_, state, s, origin);
-  for (int s = 0; s < n; ++s)
-    if (state[s] == kUnvisited) compute_level(switches_, state, s, origin);
+  const std::size_t n = switches_.size();
+  // Levels bottom-up, without recursion (a chain of switches must not exhaust the stack): a switch's level is final
+  // once every child switch's is. Each switch has at most one parent (both builders ensure it), so the switches never
+  // finished are exactly those on a cycle.
+  std::vector<std::size_t> waiting(n);  // child switches whose level is not final yet
+  std::vector<int> ready;
+  for (std::size_t s = 0; s < n; ++s) {
+    switches_[s].level = 1;
+    waiting[s] = switches_[s].child_switches.size();
+    if (waiting[s] == 0) ready.push_back(static_cast<int>(s));
+  }
+  std::size_t finished = 0;
+  while (!ready.empty()) {
+    const int s = ready.back();
+    ready.pop_back();
+    ++finished;
+    if (switches_[s].level > kMaxSwitchLevels)
+      throw UsageError(std::string(origin) + ": switch " + placement_detail::quote_input(switches_[s].name) +
+                       " is more than " + std::to_string(kMaxSwitchLevels) +
+                       " levels above its nodes; tenax places on trees of at most " + std::to_string(kMaxSwitchLevels) +
+                       " levels: check the Switches= lists for a chain by mistake");
+    const int parent = switches_[s].parent;
+    if (parent < 0) continue;
+    switches_[parent].level = std::max(switches_[parent].level, switches_[s].level + 1);
+    if (--waiting[parent] == 0) ready.push_back(parent);
+  }
+  if (finished != n) {
+    for (std::size_t s = 0; s < n; ++s) {
+      if (waiting[s] != 0)
+        throw UsageError(std::string(origin) + ": switch " + placement_detail::quote_input(switches_[s].name) +
+                         " is its own descendant (a cycle in Switches=); every switch must have one parent");
+    }
+  }
 
   switch_of_node_.clear();
-  for (int s = 0; s < n; ++s) {
+  for (std::size_t s = 0; s < n; ++s) {
     for (const std::string& node : switches_[s].nodes) {
-      auto [it, inserted] = switch_of_node_.emplace(node, s);
-      if (!inserted && it->second != s)
-        throw UsageError(std::string(origin) + ": node \"" + node + "\" is attached to both switch \"" +
-                         switches_[it->second].name + "\" and switch \"" + switches_[s].name +
-                         "\"; list each node under one switch only");
+      auto [it, inserted] = switch_of_node_.emplace(node, static_cast<int>(s));
+      if (!inserted && it->second != static_cast<int>(s))
+        throw UsageError(std::string(origin) + ": node " + placement_detail::quote_input(node) +
+                         " is attached to both switch " + placement_detail::quote_input(switches_[it->second].name) +
+                         " and switch " + placement_detail::quote_input(switches_[s].name) +
+                         "; list each node under one switch only");
     }
   }
 }

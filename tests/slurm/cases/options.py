@@ -31,6 +31,9 @@ def check_refusals(lab, ckpt_root):
         # The environment layer is validated at submission too, and names the variable.
         (["--tenax"], {"TENAX_LAYOUT": "2x2"}, ["TENAX_LAYOUT=2x2: not three degrees"]),
         (["--tenax"], {"TENAX_MAX_RESTARTS": "50"}, ["TENAX_MAX_RESTARTS=50", "admin limit max_restarts"]),
+        # A layout larger than any step is refused where it is typed (tp*pp once wrapped to 0 in int).
+        (["--tenax-layout=tp=65536,pp=65536"], {},
+         ["--tenax-layout=tp=65536,pp=65536: tp*pp = 4294967296 is more than the 1048576 tasks a step may have"]),
     ]
     for args, env, fragments in refusals:
         before = lab.queued_jobs()
@@ -47,6 +50,10 @@ def check_refusals(lab, ckpt_root):
     # An uneven split that only slurmstepd can see (4 CPUs per node pack 4,2,1,1) fails the step, not silently.
     expect_refused(lab.run(["srun", "-N4", "-n8", "--tenax", "true"]), "needs the same number of tasks on every node",
                    "--ntasks-per-node")
+    # Values in the job's environment only (--export), which srun's own check never sees, are bounded by slurmstepd:
+    # the step fails with the message. (--export splits on commas, hence the TPxPPxDP form.)
+    expect_refused(lab.run(["srun", "-N1", "-n1", "--tenax", "--export=ALL,TENAX_LAYOUT=65536x65536x1", "true"]),
+                   "TENAX_LAYOUT=65536x65536x1: tp*pp*dp = 4294967296 is more than the 1048576 tasks")
 
 
 def check_precedence(lab, ckpt_root):
