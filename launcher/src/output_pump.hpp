@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "line_splitter.hpp"
 #include "output_scanner.hpp"
 
 namespace tenax::launch {
@@ -25,7 +26,7 @@ class OutputPump {
   std::optional<FailureEvent> take(int index, const char* data, std::size_t size);
 
   int fds_[2];
-  std::string partial_[2];
+  LineSplitter lines_[2];  // one per stream
   OutputScanner scanner_;
 };
 
