@@ -51,11 +51,14 @@ std::optional<FailureEvent> OutputPump::pump(int timeout_ms) {
   for (int k = 0; k < count; ++k) {
     if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     int i = index_of[k];
-    while (true) {
+    // At most kMaxReadPerCall per stream: a program that writes without pause must not keep the caller from watching
+    // heartbeats and signals; what is left is read on the next call.
+    for (std::size_t taken = 0; taken < kMaxReadPerCall;) {
       ssize_t n = read(fds_[i], buffer, sizeof buffer);
       if (n > 0) {
         auto event = take(i, buffer, static_cast<std::size_t>(n));
         if (event && !first) first = std::move(event);
+        taken += static_cast<std::size_t>(n);
         continue;
       }
       if (n < 0 && errno == EINTR) continue;

@@ -12,6 +12,8 @@ namespace tenax::launch {
 
 class OutputPump {
  public:
+  // The most one pump() call reads from each stream before it returns.
+  static constexpr std::size_t kMaxReadPerCall = 256 * 1024;
   OutputPump(int stdout_fd, int stderr_fd);
   ~OutputPump();
   OutputPump(const OutputPump&) = delete;
