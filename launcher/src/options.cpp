@@ -1,5 +1,6 @@
 #include "options.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <climits>
@@ -98,15 +99,34 @@ std::string string_option(const cxxopts::ParseResult& parsed, const std::string&
   return value;
 }
 
+bool is_executable_file(const std::string& path) {
+  struct stat info {};
+  return stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+// Throws UsageError, naming `what`, what is wrong with `name` and the fix, unless find_executable finds it.
+void require_executable(const std::string& what, const std::string& name, const std::string& fix) {
+  if (!find_executable(name).empty()) return;
+  std::string problem = "was not found or is not executable: " + fix;
+  struct stat info {};
+  if (name.find('/') != std::string::npos && stat(name.c_str(), &info) == 0) {
+    // execve refuses a directory too, but in every rank of every attempt: say it here, once.
+    if (S_ISDIR(info.st_mode)) {
+      problem = "is a directory, not a program: " + fix;
+    } else if (!S_ISREG(info.st_mode)) {
+      problem = "is not a regular file: " + fix;
+    } else {
+      problem = "is not executable: make it so (chmod +x) or " + fix;
+    }
+  }
+  throw UsageError(what + " '" + name + "' " + problem);
+}
+
 void check_consistency(const Options& o) {
   if (o.program.empty()) {
     throw UsageError(std::string("no program to launch: usage: ") + kUsageLine);
   }
-  if (find_executable(o.program.front()).empty()) {
-    throw UsageError("PROGRAM '" + o.program.front() +
-                     "' was not found or is not executable (give a path or put it "
-                     "on PATH)");
-  }
+  require_executable("PROGRAM", o.program.front(), "give the path of the program's executable or put it on PATH");
   if (o.mode == Mode::Local && o.ranks == 0) throw UsageError("--ranks (-n) is required in local mode");
   if (o.mode == Mode::Local && (o.nodes || o.tasks_per_node || o.spare_nodes || o.elastic)) {
     throw UsageError(
@@ -131,13 +151,13 @@ void check_consistency(const Options& o) {
 
 std::string find_executable(const std::string& name) {
   if (name.empty()) return "";
-  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : "";
+  if (name.find('/') != std::string::npos) return is_executable_file(name) ? name : "";
   const char* path = std::getenv("PATH");
   std::stringstream dirs(path != nullptr ? path : "/usr/bin:/bin");
   std::string dir;
   while (std::getline(dirs, dir, ':')) {
     std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (is_executable_file(candidate)) return candidate;  // a directory of that name is passed over, as by execvp
   }
   return "";
 }
@@ -238,10 +258,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
 
   check_consistency(options);
   const std::string& starter = options.mode == Mode::Local ? options.mpirun : options.srun;
-  if (find_executable(starter).empty()) {
-    throw UsageError(std::string(options.mode == Mode::Local ? "--mpirun" : "--srun") + " '" + starter +
-                     "' was not found or is not executable");
-  }
+  require_executable(options.mode == Mode::Local ? "--mpirun" : "--srun", starter, "give its path, or put it on PATH");
   return {std::move(options), ""};
 }
 

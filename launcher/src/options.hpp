@@ -51,7 +51,8 @@ struct ParseResult {
 // Parses argv (argv[0] is the launcher). Throws UsageError.
 ParseResult parse_options(int argc, const char* const* argv);
 
-// Finds `name` the way execvp would (PATH search when it has no '/'); "" when not found or not executable.
+// Finds `name` the way execvp would (PATH search when it has no '/'); "" when not found, not executable or not a
+// regular file (a directory passes access(X_OK) but cannot be run).
 std::string find_executable(const std::string& name);
 
 }  // namespace tenax::launch

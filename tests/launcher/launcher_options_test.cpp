@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "options.hpp"
 #include "tenax/error.hpp"
 
@@ -55,6 +58,25 @@ TEST(LauncherOptions, TheProgramMustExistAndComeAfterTheSeparator) {
   EXPECT_NE(usage_message({"--mode", "local", "-n", "2", "--", "/nonexistent/trainer"}).find("/nonexistent/trainer"),
             std::string::npos);
   EXPECT_NE(usage_message({"--mode", "local", "-n", "2", "/bin/true"}).find("after '--'"), std::string::npos);
+}
+
+// A directory passes access(X_OK); it once got through to every attempt, failed to start each time and ended as a
+// restart loop (exit 71) instead of a usage error.
+TEST(LauncherOptions, ADirectoryIsNoProgram) {
+  const std::string by_path = usage_message({"--mode", "local", "-n", "2", "--", "/tmp"});
+  EXPECT_NE(by_path.find("PROGRAM '/tmp' is a directory"), std::string::npos) << by_path;
+  // On PATH, a directory of the program's name is passed over, as execvp does; none else: not found.
+  const char* saved = std::getenv("PATH");
+  const std::string saved_path = saved != nullptr ? saved : "";
+  setenv("PATH", "/", 1);
+  const std::string on_path = usage_message({"--mode", "local", "-n", "2", "--", "tmp"});
+  setenv("PATH", saved_path.c_str(), 1);
+  EXPECT_NE(on_path.find("PROGRAM 'tmp' was not found"), std::string::npos) << on_path;
+  EXPECT_EQ(find_executable("/tmp"), "");
+  EXPECT_EQ(find_executable("/bin/sh"), "/bin/sh");
+  // The same for the process manager.
+  const std::string mpirun = usage_message({"--mode", "local", "-n", "2", "--mpirun", "/tmp", "--", "/bin/true"});
+  EXPECT_NE(mpirun.find("--mpirun '/tmp' is a directory"), std::string::npos) << mpirun;
 }
 
 TEST(LauncherOptions, InconsistentCombinationsAreRejected) {
