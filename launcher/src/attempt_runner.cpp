@@ -39,9 +39,7 @@ class AttemptWatch {
         local_(options.mode == Mode::Local),
         start_mono_(mono_now()),
         unix_offset_(unix_now() - start_mono_),
-        detector_(HangSettings{seconds(options.hang_timeout), seconds(options.hang_timeout_min), options.hang_factor,
-                               seconds(options.startup_timeout)},
-                  plan.world_size, start_mono_) {}
+        detector_(hang_settings(options), plan.world_size, start_mono_) {}
 
   AttemptReport run(const Command& command) {
     report_.start_unix = unix_now();
@@ -240,6 +238,11 @@ class AttemptWatch {
 };
 
 }  // namespace
+
+HangSettings hang_settings(const Options& options) {
+  return HangSettings{options.detect_hangs, seconds(options.hang_timeout), seconds(options.hang_timeout_min),
+                      options.hang_factor, seconds(options.startup_timeout)};
+}
 
 AttemptReport run_attempt(const Options& options, const AttemptPlan& plan, const Command& command,
                           const std::string& run_dir) {

@@ -19,6 +19,7 @@
 //                        [--crash-at-step S --crash-rank R]     abort() there on every attempt
 //                        [--crash-step-growth G]                ... at step S + G x (attempt - 1) instead
 //                        [--hang-at-step S --hang-rank R]       first attempt: never finish step S (no collective)
+//                        [--slow-at-step S --slow-step-ms MS]   first attempt: step S takes MS on every rank
 // Prints "final parameters checksum: <16 hex digits>" (rank 0) and exits 0; 75 after a preemption checkpoint;
 // 64 for a bad argument.
 #include <dirent.h>
@@ -60,6 +61,8 @@ struct Config {
   bool checkpoint_dirs = false;     // --checkpoint-layout dirs
   long long hang_at_step = -1;      // first attempt only: the rank stops issuing collectives but stays alive
   long long hang_rank = 0;
+  long long slow_at_step = -1;  // first attempt only: this step's compute takes slow_step_ms
+  long long slow_step_ms = 0;
 };
 
 Config parse(int argc, char** argv) {
@@ -80,6 +83,10 @@ Config parse(int argc, char** argv) {
       c.crash_at_step = tenax::env::parse_int("--crash-at-step", value, 1, 100000000);
     } else if (name == "--hang-at-step") {
       c.hang_at_step = tenax::env::parse_int("--hang-at-step", value, 1, 100000000);
+    } else if (name == "--slow-at-step") {
+      c.slow_at_step = tenax::env::parse_int("--slow-at-step", value, 1, 100000000);
+    } else if (name == "--slow-step-ms") {
+      c.slow_step_ms = tenax::env::parse_int("--slow-step-ms", value, 0, 100000);
     } else if (name == "--hang-rank") {
       c.hang_rank = tenax::env::parse_int("--hang-rank", value, 0, 100000);
     } else if (name == "--crash-rank") {
@@ -255,6 +262,9 @@ int train(tenax::Runtime& runtime, tenax::worker::Worker& worker, const Config& 
   std::vector<double> gradient(params.size());
   while (step < c.steps) {
     if (c.step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(c.step_ms));  // the "compute"
+    if (step + 1 == c.slow_at_step && worker.info().attempt == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(c.slow_step_ms));  // a long step: no collective meanwhile
+    }
     const long long crash_step = c.crash_at_step + c.crash_step_growth * (worker.info().attempt - 1);
     if (c.crash_at_step > 0 && step + 1 == crash_step && rank == c.crash_rank) std::abort();
     if (step + 1 == c.hang_at_step && rank == c.hang_rank && worker.info().attempt == 1) {

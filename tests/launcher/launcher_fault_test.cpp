@@ -107,6 +107,33 @@ TEST(LauncherFaults, ARankStuckOutsideCollectivesIsNamedAsTheLaggard) {
   EXPECT_EQ(json_number(attempts[0], "rank"), 0);
 }
 
+// One step of 2.5 s after 30 ms steps: with a derived hang timeout of max(500 ms, 1 x the slowest step) that is a
+// stall, and the attempt is relaunched. With --hang-timeout 0 (hang detection off) the same run just finishes.
+TEST(LauncherFaults, HangTimeoutZeroDisablesHangDetection) {
+  const int ranks = 2;
+  const std::vector<std::string> worker = with(kWorker, {"--slow-at-step", "10", "--slow-step-ms", "2500"});
+  const std::string expected = reference_checksum(ranks, kWorker);
+  const std::vector<std::string> derived = {"--hang-timeout-min", "500ms", "--hang-factor", "1"};
+  {
+    ScratchDir dir("hang-derived");
+    Launch launch(launcher_args(dir, ranks, derived), worker, dir / "out.txt");
+    ASSERT_EQ(launch.wait(seconds(60)), 0) << launch.output();
+    auto attempts = ledger_lines(dir / "run", "attempt");
+    ASSERT_EQ(attempts.size(), 2u) << "the slow step must be a hang when detection is on:\n" << launch.output();
+    EXPECT_EQ(json_string(attempts[0], "outcome"), "hang");
+  }
+  ScratchDir dir("hang-off");
+  Launch launch(launcher_args(dir, ranks, with(derived, {"--hang-timeout", "0"})), worker, dir / "out.txt");
+  ASSERT_EQ(launch.wait(seconds(60)), 0) << launch.output();
+  const std::string output = launch.output();
+  EXPECT_EQ(final_checksum(output), expected) << output;
+  EXPECT_EQ(output.find("hang detected"), std::string::npos) << output;
+  auto attempts = ledger_lines(dir / "run", "attempt");
+  ASSERT_EQ(attempts.size(), 1u) << output;
+  EXPECT_EQ(json_string(attempts[0], "outcome"), "success");
+  EXPECT_EQ(json_number(attempts[0], "hang_timeout_s"), 0.0);
+}
+
 TEST(LauncherFaults, SigtermToTheLauncherCheckpointsExits75AndASecondRunResumes) {
   const int ranks = 2;
   const std::vector<std::string> worker = {"--steps", "40", "--checkpoint-every", "7", "--step-ms", "30"};
