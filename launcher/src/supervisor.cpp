@@ -123,7 +123,7 @@ class Supervisor {
       if (decision.action == Decision::Action::Retry) ++failed_restarts_;
       append_attempt(plan, report, committed, classified, decision);
       if (decision.action != Decision::Action::Retry) {
-        if (classified.outcome == Outcome::Preempted && slurm_) {
+        if (decision.exit_code == kExitPreempted && slurm_) {
           return finish(decision.exit_code, requeue(decision.reason));
         }
         return finish(decision.exit_code, decision.reason);
