@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <istream>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,11 @@ class Ledger {
 
 // Replays a ledger's lines into the goodput summary. Throws IoError.
 GoodputSummary summarize_ledger(const std::string& path);
+// The same for ledger text; `path` names it in errors.
+GoodputSummary summarize_ledger(std::istream& in, const std::string& path);
+
+// Replays ledger text into the history the next invocation starts from. Throws IoError naming `path` and the line.
+LedgerHistory read_ledger_history(std::istream& in, const std::string& path);
 
 // The end-of-run table: goodput and the breakdown, one line per cause.
 std::string format_summary(const GoodputSummary& summary);
