@@ -48,6 +48,44 @@ void for_each_record(std::istream& in, const std::string& path, Visit visit) {
 
 }  // namespace
 
+std::string ledger_text(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  for (std::size_t i = 0; i < text.size();) {
+    const unsigned char lead = byte(i);
+    // Length and the allowed range of the second byte (RFC 3629: no overlong forms, no surrogates, <= U+10FFFF).
+    std::size_t length = 0;
+    unsigned char low = 0x80, high = 0xBF;
+    if (lead < 0x80) {
+      length = 1;
+    } else if (lead >= 0xC2 && lead <= 0xDF) {
+      length = 2;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+      length = 3;
+      if (lead == 0xE0) low = 0xA0;
+      if (lead == 0xED) high = 0x9F;
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+      length = 4;
+      if (lead == 0xF0) low = 0x90;
+      if (lead == 0xF4) high = 0x8F;
+    }
+    bool valid = length > 0 && text.size() - i >= length;
+    for (std::size_t k = 1; valid && k < length; ++k) {
+      const unsigned char next = byte(i + k);
+      valid = next >= (k == 1 ? low : 0x80) && next <= (k == 1 ? high : 0xBF);
+    }
+    if (valid) {
+      out.append(text.substr(i, length));
+      i += length;
+    } else {
+      out += "\xEF\xBF\xBD";  // U+FFFD in place of the one byte; the next byte starts afresh
+      ++i;
+    }
+  }
+  return out;
+}
+
 bool is_failure_outcome(const std::string& outcome) {
   return outcome == "crash" || outcome == "hang" || outcome == "node-lost" || outcome == "peer-failure";
 }

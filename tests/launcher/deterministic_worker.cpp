@@ -20,6 +20,7 @@
 //                        [--crash-step-growth G]                ... at step S + G x (attempt - 1) instead
 //                        [--hang-at-step S --hang-rank R]       first attempt: never finish step S (no collective)
 //                        [--slow-at-step S --slow-step-ms MS]   first attempt: step S takes MS on every rank
+//                        [--say-at-step S --say TEXT]           first attempt: rank 0 prints the line TEXT at step S
 //                        [--die-in-emergency-checkpoint R]      rank R kills itself (SIGKILL) in the middle of the
 //                                                               emergency checkpoint (rank 0: after writing the data,
 //                                                               before the manifest or rename; others: before the
@@ -69,6 +70,8 @@ struct Config {
   long long slow_at_step = -1;  // first attempt only: this step's compute takes slow_step_ms
   long long slow_step_ms = 0;
   long long die_in_emergency_checkpoint = -1;  // this rank is killed while the emergency checkpoint is written
+  long long say_at_step = -1;                  // first attempt only: rank 0 prints `say` as a line of its own
+  std::string say;
 };
 
 Config parse(int argc, char** argv) {
@@ -93,6 +96,10 @@ Config parse(int argc, char** argv) {
       c.slow_at_step = tenax::env::parse_int("--slow-at-step", value, 1, 100000000);
     } else if (name == "--slow-step-ms") {
       c.slow_step_ms = tenax::env::parse_int("--slow-step-ms", value, 0, 100000);
+    } else if (name == "--say-at-step") {
+      c.say_at_step = tenax::env::parse_int("--say-at-step", value, 1, 100000000);
+    } else if (name == "--say") {
+      c.say = value;
     } else if (name == "--die-in-emergency-checkpoint") {
       c.die_in_emergency_checkpoint = tenax::env::parse_int("--die-in-emergency-checkpoint", value, 0, 100000);
     } else if (name == "--hang-rank") {
@@ -278,6 +285,10 @@ int train(tenax::Runtime& runtime, tenax::worker::Worker& worker, const Config& 
   std::vector<double> gradient(params.size());
   while (step < c.steps) {
     if (c.step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(c.step_ms));  // the "compute"
+    if (step + 1 == c.say_at_step && rank == 0 && worker.info().attempt == 1) {
+      std::printf("%s\n", c.say.c_str());
+      std::fflush(stdout);
+    }
     if (step + 1 == c.slow_at_step && worker.info().attempt == 1) {
       std::this_thread::sleep_for(std::chrono::milliseconds(c.slow_step_ms));  // a long step: no collective meanwhile
     }

@@ -239,6 +239,42 @@ TEST(LauncherFaults, AFailedEmergencyCheckpointWithNoRelaunchLeftGivesUp) {
   EXPECT_EQ(json_string(attempts[0], "outcome"), "crash");
 }
 
+// Bytes that are not UTF-8, in a program argument and in a line a rank prints that reads as a process manager's
+// report (so its node name lands in the ledger): the ledger once took them as they were, its strict reader then
+// refused the file, and tenax-launch ended with exit 70 after a successful run — and in every later run of the same
+// run directory.
+TEST(LauncherFaults, BytesThatAreNotUtf8CannotSpoilTheLedger) {
+  const int ranks = 2;
+  const std::string expected = reference_checksum(ranks, kWorker);
+  ScratchDir dir("not-utf8");
+  const std::string fake_report =
+      "srun: error: n\xff\xfe"
+      "1: task 1: Killed";
+  const auto launch_args = launcher_args(dir, ranks);
+  const auto worker = with(kWorker, {"--say-at-step", "3", "--say", fake_report});
+  {
+    Launch launch(launch_args, worker, dir / "out1.txt");
+    ASSERT_EQ(launch.wait(seconds(60)), 0) << launch.output();
+    EXPECT_EQ(final_checksum(launch.output()), expected) << launch.output();
+  }
+  // Every line reads with the strict JSON reader (ledger_lines throws otherwise).
+  auto attempts = ledger_lines(dir / "run", "attempt");
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(json_string(attempts[0], "node"),
+            "n\xef\xbf\xbd\xef\xbf\xbd"
+            "1")
+      << "each byte that is not UTF-8 is U+FFFD";
+  const auto starts = ledger_lines(dir / "run", "start");
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_NE(json_string(starts[0], "program")
+                .find("srun: error: n\xef\xbf\xbd\xef\xbf\xbd"
+                      "1"),
+            std::string::npos);
+  // The next run of the same run directory reads the ledger.
+  Launch again(launch_args, kWorker, dir / "out2.txt");
+  ASSERT_EQ(again.wait(seconds(60)), 0) << again.output();
+}
+
 TEST(LauncherFaults, ACrashOnEveryAttemptStopsAfterMaxRestarts) {
   ScratchDir dir("crashloop");
   Launch launch(launcher_args(dir, 2, {"--max-restarts", "2", "--no-progress-limit", "10"}),
