@@ -14,6 +14,7 @@
 #include "output_pump.hpp"
 #include "processes.hpp"
 #include "tenax/error.hpp"
+#include "tenax/runtime.hpp"
 
 namespace tenax::launch {
 namespace {
@@ -30,6 +31,12 @@ double seconds(std::chrono::milliseconds ms) {
 
 constexpr int kPollMs = 25;
 
+// A rank exited 75: the emergency checkpoint is committed on every rank (docs/worker-protocol.md).
+bool any_confirmed_preemption(const std::vector<Heartbeat>& beats) {
+  return std::any_of(beats.begin(), beats.end(),
+                     [](const Heartbeat& h) { return h.exit_code == tenax::kExitPreempted; });
+}
+
 class AttemptWatch {
  public:
   AttemptWatch(const Options& options, const AttemptPlan& plan, const std::string& run_dir)
@@ -39,9 +46,7 @@ class AttemptWatch {
         local_(options.mode == Mode::Local),
         start_mono_(mono_now()),
         unix_offset_(unix_now() - start_mono_),
-        detector_(HangSettings{seconds(options.hang_timeout), seconds(options.hang_timeout_min), options.hang_factor,
-                               seconds(options.startup_timeout)},
-                  plan.world_size, start_mono_) {}
+        detector_(hang_settings(options), plan.world_size, start_mono_) {}
 
   AttemptReport run(const Command& command) {
     report_.start_unix = unix_now();
@@ -64,7 +69,7 @@ class AttemptWatch {
         }
       }
       observe_heartbeats(now);
-      if (local_ && noticed_ < 0 && phase_ == Phase::Running) find_dead_ranks(now);
+      if (local_ && noticed_ < 0 && phase_ != Phase::TearingDown) find_dead_ranks(now);
       step_state_machine(now);
       if (manager_done_) {
         // The attempt is over when nothing of it is left: the process manager reaped, every descendant gone and
@@ -101,6 +106,12 @@ class AttemptWatch {
     if (event.kind == FailureEvent::Kind::ExitCode && event.value == 0) return;
     report_.evidence.first_event = event;
     if (phase_ == Phase::Running) notice(now, event.rank);
+    // During the emergency checkpoint: a rank killed or failed before any rank confirmed the checkpoint means it
+    // cannot complete (docs/launcher.md, Preemption).
+    if (phase_ == Phase::Preempting && is_failure_report(event, report_.evidence.forwarded_signal) &&
+        !any_confirmed_preemption(beats_)) {
+      notice(now, event.rank);
+    }
   }
 
   void observe_heartbeats(double now) {
@@ -121,8 +132,10 @@ class AttemptWatch {
   }
 
   // Local mode: a rank whose process is gone without an exit record died (killed, crashed). Seen within one poll,
-  // long before mpirun reports it.
+  // long before mpirun reports it. While preempting, only until a rank confirms the emergency checkpoint (exit 75):
+  // the process manager then kills the others, which is no failure.
   void find_dead_ranks(double now) {
+    if (phase_ == Phase::Preempting && any_confirmed_preemption(beats_)) return;
     std::vector<int> candidates;
     for (const auto& h : beats_) {
       if (h.exit_code < 0 && h.pid > 0 && !process_alive(static_cast<pid_t>(h.pid))) candidates.push_back(h.rank);
@@ -135,6 +148,7 @@ class AttemptWatch {
     } catch (const IoError&) {
       return;
     }
+    if (phase_ == Phase::Preempting && any_confirmed_preemption(fresh)) return;
     for (int rank : candidates) {
       for (const auto& h : fresh) {
         if (h.rank == rank && h.exit_code < 0) {
@@ -154,6 +168,7 @@ class AttemptWatch {
       report_.evidence.preemption_forwarded = true;
       // mpirun turns SIGTERM into killing the job; SIGUSR1 it forwards to every rank. srun forwards SIGTERM/SIGUSR1.
       const int forwarded = local_ ? SIGUSR1 : (signo == SIGINT ? SIGTERM : signo);
+      report_.evidence.forwarded_signal = forwarded;
       kill(manager_pid_, forwarded);
       announce("received " + signal_name(signo) + ": forwarded " + signal_name(forwarded) +
                " to the ranks; waiting up to " + std::to_string(options_.preempt_grace.count() / 1000) +
@@ -171,8 +186,11 @@ class AttemptWatch {
       } else if (manager_done_ && report_.evidence.manager_exit_code != 0) {
         notice(now, -1);
       }
+    } else if (phase_ == Phase::Preempting && noticed_ >= 0) {
+      begin_teardown(now, /*at_once=*/true, "failure during the emergency checkpoint");
     } else if (phase_ == Phase::Preempting && now > preempt_deadline_ && !manager_done_) {
       announce("the ranks did not exit within --preempt-grace: killing the attempt");
+      report_.evidence.preempt_deadline_passed = true;
       begin_teardown(now, /*at_once=*/false, "preemption deadline");
     }
     if (phase_ == Phase::TearingDown && !sigkill_sent_ && now >= kill_deadline_) {
@@ -240,6 +258,11 @@ class AttemptWatch {
 };
 
 }  // namespace
+
+HangSettings hang_settings(const Options& options) {
+  return HangSettings{options.detect_hangs, seconds(options.hang_timeout), seconds(options.hang_timeout_min),
+                      options.hang_factor, seconds(options.startup_timeout)};
+}
 
 AttemptReport run_attempt(const Options& options, const AttemptPlan& plan, const Command& command,
                           const std::string& run_dir) {

@@ -35,6 +35,9 @@ struct AttemptReport {
   double hang_timeout_s = 0;  // the hang timeout in force at the end
 };
 
+// The hang detector's settings for these options.
+HangSettings hang_settings(const Options& options);
+
 AttemptReport run_attempt(const Options& options, const AttemptPlan& plan, const Command& command,
                           const std::string& run_dir);
 

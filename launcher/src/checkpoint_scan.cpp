@@ -8,10 +8,8 @@
 #include "tenax/error.hpp"
 
 namespace tenax::launch {
-namespace {
 
-// N for a name that is exactly "step_<decimal digits>" (not step_7.tmp, step_7.deleting, step_7.superseded).
-std::int64_t step_of(std::string_view name) {
+std::int64_t checkpoint_step_of(std::string_view name) {
   constexpr std::string_view prefix = "step_";
   if (name.substr(0, prefix.size()) != prefix) return -1;
   const std::string_view digits = name.substr(prefix.size());
@@ -21,8 +19,6 @@ std::int64_t step_of(std::string_view name) {
   if (error != std::errc() || end != digits.data() + digits.size()) return -1;  // too large to be a step
   return step;
 }
-
-}  // namespace
 
 std::int64_t newest_committed_checkpoint(const std::string& dir) {
   namespace fs = std::filesystem;
@@ -34,7 +30,7 @@ std::int64_t newest_committed_checkpoint(const std::string& dir) {
   // Retention may remove an old checkpoint while this lists: an entry gone meanwhile is simply not counted.
   for (; it != fs::directory_iterator(); it.increment(error)) {
     if (error) throw IoError("listing the checkpoint directory '" + dir + "' failed: " + error.message());
-    const std::int64_t step = step_of(it->path().filename().string());
+    const std::int64_t step = checkpoint_step_of(it->path().filename().string());
     if (step <= newest) continue;
     std::error_code ignored;
     if (fs::is_regular_file(it->path() / "manifest.json", ignored)) newest = step;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace tenax::launch {
 
@@ -13,5 +14,9 @@ namespace tenax::launch {
 // pointer's update leaves it one checkpoint behind, and the loader scans the directory for the same reason.
 // -1 when there is none (or the directory does not exist). Throws IoError when the directory cannot be listed.
 std::int64_t newest_committed_checkpoint(const std::string& dir);
+
+// N for an entry name that is exactly "step_<decimal digits>" with N within int64 (not step_7.tmp, step_7.deleting,
+// step_7.superseded); -1 for any other name.
+std::int64_t checkpoint_step_of(std::string_view name);
 
 }  // namespace tenax::launch

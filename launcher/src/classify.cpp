@@ -37,6 +37,56 @@ const Heartbeat* rank_with_exit(const AttemptEvidence& e, int code) {
   return found;
 }
 
+// A rank's own record of a failure: any exit code but 0, 75 (preempted) and -1 (still running, or died).
+bool crash_record(const AttemptEvidence& e) {
+  return std::any_of(e.beats.begin(), e.beats.end(),
+                     [](const Heartbeat& h) { return h.exit_code > 0 && h.exit_code != kExitPreempted; });
+}
+
+// The failure and its culprit, most precise evidence first: a rank seen dying without an exit record, the process
+// manager's own report, a rank's crash exit code, then the process manager's status alone.
+Classification classify_failure(const AttemptEvidence& e) {
+  Classification c;
+  c.outcome = Outcome::Crash;
+  if (e.first_dead_rank >= 0) {
+    c.rank = e.first_dead_rank;
+    c.node = node_of(e.beats, c.rank);
+    c.summary = rank_text(c.rank, c.node) + " died without an exit record";
+    if (e.first_event && e.first_event->rank == c.rank && e.first_event->kind == FailureEvent::Kind::Signal) {
+      c.summary += ": killed by " + signal_text(e.first_event->value);
+    }
+    return c;
+  }
+  if (e.first_event && e.first_event->rank >= 0 && is_failure_report(*e.first_event, e.forwarded_signal)) {
+    c.rank = e.first_event->rank;
+    c.node = e.first_event->node.empty() ? node_of(e.beats, c.rank) : e.first_event->node;
+    if (e.first_event->kind == FailureEvent::Kind::Signal) {
+      c.summary = rank_text(c.rank, c.node) + " was killed by " + signal_text(e.first_event->value);
+    } else {
+      if (e.first_event->value == kExitPeerFailure) c.outcome = Outcome::PeerFailure;
+      c.summary = rank_text(c.rank, c.node) + " exited with code " + std::to_string(e.first_event->value);
+    }
+    return c;
+  }
+  for (const auto& h : e.beats) {
+    if (h.exit_code > 0 && h.exit_code != kExitPeerFailure && h.exit_code != kExitPreempted) {
+      c.rank = h.rank;
+      c.node = h.node;
+      c.summary = rank_text(h.rank, h.node) + " exited with code " + std::to_string(h.exit_code);
+      return c;
+    }
+  }
+  if (std::any_of(e.beats.begin(), e.beats.end(), [](const Heartbeat& h) { return h.exit_code == kExitPeerFailure; })) {
+    c.outcome = Outcome::PeerFailure;
+    c.summary = "ranks reported a communicator failure (exit 76) without naming the failed peer";
+    return c;
+  }
+  c.summary = e.manager_signal != 0 ? "the process manager was killed by " + signal_text(e.manager_signal)
+                                    : "the process manager exited with code " + std::to_string(e.manager_exit_code) +
+                                          " and no rank left an exit record";
+  return c;
+}
+
 }  // namespace
 
 const char* outcome_name(Outcome outcome) {
@@ -104,63 +154,62 @@ Classification classify(const AttemptEvidence& e) {
     c.summary = "node " + c.node + " was lost (" + e.first_event->text + ")";
     return c;
   }
-  const bool preempted_beats =
-      std::any_of(e.beats.begin(), e.beats.end(), [](const Heartbeat& h) { return h.exit_code == kExitPreempted; });
+  const int confirmed = static_cast<int>(
+      std::count_if(e.beats.begin(), e.beats.end(), [](const Heartbeat& h) { return h.exit_code == kExitPreempted; }));
   const bool reported_preempted =
       e.first_event && e.first_event->kind == FailureEvent::Kind::ExitCode && e.first_event->value == kExitPreempted;
-  if (e.preemption_forwarded || ((preempted_beats || reported_preempted) && e.first_dead_rank < 0) ||
-      e.manager_exit_code == kExitPreempted) {
+  // Exit 75 means the emergency checkpoint is committed on every rank (docs/worker-protocol.md); a program without
+  // heartbeats says so only through the process manager.
+  const bool checkpoint_confirmed = confirmed > 0 || reported_preempted || e.manager_exit_code == kExitPreempted;
+  if (checkpoint_confirmed && e.first_dead_rank < 0 && !crash_record(e)) {
     c.outcome = Outcome::Preempted;
-    int confirmed = static_cast<int>(std::count_if(e.beats.begin(), e.beats.end(),
-                                                   [](const Heartbeat& h) { return h.exit_code == kExitPreempted; }));
+    c.preemption_requested = e.preemption_forwarded;
     std::int64_t checkpoint = -1;
     for (const auto& h : e.beats)
       checkpoint = std::max(checkpoint, h.checkpoint_step);
     c.summary = std::to_string(confirmed) + " of " + std::to_string(e.beats.size()) +
                 " ranks exited with the preempted code 75 after the emergency checkpoint";
     if (checkpoint >= 0) c.summary += " (newest checkpoint: step " + std::to_string(checkpoint) + ")";
+    if (e.preempt_deadline_passed) c.summary += "; the ranks left after --preempt-grace were killed";
     return c;
   }
-  // A crash. The culprit, most precise evidence first: a rank seen dying without an exit record, the process
-  // manager's own report, a rank's crash exit code, then the process manager's status alone.
-  c.outcome = Outcome::Crash;
-  if (e.first_dead_rank >= 0) {
-    c.rank = e.first_dead_rank;
-    c.node = node_of(e.beats, c.rank);
-    c.summary = rank_text(c.rank, c.node) + " died without an exit record";
-    if (e.first_event && e.first_event->rank == c.rank && e.first_event->kind == FailureEvent::Kind::Signal) {
-      c.summary += ": killed by " + signal_text(e.first_event->value);
-    }
-    return c;
-  }
-  if (e.first_event && e.first_event->rank >= 0) {
-    c.rank = e.first_event->rank;
-    c.node = e.first_event->node.empty() ? node_of(e.beats, c.rank) : e.first_event->node;
-    if (e.first_event->kind == FailureEvent::Kind::Signal) {
-      c.summary = rank_text(c.rank, c.node) + " was killed by " + signal_text(e.first_event->value);
-    } else {
-      if (e.first_event->value == kExitPeerFailure) c.outcome = Outcome::PeerFailure;
-      c.summary = rank_text(c.rank, c.node) + " exited with code " + std::to_string(e.first_event->value);
-    }
-    return c;
-  }
-  for (const auto& h : e.beats) {
-    if (h.exit_code > 0 && h.exit_code != kExitPeerFailure) {
-      c.rank = h.rank;
-      c.node = h.node;
-      c.summary = rank_text(h.rank, h.node) + " exited with code " + std::to_string(h.exit_code);
+  const bool failed = e.first_dead_rank >= 0 || crash_record(e) ||
+                      (e.first_event && is_failure_report(*e.first_event, e.forwarded_signal));
+  if (e.preemption_forwarded && !failed) {
+    c.preemption_requested = true;
+    if (e.preempt_deadline_passed) {
+      c.outcome = Outcome::Hang;
+      c.summary =
+          "the ranks did not finish the emergency checkpoint within --preempt-grace after a preemption request (no "
+          "rank exited 75) and were killed";
       return c;
     }
-  }
-  if (std::any_of(e.beats.begin(), e.beats.end(), [](const Heartbeat& h) { return h.exit_code == kExitPeerFailure; })) {
-    c.outcome = Outcome::PeerFailure;
-    c.summary = "ranks reported a communicator failure (exit 76) without naming the failed peer";
+    // E.g. the forwarded signal killed ranks that had not installed their handlers yet (docs/worker-protocol.md).
+    c.outcome = Outcome::Preempted;
+    c.summary = "no rank confirmed an emergency checkpoint (none exited 75; the process manager ";
+    c.summary += e.manager_signal != 0 ? "was killed by " + signal_text(e.manager_signal)
+                                       : "exited with code " + std::to_string(e.manager_exit_code);
+    c.summary += "): the run resumes from the newest committed checkpoint";
     return c;
   }
-  c.summary = e.manager_signal != 0 ? "the process manager was killed by " + signal_text(e.manager_signal)
-                                    : "the process manager exited with code " + std::to_string(e.manager_exit_code) +
-                                          " and no rank left an exit record";
+  c = classify_failure(e);
+  if (e.preemption_forwarded) {
+    c.preemption_requested = true;
+    c.summary += ", during the emergency checkpoint after a preemption request (no rank confirmed the checkpoint)";
+  }
   return c;
+}
+
+bool is_failure_report(const FailureEvent& event, int forwarded_signal) {
+  switch (event.kind) {
+    case FailureEvent::Kind::Signal:
+      return event.value != forwarded_signal || forwarded_signal == 0;
+    case FailureEvent::Kind::ExitCode:
+      return event.value != kExitSuccess && event.value != kExitPreempted;
+    case FailureEvent::Kind::NodeLost:
+      return true;
+  }
+  return true;
 }
 
 Decision decide(const Options& options, const Classification& c, int failed_restarts, const ProgressState& progress) {
@@ -196,6 +245,14 @@ Decision decide(const Options& options, const Classification& c, int failed_rest
             {},
             "gave up: --max-restarts " + std::to_string(options.max_restarts) +
                 " relaunches used; raise it or fix the cause above"};
+  }
+  if (c.preemption_requested) {
+    // Relaunching now would ignore the request to stop; the next run resumes, with this failure counted.
+    return {Decision::Action::Stop,
+            kExitPreempted,
+            {},
+            "preempted, and the emergency checkpoint failed (counted as a failure): run the same command again (or let "
+            "Slurm requeue the job) to resume from the newest committed checkpoint"};
   }
   auto backoff = options.backoff;
   for (int i = 0; i < failed_restarts && backoff < options.backoff_max; ++i)

@@ -22,9 +22,11 @@ enum class Outcome { Success, Usage, Preempted, Crash, PeerFailure, Hang, NodeLo
 const char* outcome_name(Outcome outcome);
 
 struct AttemptEvidence {
-  std::optional<HangVerdict> hang;    // the launcher killed the attempt for this hang
-  bool preemption_forwarded = false;  // the launcher received SIGTERM/SIGUSR1 and passed it on
-  int manager_exit_code = -1;         // mpirun/srun: exit code, or -1 when killed by a signal
+  std::optional<HangVerdict> hang;       // the launcher killed the attempt for this hang
+  bool preemption_forwarded = false;     // the launcher received SIGTERM/SIGUSR1 and passed it on
+  int forwarded_signal = 0;              // the signal it passed on (a rank without handlers dies of it)
+  bool preempt_deadline_passed = false;  // the ranks were still running after --preempt-grace and were killed
+  int manager_exit_code = -1;            // mpirun/srun: exit code, or -1 when killed by a signal
   int manager_signal = 0;
   std::vector<Heartbeat> beats;             // the ranks' last heartbeats
   std::optional<FailureEvent> first_event;  // first failure the process manager reported
@@ -36,8 +38,19 @@ struct Classification {
   int rank = -1;     // the rank to blame, -1 when none
   std::string node;  // its node, "" when unknown
   bool node_lost = false;
+  // A preemption was requested during the attempt: whatever the outcome, it is not relaunched now.
+  bool preemption_requested = false;
   std::string summary;  // one line: what happened and to whom
 };
+
+// Whether a process manager's report is a failure: a rank killed by a signal other than the forwarded preemption
+// signal (a rank without handlers yet dies of that one), or an exit code other than 0 and 75 (preempted).
+bool is_failure_report(const FailureEvent& event, int forwarded_signal);
+
+// Preemption: the attempt is a clean preemption only when a rank confirmed the emergency checkpoint (exit 75, which a
+// rank gives only once the checkpoint is committed on every rank) and no rank failed before that; a rank that dies or
+// crashes during the emergency checkpoint makes the attempt that failure (crash, peer failure), and ranks still
+// running after --preempt-grace a hang.
 
 Classification classify(const AttemptEvidence& evidence);
 
@@ -48,6 +61,9 @@ struct Decision {
   std::string reason;  // one line
 };
 
+// A failure while a preemption was requested is counted like any other (--max-restarts, --no-progress-limit), but not
+// relaunched: the launcher stops with 75 (run again to resume from the newest committed checkpoint) unless a limit
+// stops the run first (70, 71).
 // `failed_restarts`: relaunches after failures already made in this run (this attempt's not included);
 // `progress`: the restart-loop state with this attempt recorded (its streak counts consecutive failed attempts, this
 // one included, without progress on its basis; see restart_progress.hpp).

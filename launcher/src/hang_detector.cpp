@@ -19,6 +19,7 @@ HangDetector::HangDetector(HangSettings settings, int world_size, double start_s
     : settings_(settings), start_s_(start_s), ranks_(static_cast<std::size_t>(world_size)), last_progress_s_(start_s) {}
 
 double HangDetector::timeout_s() const {
+  if (!settings_.enabled) return 0;
   if (settings_.fixed_timeout_s > 0) return settings_.fixed_timeout_s;
   return std::max(settings_.min_timeout_s, settings_.factor * slowest_step_s_);
 }
@@ -62,7 +63,7 @@ std::optional<HangVerdict> HangDetector::check(double now_s) const {
   const double timeout = timeout_s();
   HangVerdict silent{HangVerdict::Kind::Silent, {}, {}, {}};
   std::ostringstream silent_text;
-  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+  for (std::size_t r = 0; settings_.enabled && r < ranks_.size(); ++r) {
     const Seen& s = ranks_[r];
     if (!s.known || s.exited || now_s - s.beat_changed_s <= timeout) continue;
     silent.ranks.push_back(static_cast<int>(r));
@@ -91,6 +92,7 @@ std::optional<HangVerdict> HangDetector::check(double now_s) const {
   }
 
   const bool before_first_step = first_step_s_ < 0;
+  if (!before_first_step && !settings_.enabled) return std::nullopt;
   const double limit = before_first_step ? settings_.startup_timeout_s : timeout;
   const double since = before_first_step ? now_s - start_s_ : now_s - last_progress_s_;
   if (since <= limit || first_beat_s_ < 0) return std::nullopt;

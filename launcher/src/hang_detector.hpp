@@ -11,6 +11,7 @@
 //   not started   a rank wrote no heartbeat within the startup timeout.
 // Before an attempt completes its first step the startup timeout applies to stalls (loading can take long); after,
 // the hang timeout: fixed (--hang-timeout) or derived = max(--hang-timeout-min, factor x the slowest step seen).
+// Disabled (--hang-timeout 0), only the startup timeout is left: a rank that never beats, or no first step.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,7 @@
 namespace tenax::launch {
 
 struct HangSettings {
+  bool enabled = true;         // false (--hang-timeout 0): no silent or stalled verdict once the ranks run
   double fixed_timeout_s = 0;  // 0: derived
   double min_timeout_s = 30;
   double factor = 10;
@@ -43,6 +45,7 @@ class HangDetector {
   void observe(const std::vector<Heartbeat>& beats, double now_s);
   std::optional<HangVerdict> check(double now_s) const;
 
+  // The hang timeout in force; 0 when hang detection is disabled.
   double timeout_s() const;
   std::int64_t max_step() const { return max_step_; }
   bool any_step_completed() const { return first_step_s_ >= 0; }

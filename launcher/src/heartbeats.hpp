@@ -2,6 +2,7 @@
 // tenax::worker::Worker; format in docs/worker-protocol.md).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,6 +26,9 @@ struct Heartbeat {
   int preempt_signal = 0;
   int exit_code = -1;
 };
+
+// A heartbeat is one line of a few hundred bytes; a file larger than this is not one and is not read.
+inline constexpr std::size_t kMaxHeartbeatBytes = 65536;
 
 // Every record in <run_dir>/heartbeat/attempt-<attempt> (a record naming another attempt is skipped). A file that
 // cannot be parsed throws IoError naming it.

@@ -17,15 +17,11 @@ namespace {
 
 constexpr int kPreemptedExit = 75;
 
-// Calls visit(record, origin) for every line of the ledger. A line that is not a JSON object, or a field of the wrong
-// kind, throws IoError naming the file and line: the ledger is tenax-launch's own record, a damaged one is reported.
+// Calls visit(record, origin) for every line of the ledger text `in`. A line that is not a JSON object, or a field of
+// the wrong kind, throws IoError naming the file and line: the ledger is tenax-launch's own record, a damaged one is
+// reported.
 template <class Visit>
-void for_each_record(const std::string& path, Visit visit) {
-  std::ifstream in(path);
-  if (!in) {
-    if (errno == ENOENT) return;
-    throw IoError("opening the ledger '" + path + "' failed: " + std::strerror(errno));
-  }
+void for_each_record(std::istream& in, const std::string& path, Visit visit) {
   std::string line;
   int number = 0;
   while (std::getline(in, line)) {
@@ -52,19 +48,67 @@ void for_each_record(const std::string& path, Visit visit) {
 
 }  // namespace
 
+std::string ledger_text(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  for (std::size_t i = 0; i < text.size();) {
+    const unsigned char lead = byte(i);
+    // Length and the allowed range of the second byte (RFC 3629: no overlong forms, no surrogates, <= U+10FFFF).
+    std::size_t length = 0;
+    unsigned char low = 0x80, high = 0xBF;
+    if (lead < 0x80) {
+      length = 1;
+    } else if (lead >= 0xC2 && lead <= 0xDF) {
+      length = 2;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+      length = 3;
+      if (lead == 0xE0) low = 0xA0;
+      if (lead == 0xED) high = 0x9F;
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+      length = 4;
+      if (lead == 0xF0) low = 0x90;
+      if (lead == 0xF4) high = 0x8F;
+    }
+    bool valid = length > 0 && text.size() - i >= length;
+    for (std::size_t k = 1; valid && k < length; ++k) {
+      const unsigned char next = byte(i + k);
+      valid = next >= (k == 1 ? low : 0x80) && next <= (k == 1 ? high : 0xBF);
+    }
+    if (valid) {
+      out.append(text.substr(i, length));
+      i += length;
+    } else {
+      out += "\xEF\xBF\xBD";  // U+FFFD in place of the one byte; the next byte starts afresh
+      ++i;
+    }
+  }
+  return out;
+}
+
 bool is_failure_outcome(const std::string& outcome) {
   return outcome == "crash" || outcome == "hang" || outcome == "node-lost" || outcome == "peer-failure";
 }
 
 Ledger::Ledger(std::string path) : path_(std::move(path)) {
-  for_each_record(path_, [this](const json::Value& record, const std::string& origin) {
+  std::ifstream in(path_);
+  if (!in) {
+    if (errno == ENOENT) return;
+    throw IoError("opening the ledger '" + path_ + "' failed: " + std::strerror(errno));
+  }
+  history_ = read_ledger_history(in, path_);
+}
+
+LedgerHistory read_ledger_history(std::istream& in, const std::string& path) {
+  LedgerHistory history;
+  for_each_record(in, path, [&history](const json::Value& record, const std::string& origin) {
     const std::string event = record.string_or("event", "");
     if (event == "start") {
-      ++history_.invocations;
+      ++history.invocations;
     } else if (event == "attempt") {
-      ++history_.attempts;
+      ++history.attempts;
       const bool failed = is_failure_outcome(record.string_or("outcome", ""));
-      if (failed) ++history_.failed_restarts;
+      if (failed) ++history.failed_restarts;
       // Records of launchers that judged progress by heartbeats only have no "progress_by"; their "checkpoint_step"
       // is what the heartbeats said was committed.
       const std::string basis_name = record.string_or("progress_by", "heartbeat");
@@ -73,13 +117,14 @@ Ledger::Ledger(std::string path) : path_(std::move(path)) {
         throw IoError("'" + origin + "': an attempt record has \"progress_by\": \"" + basis_name +
                       "\" (expected \"checkpoint\" or \"heartbeat\"): the ledger was written by another program");
       }
-      history_.progress.record(*basis, {record.i64_or("max_step", -1), record.i64_or("checkpoint_step", -1)}, failed);
+      history.progress.record(*basis, {record.i64_or("max_step", -1), record.i64_or("checkpoint_step", -1)}, failed);
     } else if (event == "end" && record.i64_or("exit_code", 0) != kPreemptedExit) {
       // The run was stopped on purpose (done, usage error, gave up): a new invocation starts with fresh limits.
-      history_.failed_restarts = 0;
-      history_.progress.reset_streak();
+      history.failed_restarts = 0;
+      history.progress.reset_streak();
     }
   });
+  return history;
 }
 
 void Ledger::append(const std::string& record) {
@@ -102,12 +147,21 @@ void Ledger::append(const std::string& record) {
 }
 
 GoodputSummary summarize_ledger(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    if (errno == ENOENT) return {};
+    throw IoError("opening the ledger '" + path + "' failed: " + std::strerror(errno));
+  }
+  return summarize_ledger(in, path);
+}
+
+GoodputSummary summarize_ledger(std::istream& in, const std::string& path) {
   GoodputSummary s;
   double invocation_start = -1, last_time = -1, previous_end = -1, previous_exit = -1;
   auto close_invocation = [&] {
     if (invocation_start >= 0 && last_time >= invocation_start) s.wall_s += last_time - invocation_start;
   };
-  for_each_record(path, [&](const json::Value& r, const std::string&) {
+  for_each_record(in, path, [&](const json::Value& r, const std::string&) {
     const std::string event = r.string_or("event", "");
     if (event == "start") {
       close_invocation();

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <istream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "restart_progress.hpp"
@@ -48,9 +50,19 @@ class Ledger {
 
 // Replays a ledger's lines into the goodput summary. Throws IoError.
 GoodputSummary summarize_ledger(const std::string& path);
+// The same for ledger text; `path` names it in errors.
+GoodputSummary summarize_ledger(std::istream& in, const std::string& path);
+
+// Replays ledger text into the history the next invocation starts from. Throws IoError naming `path` and the line.
+LedgerHistory read_ledger_history(std::istream& in, const std::string& path);
 
 // The end-of-run table: goodput and the breakdown, one line per cause.
 std::string format_summary(const GoodputSummary& summary);
+
+// `text` as the ledger can hold it: the ledger is read back with a strict JSON reader, which refuses text that is not
+// UTF-8, and its strings come from outside (the program's arguments, its ranks' output, scontrol's messages). Each byte
+// that does not start a well-formed UTF-8 sequence becomes U+FFFD; valid text is returned unchanged.
+std::string ledger_text(std::string_view text);
 
 // Outcomes that count as failures (relaunched, limited by --max-restarts).
 bool is_failure_outcome(const std::string& outcome);

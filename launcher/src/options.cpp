@@ -1,5 +1,6 @@
 #include "options.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <climits>
@@ -51,8 +52,8 @@ cxxopts::Options make_parser() {
       cxxopts::value<std::string>())("no-requeue", "Slurm: do not run `scontrol requeue` after a preemption");
   parser.add_options("Failure detection")(
       "hang-timeout",
-      "A rank silent, or no step completed, for this long is a hang (e.g. 90s; default: derived "
-      "from observed step times)",
+      "A rank silent, or no step completed, for this long is a hang (e.g. 90s; default: derived from observed step "
+      "times); 0 disables hang detection (--startup-timeout still bounds the time to the first step)",
       cxxopts::value<std::string>())("hang-timeout-min", "Smallest derived hang timeout [30s]",
                                      cxxopts::value<std::string>())(
       "hang-factor", "Derived hang timeout = this x the slowest step seen [10]", cxxopts::value<std::string>())(
@@ -81,12 +82,25 @@ int int_option(const cxxopts::ParseResult& parsed, const std::string& name, int 
   return static_cast<int>(env::parse_int("--" + name, parsed[name].as<std::string>(), min, max));
 }
 
+// `zero_means`: what 0 does for this option ("" when 0 is refused), for the help-like hint of an error.
 std::chrono::milliseconds duration_option(const cxxopts::ParseResult& parsed, const std::string& name,
-                                          std::chrono::milliseconds fallback, bool zero_allowed) {
+                                          std::chrono::milliseconds fallback, const std::string& zero_means) {
   if (!parsed.count(name)) return fallback;
-  auto value = env::parse_duration("--" + name, parsed[name].as<std::string>());
-  if (!zero_allowed && value.count() <= 0) {
-    throw UsageError("--" + name + " must be longer than 0 (e.g. 500ms, 5s, 2m)");
+  const std::string text = parsed[name].as<std::string>();
+  const std::string expected = "expected a duration such as 90s, 500ms, 5m or 1h" +
+                               (zero_means.empty() ? std::string(", longer than 0") : "; 0 " + zero_means);
+  std::chrono::milliseconds value;
+  try {
+    value = env::parse_duration("--" + name, text);
+  } catch (const UsageError&) {
+    throw UsageError("--" + name + "='" + text + "' is not valid: " + expected);
+  }
+  if (value.count() == 0) {
+    // "0", "0s", "0.0ms" mean 0; "0.0001s" only rounds to it, which is a mistake rather than a request for 0.
+    const bool literal_zero = std::strtod(text.c_str(), nullptr) == 0.0;
+    if (zero_means.empty() || !literal_zero) {
+      throw UsageError("--" + name + "='" + text + "' " + (literal_zero ? "is 0" : "rounds to 0 ms") + ": " + expected);
+    }
   }
   return value;
 }
@@ -98,15 +112,34 @@ std::string string_option(const cxxopts::ParseResult& parsed, const std::string&
   return value;
 }
 
+bool is_executable_file(const std::string& path) {
+  struct stat info {};
+  return stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+// Throws UsageError, naming `what`, what is wrong with `name` and the fix, unless find_executable finds it.
+void require_executable(const std::string& what, const std::string& name, const std::string& fix) {
+  if (!find_executable(name).empty()) return;
+  std::string problem = "was not found or is not executable: " + fix;
+  struct stat info {};
+  if (name.find('/') != std::string::npos && stat(name.c_str(), &info) == 0) {
+    // execve refuses a directory too, but in every rank of every attempt: say it here, once.
+    if (S_ISDIR(info.st_mode)) {
+      problem = "is a directory, not a program: " + fix;
+    } else if (!S_ISREG(info.st_mode)) {
+      problem = "is not a regular file: " + fix;
+    } else {
+      problem = "is not executable: make it so (chmod +x) or " + fix;
+    }
+  }
+  throw UsageError(what + " '" + name + "' " + problem);
+}
+
 void check_consistency(const Options& o) {
   if (o.program.empty()) {
     throw UsageError(std::string("no program to launch: usage: ") + kUsageLine);
   }
-  if (find_executable(o.program.front()).empty()) {
-    throw UsageError("PROGRAM '" + o.program.front() +
-                     "' was not found or is not executable (give a path or put it "
-                     "on PATH)");
-  }
+  require_executable("PROGRAM", o.program.front(), "give the path of the program's executable or put it on PATH");
   if (o.mode == Mode::Local && o.ranks == 0) throw UsageError("--ranks (-n) is required in local mode");
   if (o.mode == Mode::Local && (o.nodes || o.tasks_per_node || o.spare_nodes || o.elastic)) {
     throw UsageError(
@@ -131,13 +164,13 @@ void check_consistency(const Options& o) {
 
 std::string find_executable(const std::string& name) {
   if (name.empty()) return "";
-  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : "";
+  if (name.find('/') != std::string::npos) return is_executable_file(name) ? name : "";
   const char* path = std::getenv("PATH");
   std::stringstream dirs(path != nullptr ? path : "/usr/bin:/bin");
   std::string dir;
   while (std::getline(dirs, dir, ':')) {
     std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (is_executable_file(candidate)) return candidate;  // a directory of that name is passed over, as by execvp
   }
   return "";
 }
@@ -211,14 +244,15 @@ ParseResult parse_options(int argc, const char* const* argv) {
   options.elastic = parsed.count("elastic") > 0;
   options.requeue = parsed.count("no-requeue") == 0;
 
-  options.backoff = duration_option(parsed, "backoff", options.backoff, true);
-  options.backoff_max = duration_option(parsed, "backoff-max", options.backoff_max, true);
-  options.hang_timeout = duration_option(parsed, "hang-timeout", options.hang_timeout, false);
-  options.hang_timeout_min = duration_option(parsed, "hang-timeout-min", options.hang_timeout_min, false);
-  options.startup_timeout = duration_option(parsed, "startup-timeout", options.startup_timeout, false);
-  options.heartbeat_interval = duration_option(parsed, "heartbeat-interval", options.heartbeat_interval, false);
-  options.kill_grace = duration_option(parsed, "kill-grace", options.kill_grace, true);
-  options.preempt_grace = duration_option(parsed, "preempt-grace", options.preempt_grace, false);
+  options.backoff = duration_option(parsed, "backoff", options.backoff, "relaunches at once");
+  options.backoff_max = duration_option(parsed, "backoff-max", options.backoff_max, "relaunches at once");
+  options.hang_timeout = duration_option(parsed, "hang-timeout", options.hang_timeout, "disables hang detection");
+  options.detect_hangs = !(parsed.count("hang-timeout") && options.hang_timeout.count() == 0);
+  options.hang_timeout_min = duration_option(parsed, "hang-timeout-min", options.hang_timeout_min, "");
+  options.startup_timeout = duration_option(parsed, "startup-timeout", options.startup_timeout, "");
+  options.heartbeat_interval = duration_option(parsed, "heartbeat-interval", options.heartbeat_interval, "");
+  options.kill_grace = duration_option(parsed, "kill-grace", options.kill_grace, "kills at once");
+  options.preempt_grace = duration_option(parsed, "preempt-grace", options.preempt_grace, "");
   if (parsed.count("hang-factor")) {
     const std::string text = parsed["hang-factor"].as<std::string>();
     char* end = nullptr;
@@ -238,10 +272,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
 
   check_consistency(options);
   const std::string& starter = options.mode == Mode::Local ? options.mpirun : options.srun;
-  if (find_executable(starter).empty()) {
-    throw UsageError(std::string(options.mode == Mode::Local ? "--mpirun" : "--srun") + " '" + starter +
-                     "' was not found or is not executable");
-  }
+  require_executable(options.mode == Mode::Local ? "--mpirun" : "--srun", starter, "give its path, or put it on PATH");
   return {std::move(options), ""};
 }
 

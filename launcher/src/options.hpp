@@ -22,7 +22,8 @@ struct Options {
   int bad_node_strikes = 2;                 // failures blamed on a node before it is excluded (node loss: at once)
   std::chrono::milliseconds backoff{1000};  // first wait before a relaunch; doubles each time
   std::chrono::milliseconds backoff_max{60000};
-  std::chrono::milliseconds hang_timeout{0};  // 0 = derived from observed step times
+  std::chrono::milliseconds hang_timeout{0};  // 0 = derived from observed step times (unless detect_hangs is off)
+  bool detect_hangs = true;                   // --hang-timeout 0: no silence or stall verdicts once the ranks run
   std::chrono::milliseconds hang_timeout_min{30000};
   double hang_factor = 10;                            // derived timeout = factor x slowest step seen
   std::chrono::milliseconds startup_timeout{600000};  // until the first step of an attempt
@@ -51,7 +52,8 @@ struct ParseResult {
 // Parses argv (argv[0] is the launcher). Throws UsageError.
 ParseResult parse_options(int argc, const char* const* argv);
 
-// Finds `name` the way execvp would (PATH search when it has no '/'); "" when not found or not executable.
+// Finds `name` the way execvp would (PATH search when it has no '/'); "" when not found, not executable or not a
+// regular file (a directory passes access(X_OK) but cannot be run).
 std::string find_executable(const std::string& name);
 
 }  // namespace tenax::launch

@@ -26,24 +26,10 @@ OutputPump::~OutputPump() {
 }
 
 std::optional<FailureEvent> OutputPump::take(int index, const char* data, std::size_t size) {
-  std::optional<FailureEvent> first;
-  std::string& partial = partial_[index];
-  partial.append(data, size);
-  std::size_t start = 0;
-  std::string complete;
-  for (std::size_t newline; (newline = partial.find('\n', start)) != std::string::npos; start = newline + 1) {
-    std::string_view line(partial.data() + start, newline - start);
-    auto event = scanner_.scan(line);
-    if (event && !first) first = std::move(event);
-  }
-  // Forward whole lines only, so that a rank's line is never split by another rank's or by the launcher's own.
-  write_all_to(index == 0 ? STDOUT_FILENO : STDERR_FILENO, partial.substr(0, start));
-  partial.erase(0, start);
-  if (partial.size() > 65536) {  // a program writing without newlines: pass it through anyway
-    write_all_to(index == 0 ? STDOUT_FILENO : STDERR_FILENO, partial);
-    partial.clear();
-  }
-  return first;
+  std::string forward;
+  auto event = lines_[index].feed(scanner_, std::string_view(data, size), forward);
+  write_all_to(index == 0 ? STDOUT_FILENO : STDERR_FILENO, forward);
+  return event;
 }
 
 std::optional<FailureEvent> OutputPump::pump(int timeout_ms) {
@@ -65,22 +51,23 @@ std::optional<FailureEvent> OutputPump::pump(int timeout_ms) {
   for (int k = 0; k < count; ++k) {
     if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     int i = index_of[k];
-    while (true) {
+    // At most kMaxReadPerCall per stream: a program that writes without pause must not keep the caller from watching
+    // heartbeats and signals; what is left is read on the next call.
+    for (std::size_t taken = 0; taken < kMaxReadPerCall;) {
       ssize_t n = read(fds_[i], buffer, sizeof buffer);
       if (n > 0) {
         auto event = take(i, buffer, static_cast<std::size_t>(n));
         if (event && !first) first = std::move(event);
+        taken += static_cast<std::size_t>(n);
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && errno == EAGAIN) break;
       // End of file or error: flush what is left and stop watching this stream.
-      if (!partial_[i].empty()) {
-        auto event = scanner_.scan(partial_[i]);
-        if (event && !first) first = std::move(event);
-        write_all_to(i == 0 ? STDOUT_FILENO : STDERR_FILENO, partial_[i] + "\n");
-        partial_[i].clear();
-      }
+      std::string forward;
+      auto event = lines_[i].finish(scanner_, forward);
+      if (event && !first) first = std::move(event);
+      write_all_to(i == 0 ? STDOUT_FILENO : STDERR_FILENO, forward);
       close(fds_[i]);
       fds_[i] = -1;
       break;

@@ -5,12 +5,15 @@
 #include <optional>
 #include <string>
 
+#include "line_splitter.hpp"
 #include "output_scanner.hpp"
 
 namespace tenax::launch {
 
 class OutputPump {
  public:
+  // The most one pump() call reads from each stream before it returns.
+  static constexpr std::size_t kMaxReadPerCall = 256 * 1024;
   OutputPump(int stdout_fd, int stderr_fd);
   ~OutputPump();
   OutputPump(const OutputPump&) = delete;
@@ -25,7 +28,7 @@ class OutputPump {
   std::optional<FailureEvent> take(int index, const char* data, std::size_t size);
 
   int fds_[2];
-  std::string partial_[2];
+  LineSplitter lines_[2];  // one per stream
   OutputScanner scanner_;
 };
 

@@ -5,13 +5,21 @@
 //                       "srun: error: Node failure on n2"
 // These are the only place a process manager says which rank died first (the ranks are not the launcher's
 // children). The first event of an attempt is the one that names the culprit; later ones are the teardown.
+//
+// The lines come from the ranks' output as much as from the process manager, so anything may be in them: they are read
+// by hand-written scanners, linear in the line's length and without recursion, and a number that does not fit an int
+// makes a line no report. Nothing here throws but std::bad_alloc.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
 
 namespace tenax::launch {
+
+// A report is one short line (a rank, a host name, a few words); a longer line is not one and is not looked at.
+inline constexpr std::size_t kMaxScannedLine = 4096;
 
 struct FailureEvent {
   enum class Kind { Signal, ExitCode, NodeLost } kind;
@@ -24,6 +32,7 @@ struct FailureEvent {
 class OutputScanner {
  public:
   // Feeds one line (without its newline); returns an event when the line completes one.
+  // Lines longer than kMaxScannedLine are passed over.
   std::optional<FailureEvent> scan(std::string_view line);
 
  private:

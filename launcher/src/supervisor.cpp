@@ -123,7 +123,7 @@ class Supervisor {
       if (decision.action == Decision::Action::Retry) ++failed_restarts_;
       append_attempt(plan, report, committed, classified, decision);
       if (decision.action != Decision::Action::Retry) {
-        if (classified.outcome == Outcome::Preempted && slurm_) {
+        if (decision.exit_code == kExitPreempted && slurm_) {
           return finish(decision.exit_code, requeue(decision.reason));
         }
         return finish(decision.exit_code, decision.reason);
@@ -183,9 +183,9 @@ class Supervisor {
     line.add("event", "start").add("time", unix_now()).add("invocation", ledger_->history().invocations + 1);
     line.add("mode", slurm_ ? "slurm" : "local")
         .add("ranks", options_.ranks)
-        .add("program", join(options_.program, " "));
+        .add("program", ledger_text(join(options_.program, " ")));
     if (slurm_) {
-      line.add("slurm_job_id", job_.job_id).add("slurm_restart_count", job_.restart_count);
+      line.add("slurm_job_id", ledger_text(job_.job_id)).add("slurm_restart_count", job_.restart_count);
     } else {
       line.add_null("slurm_job_id").add("slurm_restart_count", 0);
     }
@@ -206,7 +206,7 @@ class Supervisor {
     line.add("world_size", plan.world_size).add("start", r.start_unix).add("end", r.end_unix);
     line.add("wall_s", r.end_unix - r.start_unix).add("outcome", outcome_name(c.outcome));
     line.add("manager_exit", r.evidence.manager_exit_code).add("manager_signal", r.evidence.manager_signal);
-    line.add("rank", c.rank).add("node", c.node).add("summary", c.summary);
+    line.add("rank", c.rank).add("node", ledger_text(c.node)).add("summary", ledger_text(c.summary));
     line.add("resumed_step", static_cast<long long>(r.resumed_step))
         .add("max_step", static_cast<long long>(r.max_step));
     line.add("checkpoint_step", static_cast<long long>(saved)).add("steps_done", static_cast<long long>(r.steps_done));
@@ -225,14 +225,14 @@ class Supervisor {
     line.add("relaunch_s", r.relaunch_s).add("load_s", r.load_s).add("detect_s", r.detect_s);
     line.add("teardown_s", r.teardown_s).add("work_lost_s", work_lost);
     line.add("backoff_s", d.action == Decision::Action::Retry ? d.backoff.count() / 1000.0 : 0.0);
-    line.add("hang_timeout_s", r.hang_timeout_s).add("decision", d.reason);
+    line.add("hang_timeout_s", r.hang_timeout_s).add("decision", ledger_text(d.reason));
     ledger_->append(line.str());
   }
 
   int finish(int exit_code, const std::string& reason) {
     json::ObjectWriter line;
     line.add("event", "end").add("time", unix_now()).add("invocation", ledger_->history().invocations + 1);
-    line.add("exit_code", exit_code).add("reason", reason);
+    line.add("exit_code", exit_code).add("reason", ledger_text(reason));
     ledger_->append(line.str());
     GoodputSummary summary = summarize_ledger(ledger_->path());
     announce((exit_code == 0 ? "done: " : "stopping (exit " + std::to_string(exit_code) + "): ") + reason);

@@ -98,6 +98,80 @@ TEST(Classify, PreemptionAfterTheLauncherForwardedTheSignal) {
   EXPECT_NE(c.summary.find("step 12"), std::string::npos) << c.summary;
 }
 
+// Once the launcher forwarded a preemption, every ending was "preempted after the emergency checkpoint", even when a
+// rank died in the middle of it. Only a rank's exit 75 (given once the checkpoint is committed on every rank) makes a
+// clean preemption.
+TEST(Classify, ARankKilledDuringTheEmergencyCheckpointIsACrash) {
+  AttemptEvidence e;
+  e.preemption_forwarded = true;
+  e.forwarded_signal = SIGUSR1;
+  e.manager_exit_code = 137;
+  e.beats = {rank_beat(0, -1), rank_beat(1, -1)};
+  e.first_dead_rank = 1;
+  e.first_event = FailureEvent{FailureEvent::Kind::Signal, 1, "vm", SIGKILL, "..."};
+  auto c = classify(e);
+  EXPECT_EQ(c.outcome, Outcome::Crash);
+  EXPECT_EQ(c.rank, 1);
+  EXPECT_TRUE(c.preemption_requested);
+  EXPECT_NE(c.summary.find("during the emergency checkpoint"), std::string::npos) << c.summary;
+  EXPECT_EQ(c.summary.find("after the emergency checkpoint"), std::string::npos) << c.summary;
+  // Seen only in the process manager's report (Slurm mode has no pid check).
+  e.first_dead_rank = -1;
+  c = classify(e);
+  EXPECT_EQ(c.outcome, Outcome::Crash);
+  EXPECT_EQ(c.rank, 1);
+}
+
+TEST(Classify, ARankThatFailsTheEmergencyCheckpointIsTheCulpritNotTheirPeers) {
+  AttemptEvidence e;
+  e.preemption_forwarded = true;
+  e.forwarded_signal = SIGTERM;
+  e.manager_exit_code = 1;
+  e.beats = {rank_beat(0, 76), rank_beat(1, 1), rank_beat(2, 76)};  // rank 1: disk full while writing
+  auto c = classify(e);
+  EXPECT_EQ(c.outcome, Outcome::Crash);
+  EXPECT_EQ(c.rank, 1);
+  EXPECT_TRUE(c.preemption_requested);
+}
+
+TEST(Classify, KillsAfterAConfirmedEmergencyCheckpointAreTheTeardown) {
+  // srun kills the other tasks once the first exits 75, and may report those kills first.
+  AttemptEvidence e;
+  e.preemption_forwarded = true;
+  e.forwarded_signal = SIGTERM;
+  e.manager_exit_code = 75;
+  e.beats = {rank_beat(0, 75), rank_beat(1, -1)};
+  e.first_event = FailureEvent{FailureEvent::Kind::Signal, 1, "n2", SIGKILL, "srun: error: n2: task 1: Killed"};
+  auto c = classify(e);
+  EXPECT_EQ(c.outcome, Outcome::Preempted);
+  EXPECT_NE(c.summary.find("1 of 2 ranks exited with the preempted code 75"), std::string::npos) << c.summary;
+  // mpirun: its report of the first exit 75.
+  e.manager_exit_code = 1;
+  e.beats = {rank_beat(0, -1), rank_beat(1, -1)};
+  e.first_event = FailureEvent{FailureEvent::Kind::ExitCode, 0, "", 75, "Exit code:    75"};
+  EXPECT_EQ(classify(e).outcome, Outcome::Preempted);
+}
+
+TEST(Classify, APreemptionWithoutAnyConfirmationIsSaidSo) {
+  // The forwarded signal killed a rank that had not installed its handlers yet: documented, no failure.
+  AttemptEvidence e;
+  e.preemption_forwarded = true;
+  e.forwarded_signal = SIGUSR1;
+  e.manager_exit_code = 1;
+  e.first_event = FailureEvent{FailureEvent::Kind::Signal, 0, "vm", SIGUSR1, "..."};
+  auto c = classify(e);
+  EXPECT_EQ(c.outcome, Outcome::Preempted);
+  EXPECT_NE(c.summary.find("no rank confirmed an emergency checkpoint"), std::string::npos) << c.summary;
+  // Ranks still running after --preempt-grace: a hang of the emergency checkpoint.
+  e.first_event.reset();
+  e.preempt_deadline_passed = true;
+  e.beats = {rank_beat(0, -1), rank_beat(1, -1)};
+  c = classify(e);
+  EXPECT_EQ(c.outcome, Outcome::Hang);
+  EXPECT_TRUE(c.preemption_requested);
+  EXPECT_NE(c.summary.find("--preempt-grace"), std::string::npos) << c.summary;
+}
+
 TEST(Classify, PeerFailureAloneNamesNoOne) {
   AttemptEvidence e;
   e.manager_exit_code = 76;
@@ -145,6 +219,20 @@ TEST(Decide, NoProgressStopsWithItsOwnCode) {
   EXPECT_EQ(d.action, Decision::Action::Stop);
   EXPECT_EQ(d.exit_code, kExitNoProgress);
   EXPECT_EQ(decide(limits(100, 3), c, 5, {ProgressBasis::Checkpoint, 2, 0}).action, Decision::Action::Retry);
+}
+
+// A failure during a requested preemption is not relaunched (the launcher was asked to stop) but counted: 75 while
+// relaunches are left, the limits' own codes when they are used up.
+TEST(Decide, AFailureDuringAPreemptionStopsAndCounts) {
+  Classification c;
+  c.outcome = Outcome::Crash;
+  c.preemption_requested = true;
+  auto stop = decide(limits(3, 3), c, 0, {ProgressBasis::Checkpoint, 1, 5});
+  EXPECT_EQ(stop.action, Decision::Action::Stop);
+  EXPECT_EQ(stop.exit_code, 75);
+  EXPECT_NE(stop.reason.find("emergency checkpoint failed"), std::string::npos) << stop.reason;
+  EXPECT_EQ(decide(limits(3, 3), c, 3, {ProgressBasis::Checkpoint, 1, 5}).exit_code, kExitGaveUp);
+  EXPECT_EQ(decide(limits(3, 3), c, 0, {ProgressBasis::Checkpoint, 3, 5}).exit_code, kExitNoProgress);
 }
 
 TEST(Decide, PreemptionStopsWith75AndSuccessFinishes) {

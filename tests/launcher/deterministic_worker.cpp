@@ -19,10 +19,17 @@
 //                        [--crash-at-step S --crash-rank R]     abort() there on every attempt
 //                        [--crash-step-growth G]                ... at step S + G x (attempt - 1) instead
 //                        [--hang-at-step S --hang-rank R]       first attempt: never finish step S (no collective)
+//                        [--slow-at-step S --slow-step-ms MS]   first attempt: step S takes MS on every rank
+//                        [--say-at-step S --say TEXT]           first attempt: rank 0 prints the line TEXT at step S
+//                        [--die-in-emergency-checkpoint R]      rank R kills itself (SIGKILL) in the middle of the
+//                                                               emergency checkpoint (rank 0: after writing the data,
+//                                                               before the manifest or rename; others: before the
+//                                                               barrier that commits it)
 // Prints "final parameters checksum: <16 hex digits>" (rank 0) and exits 0; 75 after a preemption checkpoint;
 // 64 for a bad argument.
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,6 +67,11 @@ struct Config {
   bool checkpoint_dirs = false;     // --checkpoint-layout dirs
   long long hang_at_step = -1;      // first attempt only: the rank stops issuing collectives but stays alive
   long long hang_rank = 0;
+  long long slow_at_step = -1;  // first attempt only: this step's compute takes slow_step_ms
+  long long slow_step_ms = 0;
+  long long die_in_emergency_checkpoint = -1;  // this rank is killed while the emergency checkpoint is written
+  long long say_at_step = -1;                  // first attempt only: rank 0 prints `say` as a line of its own
+  std::string say;
 };
 
 Config parse(int argc, char** argv) {
@@ -80,6 +92,16 @@ Config parse(int argc, char** argv) {
       c.crash_at_step = tenax::env::parse_int("--crash-at-step", value, 1, 100000000);
     } else if (name == "--hang-at-step") {
       c.hang_at_step = tenax::env::parse_int("--hang-at-step", value, 1, 100000000);
+    } else if (name == "--slow-at-step") {
+      c.slow_at_step = tenax::env::parse_int("--slow-at-step", value, 1, 100000000);
+    } else if (name == "--slow-step-ms") {
+      c.slow_step_ms = tenax::env::parse_int("--slow-step-ms", value, 0, 100000);
+    } else if (name == "--say-at-step") {
+      c.say_at_step = tenax::env::parse_int("--say-at-step", value, 1, 100000000);
+    } else if (name == "--say") {
+      c.say = value;
+    } else if (name == "--die-in-emergency-checkpoint") {
+      c.die_in_emergency_checkpoint = tenax::env::parse_int("--die-in-emergency-checkpoint", value, 0, 100000);
     } else if (name == "--hang-rank") {
       c.hang_rank = tenax::env::parse_int("--hang-rank", value, 0, 100000);
     } else if (name == "--crash-rank") {
@@ -151,9 +173,16 @@ std::string_view as_text(const std::vector<unsigned char>& bytes) {
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
-void write_checkpoint_file(const std::string& dir, long long step, const std::vector<double>& params) {
+// `die_midway`: the process is killed after the data is written and before the checkpoint is committed, as by an OOM
+// kill or a node failure in the middle of a checkpoint.
+void die_if(bool die_midway) {
+  if (die_midway) raise(SIGKILL);
+}
+
+void write_checkpoint_file(const std::string& dir, long long step, const std::vector<double>& params, bool die_midway) {
   const std::string final_path = dir + "/" + checkpoint_name(step);
   write_file_synced(final_path + ".tmp", as_text(encode(step, params)));
+  die_if(die_midway);
   rename_or_throw(final_path + ".tmp", final_path);
   fsync_dir(dir);
 }
@@ -162,13 +191,14 @@ std::string step_dir_name(long long step) {
   return "step_" + std::to_string(step);
 }
 
-void write_checkpoint_dir(const std::string& dir, long long step, const std::vector<double>& params) {
+void write_checkpoint_dir(const std::string& dir, long long step, const std::vector<double>& params, bool die_midway) {
   const std::string final_dir = dir + "/" + step_dir_name(step);
   if (access((final_dir + "/manifest.json").c_str(), F_OK) == 0) return;  // committed before: the same parameters
   const std::string tmp = final_dir + ".tmp";
   std::filesystem::remove_all(tmp);  // a write cut short by a crash
   std::filesystem::create_directories(tmp);
   write_file_synced(tmp + "/params.bin", as_text(encode(step, params)));
+  die_if(die_midway);
   // The manifest last: a directory holding it is complete.
   write_file_synced(tmp + "/manifest.json",
                     "{\"format\": \"tenax-deterministic-worker\", \"step\": " + std::to_string(step) + "}\n");
@@ -255,6 +285,13 @@ int train(tenax::Runtime& runtime, tenax::worker::Worker& worker, const Config& 
   std::vector<double> gradient(params.size());
   while (step < c.steps) {
     if (c.step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(c.step_ms));  // the "compute"
+    if (step + 1 == c.say_at_step && rank == 0 && worker.info().attempt == 1) {
+      std::printf("%s\n", c.say.c_str());
+      std::fflush(stdout);
+    }
+    if (step + 1 == c.slow_at_step && worker.info().attempt == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(c.slow_step_ms));  // a long step: no collective meanwhile
+    }
     const long long crash_step = c.crash_at_step + c.crash_step_growth * (worker.info().attempt - 1);
     if (c.crash_at_step > 0 && step + 1 == crash_step && rank == c.crash_rank) std::abort();
     if (step + 1 == c.hang_at_step && rank == c.hang_rank && worker.info().attempt == 1) {
@@ -278,13 +315,15 @@ int train(tenax::Runtime& runtime, tenax::worker::Worker& worker, const Config& 
     const bool periodic = step % c.checkpoint_every == 0 || step == c.steps;
     if (periodic || stop) {
       const auto stall_start = Clock::now();
+      const bool die_midway = stop && rank == c.die_in_emergency_checkpoint;
       if (rank == 0) {
         if (c.checkpoint_dirs) {
-          write_checkpoint_dir(dir, step, params);
+          write_checkpoint_dir(dir, step, params, die_midway);
         } else {
-          write_checkpoint_file(dir, step, params);
+          write_checkpoint_file(dir, step, params, die_midway);
         }
       }
+      die_if(die_midway);
       world.barrier();  // committed only when every rank knows rank 0's write is durable
       worker.checkpoint_committed(step, seconds_since(stall_start));
     }

@@ -39,6 +39,26 @@ TEST(HangDetector, ASilentRankIsNamedWithItsNode) {
   EXPECT_NE(verdict->description.find("rank 1 on n2 silent"), std::string::npos) << verdict->description;
 }
 
+// --hang-timeout 0: neither a silent rank nor a stall is a hang once the attempt runs; the startup timeout still
+// bounds the time to the first heartbeat.
+TEST(HangDetector, DisabledDetectionGivesNoVerdictOnceTheRanksRun) {
+  HangSettings off = fixed(0);
+  off.enabled = false;
+  HangDetector d(off, 2, 0.0);
+  d.observe({beat(0, 1, 0, 0), beat(1, 1, 0, 0)}, 0.1);
+  d.observe({beat(0, 2, 1, 2), beat(1, 2, 1, 2)}, 0.5);
+  d.observe({beat(0, 3, 1, 3), beat(1, 2, 1, 2)}, 0.6);  // rank 1 falls silent, no step completes any more
+  EXPECT_FALSE(d.check(50.0).has_value());
+  EXPECT_FALSE(d.check(1e6).has_value());
+  EXPECT_EQ(d.timeout_s(), 0.0) << "the ledger's hang_timeout_s: 0 = disabled";
+
+  HangDetector never_started(off, 2, 0.0);
+  never_started.observe({beat(0, 1, -1, 0, -1)}, 0.1);
+  auto verdict = never_started.check(100.5);
+  ASSERT_TRUE(verdict.has_value());
+  EXPECT_EQ(verdict->kind, HangVerdict::Kind::NotStarted);
+}
+
 TEST(HangDetector, RanksStuckAtDifferentCollectivesNameTheLowest) {
   HangDetector d(fixed(1.0), 3, 0.0);
   d.observe({beat(0, 1, 4, 10), beat(1, 1, 4, 10), beat(2, 1, 4, 10)}, 0.1);

@@ -107,6 +107,33 @@ TEST(LauncherFaults, ARankStuckOutsideCollectivesIsNamedAsTheLaggard) {
   EXPECT_EQ(json_number(attempts[0], "rank"), 0);
 }
 
+// One step of 2.5 s after 30 ms steps: with a derived hang timeout of max(500 ms, 1 x the slowest step) that is a
+// stall, and the attempt is relaunched. With --hang-timeout 0 (hang detection off) the same run just finishes.
+TEST(LauncherFaults, HangTimeoutZeroDisablesHangDetection) {
+  const int ranks = 2;
+  const std::vector<std::string> worker = with(kWorker, {"--slow-at-step", "10", "--slow-step-ms", "2500"});
+  const std::string expected = reference_checksum(ranks, kWorker);
+  const std::vector<std::string> derived = {"--hang-timeout-min", "500ms", "--hang-factor", "1"};
+  {
+    ScratchDir dir("hang-derived");
+    Launch launch(launcher_args(dir, ranks, derived), worker, dir / "out.txt");
+    ASSERT_EQ(launch.wait(seconds(60)), 0) << launch.output();
+    auto attempts = ledger_lines(dir / "run", "attempt");
+    ASSERT_EQ(attempts.size(), 2u) << "the slow step must be a hang when detection is on:\n" << launch.output();
+    EXPECT_EQ(json_string(attempts[0], "outcome"), "hang");
+  }
+  ScratchDir dir("hang-off");
+  Launch launch(launcher_args(dir, ranks, with(derived, {"--hang-timeout", "0"})), worker, dir / "out.txt");
+  ASSERT_EQ(launch.wait(seconds(60)), 0) << launch.output();
+  const std::string output = launch.output();
+  EXPECT_EQ(final_checksum(output), expected) << output;
+  EXPECT_EQ(output.find("hang detected"), std::string::npos) << output;
+  auto attempts = ledger_lines(dir / "run", "attempt");
+  ASSERT_EQ(attempts.size(), 1u) << output;
+  EXPECT_EQ(json_string(attempts[0], "outcome"), "success");
+  EXPECT_EQ(json_number(attempts[0], "hang_timeout_s"), 0.0);
+}
+
 TEST(LauncherFaults, SigtermToTheLauncherCheckpointsExits75AndASecondRunResumes) {
   const int ranks = 2;
   const std::vector<std::string> worker = {"--steps", "40", "--checkpoint-every", "7", "--step-ms", "30"};
@@ -138,6 +165,114 @@ TEST(LauncherFaults, SigtermToTheLauncherCheckpointsExits75AndASecondRunResumes)
   EXPECT_EQ(final_checksum(output), expected) << output;
   EXPECT_NE(output.find("attempt 2 resumed at step " + std::to_string(stop_step)), std::string::npos) << output;
   EXPECT_EQ(ledger_lines(dir / "run", "start").size(), 2u);
+}
+
+// A preemption during which a rank is killed in the middle of the emergency checkpoint (rank 0, after writing the data
+// and before the commit: step_<N>.tmp is left) is no clean preemption: the attempt is a crash of that rank in the
+// ledger and the summary. Once every such ending was reported as "preempted after the emergency checkpoint", with 0
+// failures. The launcher still exits 75 (it was asked to stop; relaunching now would ignore the request), and the next
+// run resumes from the newest committed checkpoint, before the lost emergency one.
+TEST(LauncherFaults, ARankKilledDuringTheEmergencyCheckpointIsAFailureNotACleanPreemption) {
+  const int ranks = 2;
+  const std::vector<std::string> worker = {"--steps",   "40", "--checkpoint-every",  "7",
+                                           "--step-ms", "30", "--checkpoint-layout", "dirs"};
+  const std::string expected = reference_checksum(ranks, worker);
+  ScratchDir dir("preempt-killed");
+  {
+    Launch first(launcher_args(dir, ranks), with(worker, {"--die-in-emergency-checkpoint", "0"}), dir / "out1.txt");
+    auto beat = wait_for_step(dir / "run", 0, 1, 10, seconds(40));
+    ASSERT_TRUE(beat.has_value()) << first.output();
+    ASSERT_EQ(kill(first.pid(), SIGTERM), 0);
+    ASSERT_EQ(first.wait(seconds(60)), 75) << first.output();
+    const std::string output = first.output();
+    EXPECT_EQ(output.find("after the emergency checkpoint"), std::string::npos) << output;
+    EXPECT_NE(output.find("attempt 1 crash: rank 0 on "), std::string::npos) << output;
+    EXPECT_NE(output.find("during the emergency checkpoint"), std::string::npos) << output;
+    EXPECT_NE(output.find("1 failure(s), 0 preemption(s)"), std::string::npos) << output;
+    auto attempts = ledger_lines(dir / "run", "attempt");
+    ASSERT_EQ(attempts.size(), 1u) << output;
+    EXPECT_EQ(json_string(attempts[0], "outcome"), "crash");
+    EXPECT_EQ(json_number(attempts[0], "rank"), 0);
+    const double stop_step = json_number(attempts[0], "max_step");
+    const double committed = json_number(attempts[0], "checkpoint_step");
+    EXPECT_GT(json_number(attempts[0], "work_lost_s"), 0.0);
+    // Rank 0 was killed in the middle of the emergency checkpoint: its step_<N>.tmp is left, never committed. (The
+    // heartbeats may not have reported step N itself before the kill.)
+    std::vector<std::string> unfinished;
+    for (const auto& entry : std::filesystem::directory_iterator(dir / "ckpt")) {
+      const std::string name = entry.path().filename().string();
+      if (name.ends_with(".tmp")) unfinished.push_back(name);
+    }
+    ASSERT_EQ(unfinished.size(), 1u) << output;
+    const long long emergency_step = std::stoll(unfinished[0].substr(5, unfinished[0].size() - 9));
+    EXPECT_GE(static_cast<double>(emergency_step), stop_step);
+    EXPECT_LT(committed, static_cast<double>(emergency_step));
+    EXPECT_FALSE(std::filesystem::exists(dir / ("ckpt/step_" + std::to_string(emergency_step))));
+    auto end = ledger_lines(dir / "run", "end");
+    ASSERT_EQ(end.size(), 1u);
+    EXPECT_EQ(json_number(end[0], "exit_code"), 75);
+    EXPECT_NE(json_string(end[0], "reason").find("emergency checkpoint"), std::string::npos) << end[0];
+  }
+  Launch second(launcher_args(dir, ranks), worker, dir / "out2.txt");
+  ASSERT_EQ(second.wait(seconds(60)), 0) << second.output();
+  EXPECT_EQ(final_checksum(second.output()), expected) << second.output();
+  const auto attempts = ledger_lines(dir / "run", "attempt");
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_LT(json_number(attempts[1], "resumed_step"), json_number(attempts[0], "max_step"));
+}
+
+// The same with no relaunch left: the failure during the emergency checkpoint uses the last one up, and the launcher
+// gives up (exit 70) instead of asking to be run again.
+TEST(LauncherFaults, AFailedEmergencyCheckpointWithNoRelaunchLeftGivesUp) {
+  ScratchDir dir("preempt-killed-last");
+  Launch launch(launcher_args(dir, 2, {"--max-restarts", "0"}),
+                with(kWorker, {"--checkpoint-layout", "dirs", "--die-in-emergency-checkpoint", "1"}), dir / "out.txt");
+  auto beat = wait_for_step(dir / "run", 0, 1, 8, seconds(40));
+  ASSERT_TRUE(beat.has_value()) << launch.output();
+  ASSERT_EQ(kill(launch.pid(), SIGTERM), 0);
+  ASSERT_EQ(launch.wait(seconds(60)), 70) << launch.output();
+  const std::string output = launch.output();
+  EXPECT_NE(output.find("attempt 1 crash: rank 1 on "), std::string::npos) << output;
+  EXPECT_NE(output.find("gave up: --max-restarts 0"), std::string::npos) << output;
+  auto attempts = ledger_lines(dir / "run", "attempt");
+  ASSERT_EQ(attempts.size(), 1u) << output;
+  EXPECT_EQ(json_string(attempts[0], "outcome"), "crash");
+}
+
+// Bytes that are not UTF-8, in a program argument and in a line a rank prints that reads as a process manager's
+// report (so its node name lands in the ledger): the ledger once took them as they were, its strict reader then
+// refused the file, and tenax-launch ended with exit 70 after a successful run — and in every later run of the same
+// run directory.
+TEST(LauncherFaults, BytesThatAreNotUtf8CannotSpoilTheLedger) {
+  const int ranks = 2;
+  const std::string expected = reference_checksum(ranks, kWorker);
+  ScratchDir dir("not-utf8");
+  const std::string fake_report =
+      "srun: error: n\xff\xfe"
+      "1: task 1: Killed";
+  const auto launch_args = launcher_args(dir, ranks);
+  const auto worker = with(kWorker, {"--say-at-step", "3", "--say", fake_report});
+  {
+    Launch launch(launch_args, worker, dir / "out1.txt");
+    ASSERT_EQ(launch.wait(seconds(60)), 0) << launch.output();
+    EXPECT_EQ(final_checksum(launch.output()), expected) << launch.output();
+  }
+  // Every line reads with the strict JSON reader (ledger_lines throws otherwise).
+  auto attempts = ledger_lines(dir / "run", "attempt");
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(json_string(attempts[0], "node"),
+            "n\xef\xbf\xbd\xef\xbf\xbd"
+            "1")
+      << "each byte that is not UTF-8 is U+FFFD";
+  const auto starts = ledger_lines(dir / "run", "start");
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_NE(json_string(starts[0], "program")
+                .find("srun: error: n\xef\xbf\xbd\xef\xbf\xbd"
+                      "1"),
+            std::string::npos);
+  // The next run of the same run directory reads the ledger.
+  Launch again(launch_args, kWorker, dir / "out2.txt");
+  ASSERT_EQ(again.wait(seconds(60)), 0) << again.output();
 }
 
 TEST(LauncherFaults, ACrashOnEveryAttemptStopsAfterMaxRestarts) {

@@ -1,5 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <cstdlib>
+#include <string>
+
+#include "attempt_runner.hpp"
 #include "options.hpp"
 #include "tenax/error.hpp"
 
@@ -57,6 +62,25 @@ TEST(LauncherOptions, TheProgramMustExistAndComeAfterTheSeparator) {
   EXPECT_NE(usage_message({"--mode", "local", "-n", "2", "/bin/true"}).find("after '--'"), std::string::npos);
 }
 
+// A directory passes access(X_OK); it once got through to every attempt, failed to start each time and ended as a
+// restart loop (exit 71) instead of a usage error.
+TEST(LauncherOptions, ADirectoryIsNoProgram) {
+  const std::string by_path = usage_message({"--mode", "local", "-n", "2", "--", "/tmp"});
+  EXPECT_NE(by_path.find("PROGRAM '/tmp' is a directory"), std::string::npos) << by_path;
+  // On PATH, a directory of the program's name is passed over, as execvp does; none else: not found.
+  const char* saved = std::getenv("PATH");
+  const std::string saved_path = saved != nullptr ? saved : "";
+  setenv("PATH", "/", 1);
+  const std::string on_path = usage_message({"--mode", "local", "-n", "2", "--", "tmp"});
+  setenv("PATH", saved_path.c_str(), 1);
+  EXPECT_NE(on_path.find("PROGRAM 'tmp' was not found"), std::string::npos) << on_path;
+  EXPECT_EQ(find_executable("/tmp"), "");
+  EXPECT_EQ(find_executable("/bin/sh"), "/bin/sh");
+  // The same for the process manager.
+  const std::string mpirun = usage_message({"--mode", "local", "-n", "2", "--mpirun", "/tmp", "--", "/bin/true"});
+  EXPECT_NE(mpirun.find("--mpirun '/tmp' is a directory"), std::string::npos) << mpirun;
+}
+
 TEST(LauncherOptions, InconsistentCombinationsAreRejected) {
   EXPECT_NE(usage_message({"--mode", "local", "--", "/bin/true"}).find("--ranks (-n) is required"), std::string::npos);
   EXPECT_NE(usage_message({"--mode", "local", "-n", "2", "--spare-nodes", "1", "--", "/bin/true"}).find("Slurm mode"),
@@ -74,6 +98,46 @@ TEST(LauncherOptions, InconsistentCombinationsAreRejected) {
   EXPECT_NE(usage_message({"--mode", "local", "-n", "2", "--mpirun", "/nonexistent/mpirun", "--", "/bin/true"})
                 .find("--mpirun"),
             std::string::npos);
+}
+
+// "--hang-timeout 0" disables hang detection, as the usual convention (and the duration parser's own hint) says; it
+// was once refused with "must be longer than 0".
+TEST(LauncherOptions, HangTimeoutZeroDisablesHangDetection) {
+  auto disabled = parse({"--mode", "local", "-n", "2", "--hang-timeout", "0", "--", "/bin/true"});
+  ASSERT_TRUE(disabled.options.has_value());
+  EXPECT_FALSE(disabled.options->detect_hangs);
+  EXPECT_FALSE(hang_settings(*disabled.options).enabled);
+  auto derived = parse({"--mode", "local", "-n", "2", "--", "/bin/true"});
+  ASSERT_TRUE(derived.options.has_value());
+  EXPECT_TRUE(derived.options->detect_hangs);
+  EXPECT_TRUE(hang_settings(*derived.options).enabled);
+  EXPECT_EQ(hang_settings(*derived.options).fixed_timeout_s, 0.0) << "no --hang-timeout: derived";
+  for (const char* zero : {"0s", "0ms", "0.0"}) {
+    auto parsed = parse({"--mode", "local", "-n", "2", "--hang-timeout", zero, "--", "/bin/true"});
+    ASSERT_TRUE(parsed.options.has_value()) << zero;
+    EXPECT_FALSE(parsed.options->detect_hangs) << zero;
+  }
+  // A value that only rounds to 0 ms is a mistake, not a request to disable.
+  const std::string tiny =
+      usage_message({"--mode", "local", "-n", "2", "--hang-timeout", "0.0001s", "--", "/bin/true"});
+  EXPECT_NE(tiny.find("--hang-timeout"), std::string::npos) << tiny;
+  EXPECT_NE(tiny.find("rounds to 0"), std::string::npos) << tiny;
+  // The help says so; options that refuse 0 do not claim that it disables them.
+  std::string help;  // the help wraps its lines: compare with single spaces
+  for (char c : parse({"--help"}).text) {
+    if (!std::isspace(static_cast<unsigned char>(c))) {
+      help += c;
+    } else if (!help.empty() && help.back() != ' ') {
+      help += ' ';
+    }
+  }
+  EXPECT_NE(help.find("0 disables hang detection"), std::string::npos) << help;
+  const std::string startup =
+      usage_message({"--mode", "local", "-n", "2", "--startup-timeout", "soon", "--", "/bin/true"});
+  EXPECT_NE(startup.find("--startup-timeout"), std::string::npos) << startup;
+  EXPECT_EQ(startup.find("0 disables"), std::string::npos) << startup;
+  const std::string hang = usage_message({"--mode", "local", "-n", "2", "--hang-timeout", "soon", "--", "/bin/true"});
+  EXPECT_NE(hang.find("0 disables"), std::string::npos) << hang;
 }
 
 TEST(LauncherOptions, HelpDocumentsEveryOptionAndHelpEnvListsTheRegistry) {

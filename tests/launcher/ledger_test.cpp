@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <string>
+#include <vector>
 
 #include "core/json.hpp"
 #include "ledger.hpp"
@@ -202,6 +204,27 @@ TEST_F(LedgerTest, RecordsRoundTripThroughTheLedger) {
   EXPECT_TRUE(record.at("slurm_job_id").is_null());
   EXPECT_EQ(record.at("big").i64(), 9007199254740993);  // not representable as a double
   EXPECT_NEAR(summarize_ledger(path_).wall_s, 0, 1e-9);
+}
+
+// The ledger's strings come from outside (arguments, the ranks' output, scontrol); its reader refuses text that is not
+// UTF-8, which once made a whole run directory unreadable.
+TEST(LedgerText, KeepsUtf8AndReplacesEveryOtherByte) {
+  const std::string fffd = "\xEF\xBF\xBD";
+  for (const std::string& valid :
+       std::vector<std::string>{"", "plain", "caf\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80", "\xED\x9F\xBF",
+                                "\xF4\x8F\xBF\xBF", std::string("nul\0byte", 8)}) {
+    EXPECT_EQ(ledger_text(valid), valid);
+  }
+  EXPECT_EQ(ledger_text("n\xFF\xFE"
+                        "1"),
+            "n" + fffd + fffd + "1");
+  EXPECT_EQ(ledger_text("\xC0\xAF"), fffd + fffd) << "overlong";
+  EXPECT_EQ(ledger_text("\xED\xA0\x80"), fffd + fffd + fffd) << "surrogate";
+  EXPECT_EQ(ledger_text("\xE2\x82"), fffd + fffd) << "truncated";
+  EXPECT_EQ(ledger_text("\xF4\x90\x80\x80"), fffd + fffd + fffd + fffd) << "above U+10FFFF";
+  EXPECT_EQ(ledger_text("\xE2\x82x"), fffd + fffd + "x");
+  const std::string line = json::ObjectWriter().add("s", ledger_text("a\xFF\x80\xC3")).str();
+  EXPECT_EQ(json::Value::parse(line).at("s").string(), "a" + fffd + fffd + fffd);
 }
 
 }  // namespace

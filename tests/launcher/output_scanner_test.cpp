@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <optional>
+#include <string>
 
 #include "output_scanner.hpp"
 
@@ -61,6 +63,84 @@ TEST(OutputScanner, OrdinaryOutputIsNotAFailure) {
                            "final parameters checksum: 0123456789abcdef", "Exit code: 5"}) {
     EXPECT_FALSE(s.scan(line)) << line;
   }
+}
+
+TEST(OutputScanner, ReportFormsKeepTheirExactShape) {
+  OutputScanner s;
+  // The PID is not read, so any number of digits is fine; the node is the whole token.
+  auto e = s.scan(
+      "  mpirun noticed that process rank 3 with PID 123456789012345678901234 on node a.b-c_9 exited on signal "
+      "11 (Segmentation fault).");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->rank, 3);
+  EXPECT_EQ(e->node, "a.b-c_9");
+  EXPECT_EQ(e->value, SIGSEGV);
+  // srun's task list after the first task, and a node name holding a colon.
+  auto listed = s.scan("srun: error: n:7: tasks 2,4-6: Exited with exit code 3");
+  ASSERT_TRUE(listed.has_value());
+  EXPECT_EQ(listed->node, "n:7");
+  EXPECT_EQ(listed->rank, 2);
+  EXPECT_EQ(listed->value, 3);
+  EXPECT_TRUE(s.scan("Process name: [[1,2],7]") == std::nullopt);
+  auto tabbed = s.scan("Exit code:\t9");
+  ASSERT_TRUE(tabbed.has_value());
+  EXPECT_EQ(tabbed->rank, 7);
+  EXPECT_EQ(tabbed->value, 9);
+  for (const char* line : {"process rank x with PID 0 on node vm exited on signal 9",
+                           "process rank 1 with PID 0 on node  exited on signal 9",
+                           "process rank 1 with PID 0 on node vm exited on signal x", "srun: error: n1 task 1: Killed",
+                           "srun: error: n1: task x: Killed", "srun: error: n1: task 1 Killed",
+                           "srun: error: n1: task 1: Exited with exit code x", "srun: error: Node failure on ",
+                           "xsrun: error: Node failure on n1", "srun: error: : task 1: Killed"}) {
+    EXPECT_FALSE(s.scan(line)) << line;
+  }
+}
+
+// A number that does not fit an int is no report of a real rank, signal or exit code: it once escaped as
+// std::out_of_range from std::stoi and ended tenax-launch.
+TEST(OutputScanner, NumbersTooLargeForAnIntAreNotReports) {
+  const std::string huge = "99999999999";
+  OutputScanner s;
+  for (const std::string& line :
+       {"mpirun noticed that process rank " + huge + " with PID 0 on node vm exited on signal 9 (Killed).",
+        "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal " + huge,
+        "srun: error: n1: task " + huge + ": Killed", "srun: error: n1: task 1: Exited with exit code " + huge,
+        "Process name: [[1,1]," + huge + "]"}) {
+    std::optional<FailureEvent> event;
+    EXPECT_NO_THROW(event = s.scan(line)) << line;
+    EXPECT_FALSE(event) << line;
+  }
+  EXPECT_FALSE(s.scan("Exit code: 3")) << "a process name with a rank too large is not remembered";
+  EXPECT_FALSE(s.scan("Process name: [[1,1],1]"));
+  std::optional<FailureEvent> event;
+  EXPECT_NO_THROW(event = s.scan("Exit code: " + huge));
+  EXPECT_FALSE(event);
+}
+
+// Lines of tens of kilobytes once overflowed the stack inside std::regex. Reports are short: a line longer than
+// kMaxScannedLine is not one, and is passed over in time linear in its length.
+TEST(OutputScanner, LongLinesAreNoReportsAndCannotCrashTheScanner) {
+  const std::string long_token(40000, 'a');
+  OutputScanner s;
+  for (const std::string& line :
+       {"srun: error: " + long_token, "srun: error: n1: task 1: " + long_token + " Killed",
+        "srun: error: Node failure on " + long_token,
+        "mpirun noticed that process rank 1 with PID 0 on node " + long_token + " exited on signal 9 (Killed).",
+        std::string(40000, ' ') + "srun: error: n1: task 1: Killed",
+        "Process name: [[1,1]," + std::string(40000, '1')}) {
+    std::optional<FailureEvent> event;
+    EXPECT_NO_THROW(event = s.scan(line));
+    EXPECT_FALSE(event) << line.substr(0, 60);
+  }
+  // Up to the bound, a report is still a report (a long host name).
+  const std::string node(200, 'n');
+  auto e = s.scan("srun: error: " + node + ": task 1: Killed");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->node, node);
+  std::string longest = "srun: error: Node failure on ";
+  longest += std::string(kMaxScannedLine - longest.size(), 'n');
+  EXPECT_TRUE(s.scan(longest).has_value());
+  EXPECT_FALSE(s.scan(longest + "n").has_value());
 }
 
 TEST(OutputScanner, SignalNames) {
