@@ -31,9 +31,10 @@ source "$root/scripts/mpi-env.sh"
 # Open MPI unloads its components (mca_*.so) at MPI_Finalize; their allocations then have no module to name, and the
 # suppressions below could not tell them from tenax's. Keep them loaded.
 export OMPI_MCA_mca_base_component_disable_dlclose=1
-# halt_on_error: the first report fails the test; Open MPI's and HDF5's own allocations that live until exit are not
-# tenax's leaks (leak checking stays on for everything else through the suppressions file).
-export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1:abort_on_error=1}
+# halt_on_error: the first report fails the test. Open MPI's own allocations that live until exit are not tenax's
+# leaks: scripts/lsan.supp names their libraries, and the slow unwinder (fast_unwind_on_malloc=0) is what lets a stack
+# through those libraries (built without frame pointers) be attributed to them; leak checking stays on for the rest.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/scripts/lsan.supp:print_suppressions=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 
