@@ -179,7 +179,9 @@ TEST_F(WorkerProtocol, HeartbeatIsValidJsonWhateverTheNodeName) {
   std::string node = "node-\"quoted\"\\back\tslash\nline\x01\x1f-\u00fc-";
   while (node.size() < 5000)
     node += "abcdefghij";
-  setenv("SLURMD_NODENAME", node.c_str(), 1);
+  // A byte that is not UTF-8 (a name cut in the middle of a character) is written as U+FFFD.
+  setenv("SLURMD_NODENAME", (node + "\xC3").c_str(), 1);
+  node += "\xEF\xBF\xBD";
   Worker worker(2);
   const std::string text = read_text(beat_file(2));
   EXPECT_EQ(text.find('\n'), text.size() - 1) << "one line, newline-terminated";
