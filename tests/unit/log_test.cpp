@@ -27,8 +27,10 @@ std::string read_file(const std::string& path) {
 class LogToFile : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("tenax-log-test-" + std::to_string(getpid()));
-    std::filesystem::create_directories(dir_);
+    // A directory of this test's own (mkdtemp): never one a stale or parallel run also uses.
+    std::string pattern = (std::filesystem::temp_directory_path() / "tenax-log-test-XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr) << pattern;
+    dir_ = pattern;
     setenv("TENAX_LOG_FILE", (dir_ / "log-%h-%p-%r.txt").c_str(), 1);
     log::set_rank(3);
   }
