@@ -247,6 +247,12 @@ TEST(Env, ValidValuesOfEveryKindAreAccepted) {
 }
 
 TEST(Env, ValuesShownInMessagesAreEscapedAndCut) {
+  {
+    ScopedEnv unknown("TENAX_\x1b[2J_NOPE", "1");
+    const std::string unknown_message = validate_error();
+    EXPECT_NE(unknown_message.find("unknown environment variable TENAX_\\x1b[2J_NOPE"), std::string::npos)
+        << unknown_message;
+  }
   // A hostile value must not break the one-line error message, nor flood it.
   ScopedEnv set("TENAX_COMM_TIMEOUT", "5s\n\x1b[31mred");
   const std::string message = validate_error();

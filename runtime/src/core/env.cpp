@@ -292,7 +292,7 @@ void validate() {
         const std::size_t d = edit_distance(name, v.name);
         if (d < best_distance) best_distance = d, best = v.name;
       }
-      std::string message = "unknown environment variable " + std::string(name) + " (tenax reads no such variable";
+      std::string message = "unknown environment variable " + shown(name) + " (tenax reads no such variable";
       if (!best.empty()) message += "; did you mean " + std::string(best) + "?";
       message += "); unset it, or see `tenax-launch --help-env` for the variables tenax reads";
       throw UsageError(message);
