@@ -79,7 +79,7 @@ def main():
     if result.returncode == 0 or "TENAX_RUN_DIR" not in result.stderr:
         fail("tenax-report on a directory without metrics did not fail with a helpful message")
     print(f"report_test: {png} is a {width}x{height} PNG of {len(data)} bytes")
-    if "TENAX_KEEP_TEST_DIRS" not in os.environ:
+    if "METRICS_TEST_KEEP_DIRS" not in os.environ:
         shutil.rmtree(work, ignore_errors=True)
 
 

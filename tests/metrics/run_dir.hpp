@@ -18,7 +18,7 @@ namespace tenax::test {
 
 // A fresh run directory for one test: made by rank 0 (unique per test, rank count and process, under
 // TENAX_METRICS_TEST_TMP), its path broadcast to every rank; removed by rank 0 once every rank is done with it (kept
-// when TENAX_KEEP_TEST_DIRS is set).
+// when METRICS_TEST_KEEP_DIRS is set).
 class RunDir {
  public:
   explicit RunDir(const std::string& name) {
@@ -35,7 +35,7 @@ class RunDir {
     Communicator& w = world();
     w.barrier();  // every rank has finished reading
     std::error_code ignored;
-    if (w.rank() == 0 && std::getenv("TENAX_KEEP_TEST_DIRS") == nullptr) std::filesystem::remove_all(path_, ignored);
+    if (w.rank() == 0 && std::getenv("METRICS_TEST_KEEP_DIRS") == nullptr) std::filesystem::remove_all(path_, ignored);
   }
   RunDir(const RunDir&) = delete;
   RunDir& operator=(const RunDir&) = delete;

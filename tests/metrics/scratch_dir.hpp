@@ -1,5 +1,5 @@
 // A directory of one's own for a test that writes files: unique per test case and process (mkdtemp under
-// TENAX_METRICS_TEST_TMP, named after the test), removed at the end (kept when TENAX_KEEP_TEST_DIRS is set). ctest
+// TENAX_METRICS_TEST_TMP, named after the test), removed at the end (kept when METRICS_TEST_KEEP_DIRS is set). ctest
 // runs the cases of one binary as separate processes in parallel: a fixed path shared by two cases lets one delete
 // or overwrite the other's files.
 #pragma once
@@ -39,7 +39,7 @@ class ScratchDir {
   ScratchDir() : path_(make_unique_dir(TENAX_METRICS_TEST_TMP, current_test_name())) {}
   ~ScratchDir() {
     std::error_code ignored;
-    if (std::getenv("TENAX_KEEP_TEST_DIRS") == nullptr) std::filesystem::remove_all(path_, ignored);
+    if (std::getenv("METRICS_TEST_KEEP_DIRS") == nullptr) std::filesystem::remove_all(path_, ignored);
   }
   ScratchDir(const ScratchDir&) = delete;
   ScratchDir& operator=(const ScratchDir&) = delete;
