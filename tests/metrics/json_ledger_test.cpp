@@ -5,23 +5,20 @@
 #include <fstream>
 
 #include "metrics/ledger.hpp"
+#include "scratch_dir.hpp"
 
 namespace tenax::metrics::detail {
 namespace {
 
 class MetricsLedger : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::path(TENAX_METRICS_TEST_TMP) / "ledger";
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
   std::string write(const std::string& text) {
     const auto path = dir_ / "ledger.jsonl";
     std::ofstream(path) << text;
     return path.string();
   }
-  std::filesystem::path dir_;
+  test::ScratchDir scratch_;  // this case's own: ctest runs the cases in parallel processes
+  const std::filesystem::path& dir_ = scratch_.path();
 };
 
 TEST_F(MetricsLedger, MissingLedgerGivesNoGoodput) {

@@ -8,6 +8,7 @@
 
 #include "metrics/outputs.hpp"
 #include "prometheus_parser.hpp"
+#include "scratch_dir.hpp"
 
 namespace tenax::metrics::detail {
 namespace {
@@ -52,9 +53,8 @@ TEST(MetricsPrometheus, FormatParsesStrictlyWithTheExpectedValues) {
 
 TEST(MetricsPrometheus, PromtoolAcceptsTheFile) {
   if (std::system("command -v promtool >/dev/null 2>&1") != 0) GTEST_SKIP() << "promtool is not installed";
-  const auto dir = std::filesystem::path(TENAX_METRICS_TEST_TMP) / "prom";
-  std::filesystem::create_directories(dir);
-  const auto path = dir / "tenax.prom";
+  const test::ScratchDir dir;
+  const auto path = dir.path() / "tenax.prom";
   std::ofstream(path) << format_prometheus(snapshot());
   const std::string command = "promtool check metrics < " + path.string() + " 2>&1";
   EXPECT_EQ(std::system(command.c_str()), 0) << command;

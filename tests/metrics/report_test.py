@@ -2,7 +2,7 @@
 """ctest driver for scripts/tenax-report: generate a run directory with two attempts (a restart) and a launcher ledger
 by running make_run_dir under mpirun, turn it into a PNG, and check the PNG.
 
-  report_test.py MPIRUN NP MAKE_RUN_DIR TENAX_REPORT WORK_DIR
+  report_test.py MPIRUN NP MAKE_RUN_DIR TENAX_REPORT BASE_DIR   (works in a fresh directory under BASE_DIR)
 """
 import json
 import os
@@ -10,6 +10,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -30,9 +31,11 @@ def run(command, env):
 def main():
     if len(sys.argv) != 6:
         fail(__doc__)
-    mpirun, np, program, report, work = sys.argv[1:]
+    mpirun, np, program, report, base = sys.argv[1:]
+    # A directory of this run's own (several builds or runs must never share one), removed when the test passes.
+    os.makedirs(base, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="report-", dir=base)
     run_dir = os.path.join(work, "run")
-    shutil.rmtree(run_dir, ignore_errors=True)
     os.makedirs(run_dir)
     env = dict(os.environ, TENAX_RUN_DIR=run_dir, TENAX_METRICS_EVERY="20")
 
@@ -76,6 +79,8 @@ def main():
     if result.returncode == 0 or "TENAX_RUN_DIR" not in result.stderr:
         fail("tenax-report on a directory without metrics did not fail with a helpful message")
     print(f"report_test: {png} is a {width}x{height} PNG of {len(data)} bytes")
+    if "METRICS_TEST_KEEP_DIRS" not in os.environ:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -79,7 +79,8 @@ TEST(Starvation, FastLoaderIsNot) {
 
 TEST(Stragglers, InjectedSlowRankIsNamedWithItsHost) {
   if (world().size() < 2) GTEST_SKIP() << "needs at least two ranks";
-  const std::string dir = test::fresh_run_dir("straggler");
+  const test::RunDir run_dir("straggler");
+  const std::string& dir = run_dir.path();
   const int slow = world().size() - 1;
   Options o;
   o.run_dir = dir;

@@ -42,7 +42,8 @@ Options options_for(const std::string& dir, int every) {
 }
 
 TEST(StepMetrics, PhasesAddUpToTheStepTime) {
-  const std::string dir = test::fresh_run_dir("accounting");
+  const test::RunDir run_dir("accounting");
+  const std::string& dir = run_dir.path();
   StepMetrics metrics(world(), options_for(dir, 4));
   EXPECT_FALSE(metrics.device_timing());
   for (int step = 0; step < 10; ++step) {
@@ -90,7 +91,8 @@ TEST(StepMetrics, PhasesAddUpToTheStepTime) {
 }
 
 TEST(StepMetrics, PrometheusTraceAndSummaryFilesAreWritten) {
-  const std::string dir = test::fresh_run_dir("outputs");
+  const test::RunDir run_dir("outputs");
+  const std::string& dir = run_dir.path();
   Options o = options_for(dir, 5);
   o.trace_first = 3;
   o.trace_end = 6;
@@ -157,7 +159,8 @@ TEST(StepMetrics, PrometheusTraceAndSummaryFilesAreWritten) {
 }
 
 TEST(StepMetrics, GoodputComesFromTheLaunchersLedger) {
-  const std::string dir = test::fresh_run_dir("goodput");
+  const test::RunDir run_dir("goodput");
+  const std::string& dir = run_dir.path();
   if (world().rank() == 0) {
     const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     std::ofstream(dir + "/ledger.jsonl") << std::fixed << "{\"event\":\"start\",\"time\":" << now - 100 << "}\n"
@@ -210,14 +213,16 @@ TEST(StepMetrics, MisuseIsAUsageError) {
 }
 
 TEST(StepMetrics, UnwritableRunDirFailsOnEveryRank) {
-  const std::string dir = test::fresh_run_dir("unwritable");
+  const test::RunDir run_dir("unwritable");
+  const std::string& dir = run_dir.path();
   if (world().rank() == 0) std::ofstream(dir + "/metrics") << "a file where the directory should be";
   world().barrier();
   EXPECT_THROW(StepMetrics(world(), options_for(dir, 10)), IoError);
 }
 
 TEST(StepMetrics, DisabledMetricsDoNothing) {
-  const std::string dir = test::fresh_run_dir("disabled");
+  const test::RunDir run_dir("disabled");
+  const std::string& dir = run_dir.path();
   Options o = options_for(dir, 1);
   o.enabled = false;
   StepMetrics metrics(world(), o);

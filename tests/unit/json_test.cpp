@@ -224,6 +224,43 @@ TEST(Json, QuotesEveryCharacterThatNeedsIt) {
   EXPECT_EQ(out, "x=\"y\"");
 }
 
+// The writer never produces text the reader refuses: bytes that are not UTF-8 (a host name cut in the middle of a
+// character, a Latin-1 file name in a command line) become U+FFFD, each invalid byte once; valid UTF-8 stays as it is.
+TEST(Json, QuotedTextIsValidJsonWhateverTheBytes) {
+  EXPECT_EQ(quote("a\xFF" "b"), "\"a\\ufffdb\"");
+  EXPECT_EQ(quote("\xC3"), "\"\\ufffd\"");                                   // truncated at the end
+  EXPECT_EQ(quote("\xC3\xA9\xC3x"), "\"\xC3\xA9\\ufffdx\"");                 // truncated before an ASCII byte
+  EXPECT_EQ(quote("\xC0\xAF"), "\"\\ufffd\\ufffd\"");                        // overlong
+  EXPECT_EQ(quote("\xED\xA0\x80"), "\"\\ufffd\\ufffd\\ufffd\"");             // an encoded surrogate
+  EXPECT_EQ(quote("\xF4\x90\x80\x80"), "\"\\ufffd\\ufffd\\ufffd\\ufffd\"");  // above U+10FFFF
+  EXPECT_EQ(quote("\xF0\x9F\x98\x80"), "\"\xF0\x9F\x98\x80\"");
+  EXPECT_EQ(Value::parse(quote("\xFF")).string(), "\xEF\xBF\xBD");
+  std::mt19937 rng(11);
+  for (int i = 0; i < 20000; ++i) {
+    std::string bytes;
+    const int length = static_cast<int>(rng() % 12);
+    for (int j = 0; j < length; ++j)
+      bytes += static_cast<char>(rng() % 256);
+    const std::string text = quote(bytes);
+    ASSERT_NO_THROW(Value::parse(text)) << text;
+  }
+}
+
+// Any parsed value written back reads as the same value (numbers keep their literal).
+TEST(Json, WriteOfAParsedValueReadsBackTheSame) {
+  const std::string text =
+      " {\"a\" : [1, -0.5e+10, 18446744073709551616, true, false, null, \"\\u00e9\\n\\ud83d\\ude00\"],\n"
+      "  \"\" : {}, \"b\" : [], \"c\" : {\"d\" : [[[]]], \"\\u0000\" : \"x\"}}";
+  const Value first = Value::parse(text);
+  const std::string written = write(first);
+  EXPECT_EQ(written,
+            "{\"a\":[1,-0.5e+10,18446744073709551616,true,false,null,\"\xC3\xA9\\n\xF0\x9F\x98\x80\"],\"\":{},\"b\":[],"
+            "\"c\":{\"d\":[[[]]],\"\\u0000\":\"x\"}}");
+  EXPECT_EQ(write(Value::parse(written)), written);
+  EXPECT_EQ(write(Value()), "null");
+  EXPECT_EQ(write(Value::parse("\"s\"")), "\"s\"");
+}
+
 TEST(Json, NumbersRoundTripExactly) {
   EXPECT_EQ(number(0.25), "0.25");
   EXPECT_EQ(number(0.1), "0.1");

@@ -24,6 +24,8 @@ struct Var {
   std::vector<std::string_view> choices;  // Enum only
   long long min = 0;                      // Int only (inclusive)
   long long max = 0;                      // Int only (inclusive); min == max == 0: unbounded
+  double real_min = 0;                    // Double only (inclusive): every Double declares its range
+  double real_max = 0;
 };
 
 // Every declared variable, in declaration order.
@@ -31,6 +33,13 @@ const std::vector<Var>& registry();
 
 // Validates every TENAX_* variable set in the environment. Throws UsageError on the first bad one.
 void validate();
+
+// Accepted values (anything else is refused, as is an empty value):
+//   Int       [-]digits, inside the declared range (no '+', white space, hex, exponent or fraction)
+//   Double    [-]digits[.digits][e[+-]digits], finite, inside the declared range (no nan, inf or hex)
+//   Duration  digits[.digits][ms|s|m|min|h] (no unit: seconds); 0 disables, else at least 1ms, at most 1000000h
+//   Bool      1 0 true false yes no on off (any case)
+//   Enum      exactly one of the declared choices
 
 // Typed accessors. Each returns the environment value if set, else the declared default.
 std::string get_string(std::string_view name);

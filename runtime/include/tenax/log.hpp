@@ -22,7 +22,9 @@ bool enabled(Level level, std::string_view subsys);
 void set_rank(int rank);
 int rank();
 
-// Re-reads TENAX_LOG_* (called by tenax::init after env::validate; tests call it after changing the environment).
+// Re-reads TENAX_LOG_* (called by tenax::Runtime after env::validate; tests call it after changing the environment).
+// Safe while other threads log: each line is written whole with the configuration before or after the change, and a
+// replaced log file is closed once the last line written through it is done.
 void configure();
 
 void write(Level level, std::string_view subsys, std::string_view message);

@@ -6,8 +6,15 @@
 //     ...
 //   }
 //
-// Construction validates every TENAX_* variable (UsageError on a bad one), initialises MPI with thread support and
-// creates the world communicator. Destruction finalises MPI. One per process.
+// Construction validates every TENAX_* variable (UsageError on a bad one), initialises MPI (MPI_THREAD_FUNNELED: only
+// the thread that uses the communicators calls MPI; a program that needs more initialises MPI itself first) and
+// creates the world communicator, tenax's own split of MPI_COMM_WORLD (MPI_COMM_WORLD keeps the program's error
+// handler). One per process.
+//
+// Destruction finalises MPI, except when the Runtime is left by an exception: other ranks may then be blocked in a
+// collective this rank will never join, and MPI_Finalize would wait for them. Instead the job is aborted (MPI_Abort):
+// by run_main() right after it reported the exception, with the exception's exit code, or at exit for a program that
+// catches the exception itself. Likewise after a communicator failed (exit code kExitPeerFailure).
 #pragma once
 
 #include <memory>
@@ -28,6 +35,7 @@ class Runtime {
   int size() const { return world_->size(); }
 
  private:
+  int uncaught_at_construction_;  // std::uncaught_exceptions() then: more at destruction means unwinding
   std::unique_ptr<Communicator> world_;
   bool finalize_mpi_ = false;
 };
@@ -41,7 +49,8 @@ enum ExitCode : int {
   kExitPeerFailure = 76,  // a communicator failed or timed out: some other rank or node is to blame
 };
 
-// Runs body(), turning tenax exceptions into a logged message and the exit code above. For main().
+// Runs body(), turning tenax exceptions into a logged message and the exit code above. For main(). When the exception
+// left a Runtime (created inside body), the MPI job is aborted with that exit code after the message is logged.
 int run_main(int (*body)(int, char**), int argc, char** argv);
 
 }  // namespace tenax

@@ -27,8 +27,11 @@ enum class Device : std::uint8_t { Host, Cuda };
 
 using Shape = std::vector<std::int64_t>;
 
-// Product of the extents (1 for a scalar shape {}). Throws UsageError on a negative extent.
+// Product of the extents (1 for a scalar shape {}). Throws UsageError on a negative extent, and on a product that
+// overflows 64 bits (0 when any extent is 0).
 std::int64_t shape_numel(const Shape& shape);
+// shape_numel(shape) * dtype_size(dtype): throws UsageError when it exceeds INT64_MAX bytes.
+std::size_t shape_nbytes(const Shape& shape, DType dtype);
 // "[4, 128]"
 std::string shape_to_string(const Shape& shape);
 

@@ -38,6 +38,40 @@ void append_utf8(std::string& out, std::uint32_t code) {
   }
 }
 
+// The length of the well-formed UTF-8 character that starts at s[pos] (a byte >= 0x80): no overlong forms, no
+// surrogates, nothing above U+10FFFF. 0 when there is none, with `problem` saying why.
+std::size_t utf8_length(std::string_view s, std::size_t pos, std::string& problem) {
+  const auto lead = static_cast<unsigned char>(s[pos]);
+  std::size_t length = 0;
+  unsigned char low = 0x80, high = 0xBF;  // allowed range of the second byte
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) low = 0xA0;   // overlong
+    if (lead == 0xED) high = 0x9F;  // surrogates
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) low = 0x90;   // overlong
+    if (lead == 0xF4) high = 0x8F;  // above U+10FFFF
+  } else {
+    problem = "invalid UTF-8 " + show_byte(s[pos]);
+    return 0;
+  }
+  for (std::size_t i = 1; i < length; ++i) {
+    if (pos + i >= s.size()) {
+      problem = "truncated UTF-8 sequence";
+      return 0;
+    }
+    const auto next = static_cast<unsigned char>(s[pos + i]);
+    if (next < (i == 1 ? low : 0x80) || next > (i == 1 ? high : 0xBF)) {
+      problem = "invalid UTF-8 sequence";
+      return 0;
+    }
+  }
+  return length;
+}
+
 // Objects with more members than this check duplicate keys with a set instead of a scan (no quadratic time).
 constexpr std::size_t kLinearKeyCheck = 16;
 
@@ -290,31 +324,13 @@ class Parser {
     return code;
   }
 
-  // One multi-byte UTF-8 character, checked (no overlong forms, no surrogates, nothing above U+10FFFF) and copied.
+  // One multi-byte UTF-8 character, checked and copied.
   void utf8_sequence(std::string& out) {
-    const auto lead = static_cast<unsigned char>(s_[pos_]);
-    int length = 0;
-    unsigned char low = 0x80, high = 0xBF;  // allowed range of the second byte
-    if (lead >= 0xC2 && lead <= 0xDF) {
-      length = 2;
-    } else if (lead >= 0xE0 && lead <= 0xEF) {
-      length = 3;
-      if (lead == 0xE0) low = 0xA0;   // overlong
-      if (lead == 0xED) high = 0x9F;  // surrogates
-    } else if (lead >= 0xF0 && lead <= 0xF4) {
-      length = 4;
-      if (lead == 0xF0) low = 0x90;   // overlong
-      if (lead == 0xF4) high = 0x8F;  // above U+10FFFF
-    } else {
-      fail("invalid UTF-8 " + show_byte(s_[pos_]));
-    }
-    for (int i = 1; i < length; ++i) {
-      if (pos_ + static_cast<std::size_t>(i) >= s_.size()) fail("truncated UTF-8 sequence");
-      const auto next = static_cast<unsigned char>(s_[pos_ + static_cast<std::size_t>(i)]);
-      if (next < (i == 1 ? low : 0x80) || next > (i == 1 ? high : 0xBF)) fail("invalid UTF-8 sequence");
-    }
-    out.append(s_.substr(pos_, static_cast<std::size_t>(length)));
-    pos_ += static_cast<std::size_t>(length);
+    std::string problem;
+    const std::size_t length = utf8_length(s_, pos_, problem);
+    if (length == 0) fail(problem);
+    out.append(s_.substr(pos_, length));
+    pos_ += length;
   }
 
   std::string_view s_;
@@ -450,7 +466,22 @@ std::string Value::string_or(std::string_view key, std::string_view fallback) co
 void append_string(std::string& out, std::string_view text) {
   static const char* hex = "0123456789abcdef";
   out += '"';
-  for (const char c : text) {
+  for (std::size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x80) {
+      // Valid UTF-8 as it is; any other byte as U+FFFD, so that what is written is always JSON the reader takes.
+      std::string problem;
+      const std::size_t length = utf8_length(text, i, problem);
+      if (length == 0) {
+        out += "\\ufffd";
+        ++i;
+      } else {
+        out.append(text.substr(i, length));
+        i += length;
+      }
+      continue;
+    }
     switch (c) {
       case '"':
         out += "\\\"";
@@ -474,14 +505,15 @@ void append_string(std::string& out, std::string_view text) {
         out += "\\f";
         break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20) {
+        if (u < 0x20) {
           out += "\\u00";
-          out += hex[(c >> 4) & 0xf];
-          out += hex[c & 0xf];
+          out += hex[(u >> 4) & 0xf];
+          out += hex[u & 0xf];
         } else {
           out += c;
         }
     }
+    ++i;
   }
   out += '"';
 }
@@ -499,6 +531,53 @@ std::string number(double value) {
   // The shortest form that reads back as the same double (std::to_chars without a precision).
   auto [end, error] = std::to_chars(buffer, buffer + sizeof buffer, value);
   return std::string(buffer, error == std::errc() ? end : buffer);
+}
+
+void append(std::string& out, const Value& value) {
+  switch (value.kind()) {
+    case Value::Kind::Null:
+      out += "null";
+      return;
+    case Value::Kind::Bool:
+      out += value.boolean() ? "true" : "false";
+      return;
+    case Value::Kind::Number:
+      out += value.number_text();  // the literal as read: exact, whatever its size
+      return;
+    case Value::Kind::String:
+      append_string(out, value.string());
+      return;
+    case Value::Kind::Array: {
+      out += '[';
+      bool first = true;
+      for (const Value& element : value.array()) {
+        if (!first) out += ',';
+        first = false;
+        append(out, element);
+      }
+      out += ']';
+      return;
+    }
+    case Value::Kind::Object: {
+      out += '{';
+      bool first = true;
+      for (const Value& member : value.members()) {
+        if (!first) out += ',';
+        first = false;
+        append_string(out, member.key());
+        out += ':';
+        append(out, member);
+      }
+      out += '}';
+      return;
+    }
+  }
+}
+
+std::string write(const Value& value) {
+  std::string out;
+  append(out, value);
+  return out;
 }
 
 ObjectWriter& ObjectWriter::add(std::string_view key, std::string_view value) {

@@ -99,10 +99,16 @@ class Value {
 
 // ---- Writing ----
 
-// Appends `text` as a quoted JSON string: '"' and '\' escaped, control characters as \n \t \r \b \f or \u00XX, all
-// other bytes (UTF-8 included) as they are.
+// Appends `text` as a quoted JSON string: '"' and '\' escaped, control characters as \n \t \r \b \f or \u00XX,
+// well-formed UTF-8 as it is, and every byte that is not part of well-formed UTF-8 as \ufffd (U+FFFD), so that the
+// result is always text the reader accepts (a name cut in the middle of a character, a Latin-1 file name).
 void append_string(std::string& out, std::string_view text);
 std::string quote(std::string_view text);
+
+// Any value, compact (no whitespace), objects in member order, numbers as their literal: reading the result gives the
+// same value back. append() recurses once per nesting level, like the reader.
+void append(std::string& out, const Value& value);
+std::string write(const Value& value);
 
 // A double with the fewest digits that read back as the same double (17 significant digits at most); NaN and
 // infinities, which JSON cannot hold, become null.

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -19,18 +20,44 @@
 namespace tenax::log {
 namespace {
 
-struct State {
-  std::mutex mutex;  // guards reconfiguration, not writes (each line is one write(2))
-  std::atomic<int> level{static_cast<int>(Level::Warn)};
+// One configuration, never modified after it is published: writers take a reference to the current one and use it
+// for the whole line, so configure() can never change a filter, a host name or a file descriptor under them. The
+// descriptor belongs to the configuration and is closed when the last line written through it is done.
+struct Config {
+  Level level = Level::Warn;
   std::vector<std::string> subsystems;  // empty: all
-  int fd = STDERR_FILENO;
   std::string host;
+  int fd = STDERR_FILENO;
+  Config() = default;
+  Config(const Config&) = delete;
+  Config& operator=(const Config&) = delete;
+  ~Config() {
+    if (fd != STDERR_FILENO) close(fd);
+  }
+};
+
+struct State {
+  State();
+  // Who uses the current configuration takes a reference under `publish_mutex`, held only to copy a shared_ptr.
+  // (std::atomic<std::shared_ptr> would do the same, but libstdc++ 12 releases its internal lock with relaxed order
+  // and ThreadSanitizer reports a race there.) configure() builds the next one under `configure_mutex`, then swaps
+  // it in.
+  std::shared_ptr<const Config> current() {
+    std::lock_guard lock(publish_mutex);
+    return config;
+  }
+  std::mutex configure_mutex;
+  std::mutex publish_mutex;
+  std::shared_ptr<const Config> config;
+  // A copy of config's level, so that the check before formatting a message costs one relaxed load.
+  std::atomic<int> level{static_cast<int>(Level::Warn)};
   std::atomic<int> rank{-1};
 };
 
 State& state() {
-  static State s;
-  return s;
+  // Never destroyed: objects destroyed at exit (the communicator watchdog, for one) may still log.
+  static State* s = new State;
+  return *s;
 }
 
 // The rank the launcher gave this process, before the communicator exists.
@@ -47,6 +74,12 @@ std::string hostname() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
   return buf;
+}
+
+State::State() {
+  auto initial = std::make_shared<Config>();
+  initial->host = hostname();
+  config = std::move(initial);
 }
 
 std::string expand_path(const std::string& pattern, const std::string& host, int rank) {
@@ -89,52 +122,56 @@ constexpr std::string_view level_name(Level l) {
 
 void configure() {
   State& s = state();
-  std::lock_guard lock(s.mutex);
-  s.host = hostname();
+  std::lock_guard lock(s.configure_mutex);
+  auto next = std::make_shared<Config>();
+  next->host = hostname();
   if (s.rank.load() < 0) s.rank = rank_from_launcher_env();
 
   const std::string level = env::get_string("TENAX_LOG_LEVEL");
-  Level parsed = Level::Warn;
   if (level == "error")
-    parsed = Level::Error;
+    next->level = Level::Error;
   else if (level == "info")
-    parsed = Level::Info;
+    next->level = Level::Info;
   else if (level == "debug")
-    parsed = Level::Debug;
-  s.level = static_cast<int>(parsed);
+    next->level = Level::Debug;
 
-  s.subsystems.clear();
   const std::string subsys = env::get_string("TENAX_LOG_SUBSYS");
   for (std::size_t start = 0; start < subsys.size();) {
     std::size_t comma = subsys.find(',', start);
     if (comma == std::string::npos) comma = subsys.size();
-    if (comma > start) s.subsystems.push_back(subsys.substr(start, comma - start));
+    if (comma > start) next->subsystems.push_back(subsys.substr(start, comma - start));
     start = comma + 1;
   }
 
   const std::string file = env::get_string("TENAX_LOG_FILE");
-  if (s.fd != STDERR_FILENO) {
-    close(s.fd);
-    s.fd = STDERR_FILENO;
-  }
   if (!file.empty()) {
-    const std::string path = expand_path(file, s.host, s.rank.load());
+    const std::string path = expand_path(file, next->host, s.rank.load());
     const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) {
       std::fprintf(stderr, "tenax: cannot open TENAX_LOG_FILE '%s': %s; logging to stderr\n", path.c_str(),
                    std::strerror(errno));
     } else {
-      s.fd = fd;
+      next->fd = fd;
     }
   }
+  const int next_level = static_cast<int>(next->level);
+  std::shared_ptr<const Config> published = std::move(next);
+  {
+    std::lock_guard publish(s.publish_mutex);
+    s.config.swap(published);
+  }
+  s.level.store(next_level, std::memory_order_relaxed);
+  // `published` now holds the previous configuration: its file is closed when the last line written through it is done.
 }
 
 bool enabled(Level level, std::string_view subsys) {
   State& s = state();
   if (static_cast<int>(level) > s.level.load(std::memory_order_relaxed)) return false;
   // Errors and warnings are always shown; the subsystem filter narrows the chatty levels only.
-  if (level <= Level::Warn || s.subsystems.empty()) return true;
-  for (const std::string& name : s.subsystems)
+  if (level <= Level::Warn) return true;
+  const std::shared_ptr<const Config> config = s.current();
+  if (config->subsystems.empty()) return true;
+  for (const std::string& name : config->subsystems)
     if (name == subsys) return true;
   return false;
 }
@@ -150,11 +187,8 @@ int rank() {
 }
 
 void write(Level level, std::string_view subsys, std::string_view message) {
-  State& s = state();
-  if (s.host.empty()) {
-    std::lock_guard lock(s.mutex);
-    if (s.host.empty()) s.host = hostname();
-  }
+  // This line's configuration: its host name and descriptor stay valid until the line is written.
+  const std::shared_ptr<const Config> config = state().current();
   const auto now = std::chrono::system_clock::now();
   const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
   const int millis =
@@ -166,7 +200,7 @@ void write(Level level, std::string_view subsys, std::string_view message) {
 
   std::string line;
   line.reserve(message.size() + 96);
-  line += s.host;
+  line += config->host;
   line += ':';
   line += std::to_string(getpid());
   line += " [";
@@ -187,7 +221,7 @@ void write(Level level, std::string_view subsys, std::string_view message) {
   const char* p = line.data();
   std::size_t left = line.size();
   while (left > 0) {
-    const ssize_t n = ::write(s.fd, p, left);
+    const ssize_t n = ::write(config->fd, p, left);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // nowhere left to report a failing log write
     p += n;

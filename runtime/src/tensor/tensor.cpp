@@ -54,12 +54,28 @@ void zero_bytes(void* data, std::size_t bytes, Device device) {
 }  // namespace
 
 std::int64_t shape_numel(const Shape& shape) {
-  std::int64_t n = 1;
+  bool empty = false;
   for (std::int64_t d : shape) {
     if (d < 0) throw UsageError("tensor: negative extent in shape " + shape_to_string(shape));
-    n *= d;
+    empty = empty || d == 0;
+  }
+  // A zero extent anywhere makes the product 0, even after extents whose partial product alone would overflow.
+  if (empty) return 0;
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n))
+      throw UsageError("tensor: shape " + shape_to_string(shape) +
+                       " has more elements than a 64-bit count can hold (overflow); check the extents");
   }
   return n;
+}
+
+std::size_t shape_nbytes(const Shape& shape, DType dtype) {
+  std::int64_t bytes = 0;
+  if (__builtin_mul_overflow(shape_numel(shape), static_cast<std::int64_t>(dtype_size(dtype)), &bytes))
+    throw UsageError("tensor: " + std::string(dtype_name(dtype)) + shape_to_string(shape) +
+                     " needs more bytes than a 64-bit size can hold (overflow); check the extents");
+  return static_cast<std::size_t>(bytes);
 }
 
 std::string shape_to_string(const Shape& shape) {
@@ -74,6 +90,7 @@ std::string shape_to_string(const Shape& shape) {
 Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
   Tensor t;
   t.numel_ = shape_numel(shape);
+  shape_nbytes(shape, dtype);  // nbytes() must not wrap around
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
   t.device_ = device;
@@ -93,6 +110,7 @@ Tensor Tensor::zeros(Shape shape, DType dtype, Device device) {
 Tensor Tensor::view(void* data, Shape shape, DType dtype, Device device) {
   Tensor t;
   t.numel_ = shape_numel(shape);
+  shape_nbytes(shape, dtype);  // nbytes() must not wrap around
   if (data == nullptr && t.numel_ > 0) throw std::logic_error("Tensor::view of a null pointer");
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;

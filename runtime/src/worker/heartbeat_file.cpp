@@ -4,34 +4,14 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cinttypes>
-#include <cstdio>
 #include <cstring>
 #include <string>
 
+#include "core/json.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax::worker {
 namespace {
-
-// Node names come from SLURMD_NODENAME / gethostname: escape what JSON requires and nothing more.
-std::string json_escape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buffer[8];
-      std::snprintf(buffer, sizeof buffer, "\\u%04x", static_cast<unsigned>(c));
-      out += buffer;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
 
 [[noreturn]] void fail(const std::string& what, const std::string& path) {
   throw IoError(what + " '" + path + "' failed: " + std::strerror(errno) +
@@ -41,15 +21,25 @@ std::string json_escape(const std::string& text) {
 }  // namespace
 
 std::string format_heartbeat(const HeartbeatRecord& r) {
-  char buffer[640];
-  std::snprintf(buffer, sizeof buffer,
-                "{\"v\":1,\"rank\":%d,\"node\":\"%s\",\"pid\":%ld,\"attempt\":%d,\"beat\":%" PRIu64 ",\"step\":%" PRId64
-                ",\"seq\":%" PRIu64 ",\"resumed_step\":%" PRId64
-                ",\"load_s\":%.6f,\"productive_s\":%.6f,\"steps_done\":%" PRId64 ",\"checkpoint_step\":%" PRId64
-                ",\"checkpoint_stall_s\":%.6f,\"preempt_signal\":%d,\"exit\":%d}\n",
-                r.rank, json_escape(r.node).c_str(), r.pid, r.attempt, r.beat, r.step, r.seq, r.resumed_step, r.load_s,
-                r.productive_s, r.steps_done, r.checkpoint_step, r.checkpoint_stall_s, r.preempt_signal, r.exit_code);
-  return buffer;
+  // Core's JSON writer: the node name (SLURMD_NODENAME, any length and any bytes) is escaped and never cut.
+  json::ObjectWriter out;
+  out.add("v", 1)
+      .add("rank", r.rank)
+      .add("node", r.node)
+      .add("pid", r.pid)
+      .add("attempt", r.attempt)
+      .add("beat", r.beat)
+      .add("step", r.step)
+      .add("seq", r.seq)
+      .add("resumed_step", r.resumed_step)
+      .add("load_s", r.load_s)
+      .add("productive_s", r.productive_s)
+      .add("steps_done", r.steps_done)
+      .add("checkpoint_step", r.checkpoint_step)
+      .add("checkpoint_stall_s", r.checkpoint_stall_s)
+      .add("preempt_signal", r.preempt_signal)
+      .add("exit", r.exit_code);
+  return out.str() + "\n";
 }
 
 std::string heartbeat_dir(const std::string& run_dir, int attempt) {

@@ -99,18 +99,23 @@ class Worker::Impl {
   int finish(int exit_code) {
     stop_writer();
     if (info_.supervised) {
-      std::lock_guard lock(mutex_);
-      record_.exit_code = exit_code;
-      write_locked();
+      {
+        std::lock_guard lock(mutex_);
+        record_.exit_code = exit_code;
+      }
+      write_now();
     }
     return exit_code;
   }
 
  private:
+  // The file is written without holding mutex_: a write stalled on a slow or hung file server must not stall the
+  // training thread in heartbeat(). Only this thread writes while it runs (the constructor writes before it starts,
+  // finish() after it stopped), so records still land in the order of their beat numbers.
   void beat_until_stopped() {
     auto next = Clock::now() + interval_;
-    int reported_signal = 0;
     std::unique_lock lock(mutex_);
+    int reported_signal = record_.preempt_signal;  // the constructor's record already carries the signal of then
     while (!stopping_) {
       wake_.wait_for(lock, kSignalPoll);
       if (stopping_) break;
@@ -118,26 +123,32 @@ class Worker::Impl {
       if (Clock::now() < next && signal_now == reported_signal && !urgent_) continue;
       reported_signal = signal_now;
       urgent_ = false;
+      const std::string text = next_record_locked();
+      lock.unlock();
       try {
-        write_locked();
+        replace_file_atomically(path_, text);
       } catch (const IoError& error) {
         // A full or vanished run directory must not kill training; the launcher will see the silence.
         TENAX_LOG(Warn, "worker") << "heartbeat not written: " << error.what();
       }
+      lock.lock();
       next = Clock::now() + interval_;
     }
   }
 
   void write_now() {
-    std::lock_guard lock(mutex_);
-    write_locked();
+    std::unique_lock lock(mutex_);
+    const std::string text = next_record_locked();
+    lock.unlock();
+    replace_file_atomically(path_, text);
   }
 
-  void write_locked() {
+  // The next record, formatted from the state under mutex_.
+  std::string next_record_locked() {
     ++record_.beat;
     record_.seq = operations_issued();
     record_.preempt_signal = preemption_signal();
-    replace_file_atomically(path_, format_heartbeat(record_));
+    return format_heartbeat(record_);
   }
 
   void stop_writer() {

@@ -250,13 +250,21 @@ int placed_rank(int mpi_rank, int mpi_size) {
 
 std::unique_ptr<Communicator> make_mpi_world() {
   // A separate communicator, so tenax's traffic never matches messages of an application that also uses
-  // MPI_COMM_WORLD; ordered by the placed rank when the Slurm plugin computed one.
+  // MPI_COMM_WORLD; ordered by the placed rank when the Slurm plugin computed one. The start-up exchange runs on a
+  // duplicate with MPI_ERRORS_RETURN: MPI_COMM_WORLD's error handler is the program's, and tenax leaves it alone.
+  MPI_Comm startup = MPI_COMM_NULL;
+  TENAX_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &startup));
+  struct FreeStartup {
+    MPI_Comm& comm;
+    ~FreeStartup() { MPI_Comm_free(&comm); }
+  } free_startup{startup};
+  TENAX_CHECK_MPI(MPI_Comm_set_errhandler(startup, MPI_ERRORS_RETURN));
   int mpi_rank = 0, mpi_size = 1;
-  TENAX_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank));
-  TENAX_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &mpi_size));
+  TENAX_CHECK_MPI(MPI_Comm_rank(startup, &mpi_rank));
+  TENAX_CHECK_MPI(MPI_Comm_size(startup, &mpi_size));
   const int wanted = placed_rank(mpi_rank, mpi_size);
   std::vector<int> all(mpi_size);
-  TENAX_CHECK_MPI(MPI_Allgather(&wanted, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD));
+  TENAX_CHECK_MPI(MPI_Allgather(&wanted, 1, MPI_INT, all.data(), 1, MPI_INT, startup));
   std::vector<int> seen(mpi_size, 0);
   for (int r : all) {
     if (r < 0 || r >= mpi_size || seen[r]++)
@@ -266,7 +274,7 @@ std::unique_ptr<Communicator> make_mpi_world() {
                        "start the job through the tenax Slurm plugin so that every task gets its own");
   }
   MPI_Comm world = MPI_COMM_NULL;
-  TENAX_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, 0, wanted, &world));
+  TENAX_CHECK_MPI(MPI_Comm_split(startup, 0, wanted, &world));
   if (wanted != mpi_rank) TENAX_LOG(Info, "comm") << "MPI rank " << mpi_rank << " runs as placed rank " << wanted;
   return std::make_unique<detail::MpiCommunicator>(world, "world");
 }
