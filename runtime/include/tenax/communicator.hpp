@@ -25,6 +25,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tenax/dtype.hpp"
 
@@ -35,6 +36,14 @@ enum class Backend { Mpi, Nccl };
 
 std::string_view reduce_op_name(ReduceOp op);
 std::string_view backend_name(Backend b);
+
+// One point-to-point transfer of an exchange (Communicator::exchange).
+struct PeerTransfer {
+  bool send = true;
+  int peer = 0;
+  void* buffer = nullptr;  // read by a send, written by a receive
+  std::size_t count = 0;
+};
 
 class Communicator {
  public:
@@ -63,6 +72,11 @@ class Communicator {
   // Sends to dst and receives from src at the same time (the pipeline's exchange; never deadlocks on ordering).
   virtual void send_recv(const void* send_buffer, std::size_t send_count, int dst, void* recv_buffer,
                          std::size_t recv_count, int src, DType dtype) = 0;
+  // Posts every transfer at once and returns when all of them completed (MPI: nonblocking sends and receives and one
+  // wait under the watchdog; NCCL: one group, enqueued). Between two ranks, transfers are matched in the order each
+  // side lists them, across calls too. Used for the pipeline's batched exchanges with both neighbours, which cannot
+  // deadlock on the order of their halves.
+  virtual void exchange(const std::vector<PeerTransfer>& transfers, DType dtype) = 0;
   virtual void barrier() = 0;
   // Waits until every operation issued so far has completed (NCCL); a no-op for MPI.
   virtual void synchronize() = 0;

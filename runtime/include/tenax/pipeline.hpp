@@ -1,11 +1,11 @@
-// Point-to-point exchange between neighbouring pipeline stages, carrying activations forward and their gradients
-// backward, one method per PipelineOp communication action (tenax/pipeline_schedule.hpp).
+// Point-to-point exchange between pipeline stages, carrying activations forward and their gradients backward: one
+// exchange() per exchange step of a pipeline program (tenax/pipeline_program.hpp).
 //
 // The stage index is the rank in the pp communicator (ProcessGroups orders it so). Tensors are fp32 on the caller's
 // side; on the wire they travel in `wire_dtype` (the precision policy's parameter dtype: bf16/fp16 halve the bytes; the
-// values were already rounded to it at the layer boundary, so the conversion loses nothing). Each method blocks until
-// its transfers are done; paired methods use Communicator::send_recv so that two neighbours exchanging at the same time
-// never wait on each other. Both neighbours must execute matching actions in the same order, which the schedules
+// values were already rounded to it at the layer boundary, so the conversion loses nothing). exchange() posts all its
+// transfers at once and blocks until they are done (Communicator::exchange), so two stages exchanging in both
+// directions never wait on each other. Both sides must list matching transfers in the same order, which the programs
 // guarantee.
 //
 // On a device execution context the tensors are device memory, the pp communicator is an NCCL one, and "blocks" means
@@ -23,6 +23,14 @@
 
 namespace tenax {
 
+// One tensor of a batched exchange: sent to or received from the pipeline stage `peer`.
+struct PipelineMessage {
+  bool send = true;
+  int peer = 0;
+  float* data = nullptr;  // n floats in the context's memory (read by a send, written by a receive)
+  std::size_t n = 0;
+};
+
 class PipelineChannel {
  public:
   // Throws UsageError for a wire dtype other than F32, BF16 or F16.
@@ -33,26 +41,20 @@ class PipelineChannel {
   bool is_first() const { return stage() == 0; }
   bool is_last() const { return stage() == stages() - 1; }
 
-  void recv_forward(float* activation, std::size_t n);
-  void send_forward(const float* activation, std::size_t n);
-  void recv_backward(float* grad, std::size_t n);
-  void send_backward(const float* grad, std::size_t n);
-  void send_forward_recv_backward(const float* activation, float* grad, std::size_t n);
-  void send_backward_recv_forward(const float* grad, float* activation, std::size_t n);
+  // Posts every message at once and returns when all completed (Communicator::exchange): a pipeline program's
+  // exchange step (tenax/pipeline_program.hpp), which may talk to both neighbours in both directions.
+  void exchange(const std::vector<PipelineMessage>& messages);
 
  private:
-  void exchange(const float* send, int dst, float* recv, int src, std::size_t n);
-  const void* pack(const float* values, std::size_t n);
-  void unpack(float* values, std::size_t n);
   // A wire buffer of at least `bytes` (host vector on the host, device tensor on a device).
-  unsigned char* wire_buffer(int which, std::size_t bytes);
+  unsigned char* wire_buffer(std::size_t bytes);
 
   Communicator& pp_;
   DType wire_;
   ExecutionContext& ctx_;
-  std::vector<unsigned char> send_wire_;
-  std::vector<unsigned char> recv_wire_;
-  Tensor device_wire_[2];  // send, receive (device contexts)
+  std::vector<unsigned char> host_wire_;
+  Tensor device_wire_;
+  std::vector<PeerTransfer> transfers_;
 };
 
 }  // namespace tenax

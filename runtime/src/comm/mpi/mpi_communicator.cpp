@@ -1,5 +1,7 @@
 #include "comm/mpi/mpi_communicator.hpp"
 
+#include <algorithm>
+
 #include <climits>
 #include <cstring>
 #include <utility>
@@ -213,6 +215,26 @@ void MpiCommunicator::send_recv(const void* send_buffer, std::size_t send_count,
   run("send_recv", send_count, dtype, [&] {
     return MPI_Sendrecv(send_buffer, ns, mpi_type(dtype), dst, kTag, recv_buffer, nr, mpi_type(dtype), src, kTag, comm_,
                         MPI_STATUS_IGNORE);
+  });
+}
+
+void MpiCommunicator::exchange(const std::vector<PeerTransfer>& transfers, DType dtype) {
+  std::size_t largest = 0;
+  for (const PeerTransfer& t : transfers) {
+    check_peer(t.peer, "exchange");
+    mpi_count(t.count, "exchange");
+    largest = std::max(largest, t.count);
+  }
+  run("exchange", largest, dtype, [&] {
+    requests_.assign(transfers.size(), MPI_REQUEST_NULL);
+    for (std::size_t i = 0; i < transfers.size(); ++i) {
+      const PeerTransfer& t = transfers[i];
+      const int n = static_cast<int>(t.count);
+      const int rc = t.send ? MPI_Isend(t.buffer, n, mpi_type(dtype), t.peer, kTag, comm_, &requests_[i])
+                            : MPI_Irecv(t.buffer, n, mpi_type(dtype), t.peer, kTag, comm_, &requests_[i]);
+      if (rc != MPI_SUCCESS) return rc;
+    }
+    return MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
   });
 }
 

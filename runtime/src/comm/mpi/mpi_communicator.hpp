@@ -34,6 +34,7 @@ class MpiCommunicator final : public Communicator {
   void recv(void* buffer, std::size_t count, DType dtype, int peer) override;
   void send_recv(const void* send_buffer, std::size_t send_count, int dst, void* recv_buffer, std::size_t recv_count,
                  int src, DType dtype) override;
+  void exchange(const std::vector<PeerTransfer>& transfers, DType dtype) override;
   void barrier() override;
   void synchronize() override {}
   std::unique_ptr<Communicator> split(int color, int key, std::string name) override;
@@ -56,6 +57,7 @@ class MpiCommunicator final : public Communicator {
   bool aborted_ = false;
   std::vector<float> scratch_in_;
   std::vector<float> scratch_out_;
+  std::vector<MPI_Request> requests_;
   OperationSlot slot_{*this};
 };
 

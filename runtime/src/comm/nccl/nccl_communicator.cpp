@@ -9,6 +9,7 @@
 #include <nccl.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <utility>
@@ -148,6 +149,24 @@ class NcclCommunicator final : public Communicator {
       if (rc != ncclSuccess && rc != ncclInProgress) return rc;
       if (rc2 != ncclSuccess && rc2 != ncclInProgress) return rc2;
       return end;
+    });
+  }
+  void exchange(const std::vector<PeerTransfer>& transfers, DType dtype) override {
+    std::size_t largest = 0;
+    for (const PeerTransfer& t : transfers) {
+      check_peer(t.peer, "exchange");
+      largest = std::max(largest, t.count);
+    }
+    issue("exchange", largest, dtype, [&] {
+      ncclResult_t rc = ncclGroupStart();
+      if (rc != ncclSuccess) return rc;
+      for (const PeerTransfer& t : transfers) {
+        const ncclResult_t r = t.send ? ncclSend(t.buffer, t.count, nccl_type(dtype), t.peer, comm_, stream_)
+                                      : ncclRecv(t.buffer, t.count, nccl_type(dtype), t.peer, comm_, stream_);
+        if (r != ncclSuccess && r != ncclInProgress && rc == ncclSuccess) rc = r;
+      }
+      const ncclResult_t end = ncclGroupEnd();
+      return rc != ncclSuccess ? rc : end;
     });
   }
   void barrier() override {
