@@ -92,8 +92,11 @@ std::chrono::milliseconds duration_option(const cxxopts::ParseResult& parsed, co
   std::chrono::milliseconds value;
   try {
     value = env::parse_duration("--" + name, text);
-  } catch (const UsageError&) {
-    throw UsageError("--" + name + "='" + text + "' is not valid: " + expected);
+  } catch (const UsageError& e) {
+    // A positive value under 1 ms only rounds to 0: a mistake, not a request for 0 (the parser refuses it).
+    const bool rounds_to_zero = std::string(e.what()).find("shorter than 1ms") != std::string::npos;
+    throw UsageError("--" + name + "='" + text + "' " + (rounds_to_zero ? "rounds to 0 ms" : "is not valid") + ": " +
+                     expected);
   }
   if (value.count() == 0) {
     // "0", "0s", "0.0ms" mean 0; "0.0001s" only rounds to it, which is a mistake rather than a request for 0.

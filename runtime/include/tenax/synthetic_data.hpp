@@ -1,4 +1,5 @@
-// The training data: token sequences from a fixed random first-order Markov source, generated on the fly.
+// Synthetic training data: token sequences from a fixed random first-order Markov source, generated on the fly (for
+// tests, benchmarks and examples that must not depend on a corpus).
 //
 // Each token has `branching` possible successors with fixed random probabilities, so the best achievable loss is the
 // source's conditional entropy (about log(branching) nats), far below the log(vocab) of an untrained model: a falling
@@ -11,12 +12,16 @@
 #include <cstdint>
 #include <vector>
 
-namespace tenax::examples {
+#include "tenax/engine.hpp"
 
-class MarkovSource {
+namespace tenax {
+
+class MarkovSource : public BatchSource {
  public:
+  // Throws UsageError unless vocab >= 2 and 1 <= branching <= vocab.
   MarkovSource(std::size_t vocab, std::size_t branching, std::uint64_t seed);
 
+  void fill(std::uint64_t first, std::size_t count, std::size_t seq_len, std::int32_t* out) const override;
   // Writes sample `index`: seq_len+1 tokens (inputs are [0, seq_len), targets [1, seq_len]).
   void sample(std::uint64_t index, std::size_t seq_len, std::int32_t* tokens) const;
   // The source's conditional entropy in nats (the loss floor), under its stationary distribution estimated by sampling.
@@ -30,4 +35,4 @@ class MarkovSource {
   std::vector<double> cumulative_;        // [vocab, branching], each row ends at 1
 };
 
-}  // namespace tenax::examples
+}  // namespace tenax

@@ -90,7 +90,7 @@ std::unique_ptr<ExecutionContext> make_cuda_context(Communicator& world) {
                          " GPU(s) visible to each); NCCL needs one GPU per rank: start at most as many ranks per "
                          "node as it has GPUs, or give each rank its own GPU (CUDA_VISIBLE_DEVICES)");
   TENAX_LOG(Info, "engine") << "rank " << world.rank() << " (local " << local.rank << " of " << local.size
-                             << ") computes on " << ctx->describe();
+                            << ") computes on " << ctx->describe();
   return ctx;
 }
 

@@ -1,10 +1,10 @@
-#include "markov_data.hpp"
+#include "tenax/synthetic_data.hpp"
 
 #include <cmath>
 
 #include "tenax/error.hpp"
 
-namespace tenax::examples {
+namespace tenax {
 
 namespace {
 
@@ -57,6 +57,11 @@ void MarkovSource::sample(std::uint64_t index, std::size_t seq_len, std::int32_t
   }
 }
 
+void MarkovSource::fill(std::uint64_t first, std::size_t count, std::size_t seq_len, std::int32_t* out) const {
+  for (std::size_t i = 0; i < count; ++i)
+    sample(first + i, seq_len, out + i * (seq_len + 1));
+}
+
 double MarkovSource::entropy_rate() const {
   // Token frequencies from a long sample approximate the stationary distribution.
   std::vector<double> freq(vocab_, 0.0);
@@ -81,4 +86,4 @@ double MarkovSource::entropy_rate() const {
   return h;
 }
 
-}  // namespace tenax::examples
+}  // namespace tenax

@@ -1,0 +1,199 @@
+// The library's modules (tenax/module.hpp): what a GPT-class decoder is made of, each with its backward pass, tensor
+// parallelism inside where it applies (Megatron placement: a column-parallel layer feeds a row-parallel one, one
+// all-reduce in each direction), on the host or a CUDA device alike (every kernel through tenax/ops.hpp).
+//
+// Shapes (rows = tokens of a micro-batch; tp = the tensor-parallel group's size):
+//   Embedding             I32 [rows]              -> F32 [rows, features]   (the table is replicated over tp)
+//   PositionalEmbedding   F32 [rows, features]    -> same, plus a learned [seq_len, features] table per sequence
+//   LayerNorm             F32 [rows, features]    -> same
+//   Linear                F32 [rows, in]          -> F32 [rows, out]        (replicated over tp)
+//   ColumnParallelLinear  F32 [rows, in]          -> F32 [rows, out / tp]
+//   RowParallelLinear     F32 [rows, in / tp]     -> F32 [rows, out]        (all-reduce over tp)
+//   GeluMlp               F32 [rows, hidden]      -> same: column fc1 (hidden -> ffn), GeLU, row fc2 (ffn -> hidden)
+//   VocabParallelLoss     F32 [rows, hidden]      -> nothing: projection onto the vocabulary split over tp and
+//                                                    softmax cross-entropy against the step's targets; the summed
+//                                                    token loss is added to StepState::loss_sum
+//
+// Initialisation: weights are N(0, init_std^2) and biases zero, as a function of (seed, name, global index) only, so
+// every layout starts from the same global weights (ParameterBuffers::initialize).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tenax/communicator.hpp"
+#include "tenax/module.hpp"
+
+namespace tenax {
+class ColumnParallelLinear;
+class RowParallelLinear;
+class LayerNorm;
+class Embedding;
+}  // namespace tenax
+
+namespace tenax::nn {
+
+class Embedding : public Module {
+ public:
+  Embedding(std::string name, std::size_t vocab, std::size_t features, float init_std);
+  ~Embedding() override;
+  std::vector<ParameterSpec> parameters() const override;
+  void bind(ParameterBuffers& buffers) override;
+  TensorSpec prepare(const TensorSpec& input, const Geometry& geometry, int slots, ExecutionContext& context) override;
+  void forward(StepState& step, int slot, const Tensor& input, const Tensor& output) override;
+  void backward(StepState& step, int slot, const Tensor& input, const Tensor& output, const Tensor& output_grad,
+                const Tensor& input_grad) override;
+
+ private:
+  std::size_t vocab_, features_;
+  std::unique_ptr<tenax::Embedding> layer_;
+  TensorSpec in_, out_;
+};
+
+class PositionalEmbedding : public Module {
+ public:
+  PositionalEmbedding(std::string name, std::size_t max_positions, std::size_t features, float init_std);
+  std::vector<ParameterSpec> parameters() const override;
+  void bind(ParameterBuffers& buffers) override;
+  TensorSpec prepare(const TensorSpec& input, const Geometry& geometry, int slots, ExecutionContext& context) override;
+  void forward(StepState& step, int slot, const Tensor& input, const Tensor& output) override;
+  void backward(StepState& step, int slot, const Tensor& input, const Tensor& output, const Tensor& output_grad,
+                const Tensor& input_grad) override;
+
+ private:
+  std::size_t max_positions_, features_;
+  float init_std_;
+  const float* table_ = nullptr;
+  float* table_grad_ = nullptr;
+  TensorSpec spec_;
+};
+
+class LayerNorm : public Module {
+ public:
+  LayerNorm(std::string name, std::size_t features);
+  ~LayerNorm() override;
+  std::vector<ParameterSpec> parameters() const override;
+  void bind(ParameterBuffers& buffers) override;
+  TensorSpec prepare(const TensorSpec& input, const Geometry& geometry, int slots, ExecutionContext& context) override;
+  void forward(StepState& step, int slot, const Tensor& input, const Tensor& output) override;
+  void backward(StepState& step, int slot, const Tensor& input, const Tensor& output, const Tensor& output_grad,
+                const Tensor& input_grad) override;
+
+ private:
+  std::size_t features_;
+  std::unique_ptr<tenax::LayerNorm> layer_;
+  std::vector<Tensor> mean_, rstd_;  // per slot
+  Tensor scratch_;                   // dx when the caller wants no input gradient
+  TensorSpec spec_;
+};
+
+class Linear : public Module {
+ public:
+  Linear(std::string name, std::size_t in_features, std::size_t out_features, bool with_bias, float init_std);
+  std::vector<ParameterSpec> parameters() const override;
+  void bind(ParameterBuffers& buffers) override;
+  TensorSpec prepare(const TensorSpec& input, const Geometry& geometry, int slots, ExecutionContext& context) override;
+  void forward(StepState& step, int slot, const Tensor& input, const Tensor& output) override;
+  void backward(StepState& step, int slot, const Tensor& input, const Tensor& output, const Tensor& output_grad,
+                const Tensor& input_grad) override;
+
+ private:
+  std::size_t in_, out_;
+  bool with_bias_;
+  float init_std_;
+  DType weight_dtype_ = DType::F32;
+  const float* weight_ = nullptr;
+  const void* weight_lowp_ = nullptr;
+  float* weight_grad_ = nullptr;
+  const float* bias_ = nullptr;
+  float* bias_grad_ = nullptr;
+  TensorSpec in_spec_, out_spec_;
+};
+
+class ColumnParallelLinear : public Module {
+ public:
+  // Throws UsageError if tp.size() does not divide out_features.
+  ColumnParallelLinear(std::string name, std::size_t in_features, std::size_t out_features, Communicator& tp,
+                       bool with_bias, float init_std);
+  ~ColumnParallelLinear() override;
+  std::vector<ParameterSpec> parameters() const override;
+  void bind(ParameterBuffers& buffers) override;
+  TensorSpec prepare(const TensorSpec& input, const Geometry& geometry, int slots, ExecutionContext& context) override;
+  void forward(StepState& step, int slot, const Tensor& input, const Tensor& output) override;
+  void backward(StepState& step, int slot, const Tensor& input, const Tensor& output, const Tensor& output_grad,
+                const Tensor& input_grad) override;
+
+ private:
+  std::unique_ptr<tenax::ColumnParallelLinear> layer_;
+  bool with_bias_;
+  TensorSpec in_, out_;
+};
+
+class RowParallelLinear : public Module {
+ public:
+  // Throws UsageError if tp.size() does not divide in_features.
+  RowParallelLinear(std::string name, std::size_t in_features, std::size_t out_features, Communicator& tp,
+                    float init_std);
+  ~RowParallelLinear() override;
+  std::vector<ParameterSpec> parameters() const override;
+  void bind(ParameterBuffers& buffers) override;
+  TensorSpec prepare(const TensorSpec& input, const Geometry& geometry, int slots, ExecutionContext& context) override;
+  void forward(StepState& step, int slot, const Tensor& input, const Tensor& output) override;
+  void backward(StepState& step, int slot, const Tensor& input, const Tensor& output, const Tensor& output_grad,
+                const Tensor& input_grad) override;
+
+ private:
+  std::unique_ptr<tenax::RowParallelLinear> layer_;
+  TensorSpec in_, out_;
+};
+
+// fc2(gelu(fc1(x))): fc1 column-parallel hidden -> ffn with its bias fused into the GeLU, fc2 row-parallel back.
+class GeluMlp : public Module {
+ public:
+  GeluMlp(std::string name, std::size_t hidden, std::size_t ffn, Communicator& tp, float fc1_std, float fc2_std);
+  ~GeluMlp() override;
+  std::vector<ParameterSpec> parameters() const override;
+  void bind(ParameterBuffers& buffers) override;
+  TensorSpec prepare(const TensorSpec& input, const Geometry& geometry, int slots, ExecutionContext& context) override;
+  void forward(StepState& step, int slot, const Tensor& input, const Tensor& output) override;
+  void backward(StepState& step, int slot, const Tensor& input, const Tensor& output, const Tensor& output_grad,
+                const Tensor& input_grad) override;
+
+ private:
+  std::size_t hidden_, ffn_local_;
+  std::unique_ptr<tenax::ColumnParallelLinear> fc1_;
+  std::unique_ptr<tenax::RowParallelLinear> fc2_;
+  std::vector<Tensor> pre_, act_;  // per slot: fc1's output before and after the GeLU
+  Tensor dact_, dpre_;
+  TensorSpec spec_;
+};
+
+// The output head: logits = x W^T over the vocabulary (column-parallel: each tp rank holds vocab/tp rows of W), then
+// the vocabulary-parallel softmax cross-entropy against StepState::targets (three small all-reduces). Backward starts
+// from the logits' gradient kept by forward (scaled by StepState::grad_scale); output_grad is ignored.
+class VocabParallelLoss : public Module {
+ public:
+  VocabParallelLoss(std::string name, std::size_t hidden, std::size_t vocab, Communicator& tp, float init_std);
+  ~VocabParallelLoss() override;
+  std::vector<ParameterSpec> parameters() const override;
+  void bind(ParameterBuffers& buffers) override;
+  TensorSpec prepare(const TensorSpec& input, const Geometry& geometry, int slots, ExecutionContext& context) override;
+  void forward(StepState& step, int slot, const Tensor& input, const Tensor& output) override;
+  void backward(StepState& step, int slot, const Tensor& input, const Tensor& output, const Tensor& output_grad,
+                const Tensor& input_grad) override;
+
+ private:
+  void gather_logits(StepState& step, const float* local) const;
+
+  std::size_t hidden_, vocab_;
+  Communicator& tp_;
+  std::unique_ptr<tenax::ColumnParallelLinear> proj_;
+  std::vector<Tensor> dlogits_;  // per slot: the logits, overwritten by their gradient
+  Tensor scratch_;
+  TensorSpec in_;
+};
+
+}  // namespace tenax::nn

@@ -1,0 +1,175 @@
+// Checkpoints of the engine's state: every parameter, master weight and optimizer moment (derived from the parameter
+// buffers and the optimizer: the model developer lists nothing) and the progress, saved asynchronously in any layout
+// and resumed into any other (tenax/checkpoint.hpp).
+#include "engine/engine_state.hpp"
+#include "tenax/env.hpp"
+#include "tenax/error.hpp"
+#include "tenax/log.hpp"
+
+namespace tenax {
+namespace {
+
+std::vector<std::uint64_t> dims(const Shape& s) {
+  return {s.begin(), s.end()};
+}
+
+// State entries as checkpoint shards (device entries as device shards, copied on the compute stream).
+std::vector<TensorShard> shards_of(const std::vector<StateEntry>& entries, bool primary_only) {
+  std::vector<TensorShard> out;
+  for (const StateEntry& e : entries)
+    if (!primary_only || e.primary) {
+      out.push_back(TensorShard::block(e.name, e.dtype, dims(e.global_shape), dims(e.offset), dims(e.shape), e.data));
+      out.back().memory = e.device == Device::Cuda ? MemoryKind::Device : MemoryKind::Host;
+    }
+  return out;
+}
+
+// What a checkpoint needs beyond the tensors. The data position is step x global batch, and the batch source is a pure
+// function of it, so (step, global batch) is the data's whole state.
+struct Progress {
+  long step = 0;
+  long optimizer_steps = 0;
+  std::uint64_t samples = 0;
+  std::uint64_t seed = 0;
+  std::int64_t global_batch = 0;
+  DynamicLossScaler::State loss_scaler{1.0f, 0, 0, 0};
+};
+
+}  // namespace
+
+std::vector<StateEntry> Engine::Impl::state_entries() {
+  std::vector<StateEntry> out = buffers->parameter_entries();
+  for (StateEntry& e : optimizer->state_entries())
+    out.push_back(std::move(e));
+  return out;
+}
+
+Blobs Engine::Impl::progress_blobs() const {
+  Progress p;
+  p.step = step;
+  p.optimizer_steps = optimizer->steps_taken();
+  p.samples = static_cast<std::uint64_t>(step) * static_cast<std::uint64_t>(config.global_batch);
+  p.seed = config.seed;
+  p.global_batch = config.global_batch;
+  if (scaler) p.loss_scaler = scaler->state();
+  Blobs b;
+  put_value(b, "engine.progress", p);
+  return b;
+}
+
+void Engine::Impl::open_checkpoints() {
+  std::string dir = config.checkpoint.dir.empty() ? env::get_string("TENAX_CHECKPOINT_DIR") : config.checkpoint.dir;
+  if (dir == "none") dir.clear();
+  checkpoint_dir = dir;
+  checkpoint_keep =
+      config.checkpoint.keep > 0 ? config.checkpoint.keep : static_cast<int>(env::get_int("TENAX_CKPT_KEEP"));
+  if (config.checkpoint.every < 0) throw UsageError("checkpoint: every must be >= 0 (0: no periodic saves)");
+  if (config.checkpoint.max_failures < 1)
+    throw UsageError("checkpoint: max_failures must be >= 1 (consecutive failed saves before the run stops)");
+  if (checkpoint_dir.empty()) return;
+  CheckpointOptions o;
+  o.dir = checkpoint_dir;
+  o.keep = checkpoint_keep;
+  o.layout = *config.layout;
+  o.cuda_stream = ctx->stream();
+  // Writing uses the primary holder of each element only (replicas are written once); the writer checks at once that
+  // every rank can write the directory and sees the same one.
+  writer = std::make_unique<Checkpointer>(world, o, shards_of(state_entries(), true));
+}
+
+ResumeInfo Engine::Impl::resume() {
+  ResumeInfo info;
+  if (checkpoint_dir.empty()) return info;
+  const auto start = std::chrono::steady_clock::now();
+  CheckpointOptions o = writer->options();
+  o.read_only = true;
+  // Every replica must receive the saved values, not only the primary holders: load through all entries.
+  Checkpointer reader(world, o, shards_of(state_entries(), false));
+  LoadResult r = reader.load();
+  info.rejected = r.rejected;
+  if (!r.loaded) return info;
+  const Progress p = get_value<Progress>(r.blobs, "engine.progress");
+  if (static_cast<std::uint64_t>(p.step) != r.step || p.step < 0 || p.optimizer_steps < 0 || p.optimizer_steps > p.step)
+    throw IoError("checkpoint " + r.path + " is for step " + std::to_string(r.step) + " but its progress says step " +
+                  std::to_string(p.step) + "; remove the directory or point the checkpoint directory elsewhere");
+  if (p.global_batch != config.global_batch)
+    throw UsageError("checkpoint " + r.path + " was saved with a global batch of " + std::to_string(p.global_batch) +
+                     " sequences, this run uses " + std::to_string(config.global_batch) +
+                     ": the data position would not continue where it stopped; resume with the saved batch");
+  if (p.seed != config.seed)
+    throw UsageError("checkpoint " + r.path + " was saved by a run with seed " + std::to_string(p.seed) +
+                     ", this one uses " + std::to_string(config.seed) + "; resume with the saved run's seed");
+  step = p.step;
+  optimizer->set_steps_taken(p.optimizer_steps);
+  if (scaler) scaler->restore(p.loss_scaler);
+  buffers->refresh_weights();
+  last_saved = step;
+  info.resumed = true;
+  info.step = step;
+  info.path = r.path;
+  info.saved_layout = r.saved_layout;
+  info.saved_world_size = r.saved_world_size;
+  info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  TENAX_LOG(Debug, "engine") << "checkpoint of step " << step << " loaded in " << info.seconds << " s";
+  return info;
+}
+
+void Engine::Impl::save_checkpoint(bool emergency) {
+  if (!writer) return;
+  if (last_saved == step) {  // a checkpoint is never written twice
+    writer->wait();
+    return;
+  }
+  last_saved = step;
+  if (emergency)
+    writer->emergency_save(static_cast<std::uint64_t>(step), progress_blobs());
+  else
+    writer->save(static_cast<std::uint64_t>(step), progress_blobs());
+}
+
+void Engine::Impl::after_step_checkpoint() {
+  if (!writer) return;
+  // Every rank raises the same IoError at the same call (the checkpointer agrees on outcomes), so every rank takes the
+  // same branch here.
+  try {
+    if (config.checkpoint.every > 0 && step % config.checkpoint.every == 0) save_checkpoint(false);
+    writer->progress();
+  } catch (const IoError& error) {
+    ++consecutive_failures;
+    if (consecutive_failures >= config.checkpoint.max_failures)
+      throw IoError("checkpoint: " + std::to_string(consecutive_failures) +
+                    " checkpoint saves in a row failed (max_failures " +
+                    std::to_string(config.checkpoint.max_failures) + "); the last: " + error.what());
+    if (world.rank() == 0)
+      TENAX_LOG(Warn, "engine") << "a checkpoint failed; training goes on and the next save tries again ("
+                                << consecutive_failures << " of " << config.checkpoint.max_failures
+                                << " failures in a row allowed): " << error.what();
+  }
+  const std::optional<std::uint64_t> committed = writer->last_committed_step();
+  if (committed && committed != last_commit_seen) {
+    last_commit_seen = committed;
+    consecutive_failures = 0;
+  }
+}
+
+ResumeInfo Engine::resume() {
+  return impl_->resume();
+}
+
+void Engine::save() {
+  impl_->save_checkpoint(false);
+}
+
+void Engine::wait_for_checkpoint() {
+  if (impl_->writer) impl_->writer->wait();
+}
+
+std::uint64_t Engine::parameters_checksum() {
+  Impl& e = *impl_;
+  if (!e.ctx->on_device()) return global_checksum(e.buffers->parameter_entries(), e.world);
+  HostStateMirror params(e.buffers->parameter_entries(), *e.ctx);
+  params.pull();
+  return global_checksum(params.host_entries(), e.world);
+}
+
+}  // namespace tenax

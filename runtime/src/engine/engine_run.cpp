@@ -1,0 +1,128 @@
+// The whole fault-tolerant run under tenax-launch (docs/worker-protocol.md): resume, train with periodic checkpoints,
+// heartbeats and commits, the emergency checkpoint on preemption, the final checkpoint and the summary.
+#include <chrono>
+#include <cstdio>
+
+#include "engine/engine_state.hpp"
+#include "tenax/error.hpp"
+#include "tenax/log.hpp"
+#include "tenax/worker.hpp"
+
+namespace tenax {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Every rank must stop at the same step, so the flag of any rank stops all of them.
+bool any_rank(Communicator& world, bool local) {
+  std::int32_t flag = local ? 1 : 0;
+  world.all_reduce(&flag, &flag, 1, DType::I32, ReduceOp::Max);
+  return flag != 0;
+}
+
+int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCallback& on_step) {
+  const ResumeInfo resume = e.resume();
+  if (e.world.rank() == 0) {
+    for (const std::string& why : resume.rejected)
+      TENAX_LOG(Warn, "engine") << "skipped a damaged checkpoint: " << why;
+    if (resume.resumed) {
+      std::printf("resumed from %s at step %ld (saved with layout %s on %d ranks)\n", resume.path.c_str(), resume.step,
+                  resume.saved_layout.to_string().c_str(), resume.saved_world_size);
+      std::fflush(stdout);
+    }
+  }
+  worker.resumed_from(resume.step, resume.seconds);
+
+  metrics::Options options = metrics::Options::from_env();
+  if (!e.config.run_dir.empty()) options.run_dir = e.config.run_dir;
+  options.cuda_stream = e.ctx->stream();
+  metrics::StepMetrics metrics(e.world, options);
+  e.metrics = &metrics;
+  struct Detach {
+    Engine::Impl& e;
+    ~Detach() { e.metrics = nullptr; }
+  } detach{e};
+
+  double stall = 0;  // training time blocked by checkpoints since the last commit reported
+  // The newest commit told to the launcher (the resumed step counts as told).
+  std::uint64_t reported = resume.resumed ? static_cast<std::uint64_t>(resume.step) : 0;
+  auto report_commits = [&] {
+    if (!e.writer) return;
+    const std::optional<std::uint64_t> committed = e.writer->last_committed_step();
+    if (committed && *committed != reported) {
+      reported = *committed;
+      worker.checkpoint_committed(static_cast<std::int64_t>(*committed), stall);
+      stall = 0;
+    }
+  };
+
+  while (e.step < e.config.steps) {
+    metrics.begin_step(e.step + 1);
+    const StepResult r = e.train_step();
+    {
+      auto measured = metrics.measure(metrics::Phase::Checkpoint);
+      const Clock::time_point start = Clock::now();
+      e.after_step_checkpoint();
+      stall += seconds_since(start);
+    }
+    metrics.end_step();
+    if (on_step) on_step(r);
+    worker.heartbeat(r.step);
+    report_commits();
+    if (any_rank(e.world, worker.preemption_requested())) {
+      if (e.writer) {
+        const Clock::time_point start = Clock::now();
+        e.save_checkpoint(true);
+        stall += seconds_since(start);
+        report_commits();
+        if (e.world.rank() == 0) {
+          std::printf("preempted: emergency checkpoint of step %ld committed\n", e.step);
+          std::fflush(stdout);
+        }
+      } else {
+        TENAX_LOG(Warn, "engine") << "preempted at step " << e.step
+                                  << " without a checkpoint directory: the progress is lost";
+      }
+      // No rank may exit before every rank's part of the checkpoint is committed: mpirun kills the rest at once.
+      e.world.barrier();
+      e.summary = metrics.finish().table;
+      return worker.finish(kExitPreempted);
+    }
+  }
+  if (e.writer) {
+    const Clock::time_point start = Clock::now();
+    e.save_checkpoint(false);
+    e.writer->wait();
+    stall += seconds_since(start);
+    report_commits();
+  }
+  e.summary = metrics.finish().table;
+  (void)engine;
+  return worker.finish(kExitSuccess);
+}
+
+}  // namespace
+
+int Engine::run(const StepCallback& on_step) {
+  worker::Worker worker(impl_->world.rank());
+  try {
+    const int code = train(*this, *impl_, worker, on_step);
+    // On stderr: stdout carries only what is reproducible bit for bit (losses, checksums), and timings never are.
+    if (impl_->world.rank() == 0 && !impl_->summary.empty()) {
+      std::fprintf(stderr, "%s\n", impl_->summary.c_str());
+      std::fflush(stderr);
+    }
+    return code;
+  } catch (const std::exception& error) {
+    // The exit record tells tenax-launch what happened (a usage error is never retried); the error still propagates
+    // to tenax::run_main, which reports it and exits with the same code.
+    worker.finish(worker::exit_code_for(error));
+    throw;
+  }
+}
+
+}  // namespace tenax

@@ -1,0 +1,252 @@
+// The engine's construction: the layout and its groups, the model chunks with their activation slots, the parameter
+// buffers, the optimizer and the pipeline channel.
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "checkpoint/agreement.hpp"
+#include "engine/device_setup.hpp"
+#include "engine/engine_state.hpp"
+#include "tenax/env.hpp"
+#include "tenax/error.hpp"
+#include "tenax/log.hpp"
+
+namespace tenax {
+
+std::pair<std::size_t, std::size_t> ChunkContext::blocks(std::size_t total) const {
+  const auto n = static_cast<std::size_t>(virtual_stages), v = static_cast<std::size_t>(virtual_stage);
+  if (total < n)
+    throw UsageError("model: " + std::to_string(total) + " blocks cannot be spread over " + std::to_string(n) +
+                     " model chunks (pipeline stages x virtual stages): every chunk needs at least one block; use "
+                     "fewer stages or more blocks");
+  const std::size_t base = total / n, extra = total % n;
+  const std::size_t first = v * base + std::min(v, extra);
+  return {first, first + base + (v < extra ? 1 : 0)};
+}
+
+float LearningRateSchedule::at(long step) const {
+  if (warmup_steps > 0 && step <= warmup_steps) return lr * static_cast<float>(step) / static_cast<float>(warmup_steps);
+  if (decay_steps <= 0) return lr;
+  const double t = std::min(1.0, static_cast<double>(step - warmup_steps) / static_cast<double>(decay_steps));
+  const double pi = 3.14159265358979323846;
+  return min_lr + static_cast<float>(0.5 * (1.0 + std::cos(pi * t)) * (lr - min_lr));
+}
+
+Engine::Impl::Impl(Communicator& w, EngineConfig c, std::shared_ptr<const BatchSource> source)
+    : world(w), config(std::move(c)), data(std::move(source)) {}
+
+void Engine::Impl::resolve_layout() {
+  const int n = world.size();
+  ParallelLayout layout;
+  if (config.layout) {
+    layout = *config.layout;
+  } else if (env::is_set("TENAX_LAYOUT") && !env::get_string("TENAX_LAYOUT").empty()) {
+    const std::string text = env::get_string("TENAX_LAYOUT");
+    layout = ParallelLayout::parse(text);
+    // "tp=2,pp=2" leaves data parallelism to the world size (as the plugin and tenax-launch document).
+    if (text.find("dp") == std::string::npos && text.find('x') == std::string::npos)
+      layout = ParallelLayout::infer(n, layout.tp, layout.pp);
+  } else {
+    layout = ParallelLayout{1, 1, n};
+  }
+  layout.validate(n);
+  config.layout = layout;
+  if (!data) throw UsageError("engine: no batch source was given");
+  if (config.seq_len < 1) throw UsageError("engine: seq_len must be >= 1");
+  if (config.global_batch < 1 || config.micro_batch < 1)
+    throw UsageError("engine: the global batch and the micro-batch must be >= 1 sequences");
+  if (config.global_batch % layout.dp != 0)
+    throw UsageError("engine: the global batch of " + std::to_string(config.global_batch) +
+                     " sequences does not split evenly over " + std::to_string(layout.dp) +
+                     " data-parallel ranks; use a batch that is a multiple of dp=" + std::to_string(layout.dp));
+  const int per_rank = config.global_batch / layout.dp;
+  if (per_rank % config.micro_batch != 0)
+    throw UsageError("engine: the micro-batch of " + std::to_string(config.micro_batch) +
+                     " sequences does not divide the " + std::to_string(per_rank) +
+                     " sequences each data-parallel rank gets per step (batch " + std::to_string(config.global_batch) +
+                     " / dp " + std::to_string(layout.dp) + "); use a micro-batch that divides " +
+                     std::to_string(per_rank));
+  if (config.steps < 0) throw UsageError("engine: steps must be >= 0");
+  if (!(config.grad_clip >= 0.0f)) throw UsageError("engine: grad_clip must be >= 0 (0: no clipping)");
+  config.data_parallel.validate();
+  config.loss_scaler.validate();
+  sequences_per_rank = static_cast<std::size_t>(per_rank);
+  micro_batches = per_rank / config.micro_batch;
+  geometry = {static_cast<std::size_t>(config.micro_batch), config.seq_len};
+  spec = PipelineSpec{config.schedule, layout.pp, config.virtual_stages, micro_batches};
+  spec.validate();
+}
+
+void Engine::Impl::make_groups() {
+  groups = ProcessGroups::create(world, *config.layout);
+  if (config.device == Device::Cuda) {
+    device_context = detail::make_cuda_context(world);
+    ctx = device_context.get();
+    // One NCCL world, split into the same groups as the MPI ones (ncclCommSplit: no extra unique-id exchange).
+    nccl_world = make_nccl_communicator(world, ctx->device_index(), "world.nccl");
+    nccl_groups = ProcessGroups::create(*nccl_world, groups.layout);
+    compute = &nccl_groups;
+  }
+  program = pipeline_program(spec, groups.coords.pp);
+}
+
+namespace {
+
+// A TensorSpec through the pipeline group: [dtype, rank, dims...].
+std::vector<std::int64_t> encode(const nn::TensorSpec& s) {
+  std::vector<std::int64_t> out{static_cast<std::int64_t>(s.dtype), static_cast<std::int64_t>(s.shape.size())};
+  out.insert(out.end(), s.shape.begin(), s.shape.end());
+  out.resize(10, 0);
+  return out;
+}
+nn::TensorSpec decode(const std::vector<std::int64_t>& v) {
+  nn::TensorSpec s;
+  s.dtype = static_cast<DType>(v[0]);
+  s.shape.assign(v.begin() + 2, v.begin() + 2 + v[1]);
+  return s;
+}
+
+}  // namespace
+
+void Engine::Impl::build_chunks(const ChunkBuilder& build) {
+  const int pp = spec.stages, stage = groups.coords.pp, total = spec.total_virtual_stages();
+  holds_first = stage == 0;
+  holds_last = spec.stage_of(total - 1) == stage;
+  chunks.resize(static_cast<std::size_t>(spec.virtual_stages));
+  ckpt::run_agreed(world, [&] {
+    for (int c = 0; c < spec.virtual_stages; ++c) {
+      Chunk& chunk = chunks[static_cast<std::size_t>(c)];
+      chunk.virtual_stage = c * pp + stage;
+      ChunkContext context{chunk.virtual_stage, total, *config.layout, compute->tp.get()};
+      chunk.module = build(context);
+      if (!chunk.module)
+        throw UsageError("engine: the model builder returned no module for virtual stage " +
+                         std::to_string(chunk.virtual_stage));
+    }
+  });
+  // Prepare in model order: each chunk's input is the previous chunk's output, which its owner learns first.
+  const auto rows = static_cast<std::int64_t>(geometry.rows());
+  nn::TensorSpec incoming{{rows}, DType::I32};
+  for (int vs = 0; vs < total; ++vs) {
+    const int owner = spec.stage_of(vs);
+    ckpt::run_agreed(world, [&] {
+      if (owner != stage) return;
+      Chunk& chunk = chunks[static_cast<std::size_t>(spec.chunk_of(vs))];
+      const int slots = std::max(1, activation_slots(program, spec, spec.chunk_of(vs)));
+      chunk.input = incoming;
+      chunk.output = chunk.module->prepare(incoming, geometry, slots, *ctx);
+      const bool last = vs == total - 1;
+      if (last && shape_numel(chunk.output.shape) != 0)
+        throw UsageError(
+            "engine: the last model chunk must end in a loss module (e.g. nn::VocabParallelLoss), but it "
+            "outputs " +
+            nn::to_string(chunk.output));
+      if (!last &&
+          (chunk.output.dtype != DType::F32 || chunk.output.shape.size() != 2 || chunk.output.shape[0] != rows))
+        throw UsageError(
+            "engine: model chunk " + std::to_string(vs) + " outputs " + nn::to_string(chunk.output) +
+            "; activations between pipeline stages are f32 [rows, features] with rows = " + std::to_string(rows));
+      if (chunk.output.shape.size() > 8) throw UsageError("engine: an output of more than 8 dimensions");
+      if (vs > 0) chunk.input_grad = ctx->zeros(chunk.input.shape, DType::F32);
+      for (int s = 0; s < slots; ++s) {
+        Slot slot;
+        slot.input = ctx->zeros(chunk.input.shape, chunk.input.dtype);
+        if (!last) slot.output = ctx->zeros(chunk.output.shape, chunk.output.dtype);
+        if (!last) slot.output_grad = ctx->zeros(chunk.output.shape, DType::F32);
+        if (last) slot.targets = ctx->zeros({rows}, DType::I32);
+        chunk.slots.push_back(std::move(slot));
+        chunk.free_slots.push_back(slots - 1 - s);
+      }
+    });
+    std::vector<std::int64_t> wire = owner == stage ? encode(chunks[static_cast<std::size_t>(spec.chunk_of(vs))].output)
+                                                    : std::vector<std::int64_t>(10, 0);
+    groups.pp->broadcast(wire.data(), wire.size(), DType::I64, owner);
+    incoming = decode(wire);
+  }
+}
+
+void Engine::Impl::make_state() {
+  // Gradients become final chunk by chunk, last chunk first, and within a chunk from its last module to its first:
+  // the buffers' order, so that buckets fill (and reduce) in that order.
+  std::vector<ParameterSpec> specs;
+  for (auto c = chunks.rbegin(); c != chunks.rend(); ++c) {
+    std::vector<ParameterSpec> forward_order = c->module->parameters();
+    for (auto p = forward_order.rbegin(); p != forward_order.rend(); ++p)
+      specs.push_back(*p);
+  }
+  ckpt::run_agreed(world, [&] {
+    std::set<std::string> names;
+    for (const ParameterSpec& p : specs) {
+      p.validate();
+      if (!names.insert(p.name).second)
+        throw UsageError("engine: two parameters are named '" + p.name + "'; every parameter needs its own name");
+    }
+  });
+  const DType param_dtype = config.precision.param_dtype();
+  buffers = std::make_unique<ParameterBuffers>(std::move(specs), param_dtype, *compute->dp, groups.coords.tp,
+                                               config.data_parallel, *ctx);
+  buffers->initialize(config.seed);
+  for (Chunk& c : chunks) {
+    c.module->bind(*buffers);
+    c.parameter_indices = c.module->parameter_indices(*buffers);
+  }
+  optimizer = std::make_unique<Optimizer>(*buffers, config.optimizer);
+  if (config.precision.uses_loss_scaling()) scaler = std::make_unique<DynamicLossScaler>(config.loss_scaler);
+  channel = std::make_unique<PipelineChannel>(*compute->pp, param_dtype, *ctx);
+  state.context = ctx;
+  state.activation_dtype = param_dtype;
+  state.geometry = geometry;
+  loss_sum = ctx->zeros({1}, DType::F64);
+  norm_sum = ctx->zeros({1}, DType::F64);
+  state.loss_sum = loss_sum.as<double>();
+  if (holds_last) {
+    const Chunk& last = chunks.back();
+    for (const Slot& s : last.slots)
+      state.targets.push_back(s.targets);
+  }
+  TENAX_LOG(Info, "engine") << "layout " << config.layout->to_string() << ", stage " << groups.coords.pp << " with "
+                            << chunks.size() << " chunk(s), " << micro_batches << " micro-batches of "
+                            << geometry.rows() << " tokens per step, " << to_string(spec.kind) << " schedule, "
+                            << buffers->layout().total << " parameter elements on this rank, on " << ctx->describe();
+}
+
+Engine::Engine(Communicator& world, EngineConfig config, ChunkBuilder build, std::shared_ptr<const BatchSource> data)
+    : impl_(std::make_unique<Impl>(world, std::move(config), std::move(data))) {
+  if (world.backend() != Backend::Mpi)
+    throw UsageError("engine: the world communicator must be a host (MPI) one, such as Runtime::world()");
+  Impl& e = *impl_;
+  ckpt::run_agreed(e.world, [&] { e.resolve_layout(); });
+  // Determinism of the CPU path: one BLAS thread makes every matrix product's summation order fixed.
+  set_deterministic_cpu_math();
+  e.make_groups();
+  e.build_chunks(build);
+  e.make_state();
+  e.open_checkpoints();
+}
+
+Engine::~Engine() {
+  // Device memory is freed by the members' destructors: nothing queued may still use it.
+  try {
+    impl_->ctx->synchronize();
+  } catch (const std::exception& e) {
+    TENAX_LOG(Warn, "engine") << "device error while shutting down: " << e.what();
+  }
+}
+
+long Engine::current_step() const {
+  return impl_->step;
+}
+int Engine::rank() const {
+  return impl_->world.rank();
+}
+const ParallelLayout& Engine::layout() const {
+  return *impl_->config.layout;
+}
+const EngineConfig& Engine::config() const {
+  return impl_->config;
+}
+std::string Engine::summary() const {
+  return impl_->summary;
+}
+
+}  // namespace tenax

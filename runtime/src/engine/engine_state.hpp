@@ -1,0 +1,115 @@
+// Internal: what an Engine holds (shared by the engine's source files).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "tenax/checkpoint.hpp"
+#include "tenax/data_loader.hpp"
+#include "tenax/engine.hpp"
+#include "tenax/execution.hpp"
+#include "tenax/layout.hpp"
+#include "tenax/loss_scaler.hpp"
+#include "tenax/metrics.hpp"
+#include "tenax/model_state.hpp"
+#include "tenax/optimizer.hpp"
+#include "tenax/pipeline.hpp"
+
+namespace tenax {
+
+struct Engine::Impl {
+  // The tensors of one micro-batch in flight through one chunk.
+  struct Slot {
+    Tensor input;        // I32 tokens (first virtual stage) or the activation received from the previous one
+    Tensor output;       // the chunk's output (empty on the last virtual stage)
+    Tensor output_grad;  // the gradient of the output, received from the next virtual stage
+    Tensor targets;      // I32 targets (last virtual stage)
+  };
+  struct Chunk {
+    int virtual_stage = 0;
+    std::unique_ptr<nn::Module> module;
+    nn::TensorSpec input, output;
+    std::vector<Slot> slots;
+    // The gradient of the input of the chunk's latest backward, sent to the previous virtual stage in the next exchange
+    // (or read by the local backward of that stage). One per chunk, not per slot: every program consumes it before the
+    // chunk's next backward, and the slot itself is free as soon as its backward ran.
+    Tensor input_grad;
+    std::vector<int> free_slots;
+    std::map<int, int> slot_of;  // micro-batch -> slot, while in flight
+    std::vector<std::size_t> parameter_indices;
+    int backwards_done = 0;  // in the current step (the last one marks the gradients ready)
+  };
+
+  Impl(Communicator& world, EngineConfig config, std::shared_ptr<const BatchSource> data);
+
+  // Setup (engine_setup.cpp).
+  void resolve_layout();
+  void make_groups();
+  void build_chunks(const ChunkBuilder& build);
+  void make_state();
+
+  // The step (step_executor.cpp).
+  StepResult train_step();
+  void run_program(const std::vector<std::int32_t>* batch);  // batch: this rank's samples of the step (host)
+  Chunk& chunk_of(int virtual_stage);
+  Slot& slot_for(int micro_batch, int virtual_stage);  // allocating it on first use in the step
+  void release(int micro_batch, int virtual_stage);
+  void forward_only(const std::vector<std::int32_t>& samples, std::size_t sequences);  // evaluate / generate
+  float optimizer_phase(StepResult& result);
+
+  // Checkpoints (engine_checkpoint.cpp).
+  std::vector<StateEntry> state_entries();  // host memory (a mirror on a device)
+  Blobs progress_blobs() const;
+  void open_checkpoints();
+  ResumeInfo resume();
+  void save_checkpoint(bool emergency);
+  void after_step_checkpoint();  // periodic save and commits, with the failure policy
+
+  std::optional<metrics::StepMetrics::Scope> phase(metrics::Phase p);
+
+  Communicator& world;
+  EngineConfig config;
+  std::shared_ptr<const BatchSource> data;
+
+  ProcessGroups groups;  // MPI (host) groups: agreements, checkpoints, metrics
+  std::unique_ptr<ExecutionContext> device_context;
+  ExecutionContext* ctx = &ExecutionContext::host();
+  std::unique_ptr<Communicator> nccl_world;
+  ProcessGroups nccl_groups;
+  ProcessGroups* compute = &groups;  // the groups the model computes with (NCCL on a device)
+
+  PipelineSpec spec;
+  std::vector<PipelineStep> program;
+  int micro_batches = 1;
+  std::size_t sequences_per_rank = 0;  // per step, this dp rank
+  nn::Geometry geometry;
+  std::vector<Chunk> chunks;  // this rank's, chunk c holds virtual stage c * pp + stage
+  bool holds_first = false, holds_last = false;
+
+  std::unique_ptr<ParameterBuffers> buffers;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<DynamicLossScaler> scaler;
+  std::unique_ptr<PipelineChannel> channel;
+  nn::StepState state;
+  Tensor loss_sum;  // F64 in the context's memory
+  Tensor norm_sum;  // F64 (device gradient norms)
+  std::unique_ptr<DataLoader> loader;
+  std::vector<std::int32_t> eval_scratch;
+
+  long step = 0;
+  metrics::StepMetrics* metrics = nullptr;
+
+  // Checkpoints.
+  std::string checkpoint_dir;  // "" : none
+  int checkpoint_keep = 3;
+  std::unique_ptr<Checkpointer> writer;
+  std::unique_ptr<HostStateMirror> mirror;
+  std::optional<long> last_saved;
+  std::optional<std::uint64_t> last_commit_seen;
+  int consecutive_failures = 0;
+  std::string summary;
+};
+
+}  // namespace tenax

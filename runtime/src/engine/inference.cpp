@@ -1,0 +1,116 @@
+// Forward-only passes: the validation loss and text generation. Micro-batch after micro-batch, every virtual stage in
+// model order, each activation handed to the next stage with one blocking transfer (a chain, so no schedule needed).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "engine/engine_state.hpp"
+#include "tenax/error.hpp"
+
+namespace tenax {
+
+void Engine::Impl::forward_only(const std::vector<std::int32_t>& samples, std::size_t sequences) {
+  const int total_v = spec.total_virtual_stages(), stage = groups.coords.pp;
+  const std::size_t seq = config.seq_len, per_mb = geometry.sequences;
+  std::vector<std::int32_t> host_tokens;
+  for (std::size_t first = 0; first < sequences; first += per_mb) {
+    for (int vs = 0; vs < total_v; ++vs) {
+      const int owner = spec.stage_of(vs);
+      Chunk& chunk = chunk_of(vs);
+      Slot& s = chunk.slots.front();  // outside a training step every slot is free
+      if (owner == stage) {
+        if (vs == 0) {
+          host_tokens.resize(per_mb * seq);
+          for (std::size_t j = 0; j < per_mb; ++j)
+            std::memcpy(host_tokens.data() + j * seq, samples.data() + (first + j) * (seq + 1),
+                        seq * sizeof(std::int32_t));
+          ctx->upload(s.input.data(), host_tokens.data(), host_tokens.size() * sizeof(std::int32_t));
+        } else if (spec.stage_of(vs - 1) == stage) {
+          ctx->copy(s.input.data(), chunk_of(vs - 1).slots.front().output.data(), s.input.nbytes());
+        } else {
+          channel->exchange(
+              {{false, spec.stage_of(vs - 1), s.input.as<float>(), static_cast<std::size_t>(s.input.numel())}});
+        }
+        if (vs == total_v - 1 && !state.logits_only) {
+          host_tokens.resize(per_mb * seq);
+          for (std::size_t j = 0; j < per_mb; ++j)
+            std::memcpy(host_tokens.data() + j * seq, samples.data() + (first + j) * (seq + 1) + 1,
+                        seq * sizeof(std::int32_t));
+          ctx->upload(s.targets.data(), host_tokens.data(), host_tokens.size() * sizeof(std::int32_t));
+        }
+        chunk.module->forward(state, 0, s.input, s.output);
+        if (vs < total_v - 1 && spec.stage_of(vs + 1) != stage)
+          channel->exchange(
+              {{true, spec.stage_of(vs + 1), s.output.as<float>(), static_cast<std::size_t>(s.output.numel())}});
+      }
+    }
+  }
+}
+
+double Engine::evaluate(const BatchSource& source, std::uint64_t first, std::size_t samples) {
+  Impl& e = *impl_;
+  const std::size_t dp = static_cast<std::size_t>(e.config.layout->dp);
+  const std::size_t unit = e.geometry.sequences * dp;
+  if (samples == 0 || samples % unit != 0)
+    throw UsageError("evaluate: " + std::to_string(samples) + " samples do not split into micro-batches of " +
+                     std::to_string(e.geometry.sequences) + " sequences on " + std::to_string(dp) +
+                     " data-parallel ranks; use a multiple of " + std::to_string(unit));
+  const std::size_t mine = samples / dp;
+  std::vector<std::int32_t> tokens;
+  if (e.holds_first || e.holds_last) {
+    tokens.resize(mine * (e.config.seq_len + 1));
+    source.fill(first + static_cast<std::uint64_t>(e.groups.coords.dp) * mine, mine, e.config.seq_len, tokens.data());
+  }
+  e.state.grad_scale = 0.0f;  // the loss's gradient is computed but unused
+  e.state.logits_only = false;
+  e.ctx->zero(e.loss_sum.data(), sizeof(double));
+  e.forward_only(tokens, mine);
+  double loss = 0.0;
+  if (e.holds_last && e.groups.coords.tp == 0) e.ctx->download(&loss, e.loss_sum.data(), sizeof loss);
+  e.world.all_reduce(&loss, &loss, 1, DType::F64, ReduceOp::Sum);
+  return loss / (static_cast<double>(samples) * static_cast<double>(e.config.seq_len));
+}
+
+std::vector<std::int32_t> Engine::generate(std::vector<std::int32_t> prompt, std::size_t tokens, float temperature,
+                                           std::uint64_t seed) {
+  Impl& e = *impl_;
+  if (prompt.empty()) throw UsageError("generate: the prompt is empty; give at least one token");
+  if (!(temperature >= 0.0f)) throw UsageError("generate: the temperature must be >= 0 (0: greedy)");
+  const std::size_t seq = e.config.seq_len, per_mb = e.geometry.sequences;
+  // The last stage's tp rank 0 of data-parallel replica 0 picks each token and tells everyone.
+  const int chooser = rank_of(*e.config.layout, RankCoords{0, e.config.layout->pp - 1, 0});
+  std::mt19937_64 rng(seed);
+  e.state.logits_only = true;
+  for (std::size_t n = 0; n < tokens; ++n) {
+    // The context: the last seq_len tokens, at positions 0.. (a causal model's logits at position p depend only on
+    // tokens up to p, so the filler after the context does not matter).
+    const std::size_t length = std::min(prompt.size(), seq);
+    std::vector<std::int32_t> samples(per_mb * (seq + 1), 0);
+    std::copy(prompt.end() - static_cast<std::ptrdiff_t>(length), prompt.end(), samples.begin());
+    e.state.logits = Tensor();
+    e.forward_only(samples, per_mb);
+    std::int32_t next = 0;
+    if (e.world.rank() == chooser) {
+      const Tensor& logits = e.state.logits;
+      const std::size_t vocab = static_cast<std::size_t>(logits.dim(1));
+      const float* row = logits.as<float>() + (length - 1) * vocab;
+      if (temperature == 0.0f) {
+        next = static_cast<std::int32_t>(std::max_element(row, row + vocab) - row);
+      } else {
+        const float top = *std::max_element(row, row + vocab);
+        std::vector<double> weights(vocab);
+        for (std::size_t v = 0; v < vocab; ++v)
+          weights[v] = std::exp(static_cast<double>((row[v] - top) / temperature));
+        next = static_cast<std::int32_t>(std::discrete_distribution<std::size_t>(weights.begin(), weights.end())(rng));
+      }
+    }
+    e.world.broadcast(&next, 1, DType::I32, chooser);
+    prompt.push_back(next);
+  }
+  e.state.logits_only = false;
+  e.state.logits = Tensor();
+  return prompt;
+}
+
+}  // namespace tenax

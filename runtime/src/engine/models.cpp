@@ -1,0 +1,35 @@
+#include "tenax/models.hpp"
+
+#include <cmath>
+
+#include "tenax/nn.hpp"
+
+namespace tenax::models {
+
+ChunkBuilder mlp_lm(const MlpLmConfig& config) {
+  return [config](const ChunkContext& chunk) -> std::unique_ptr<nn::Module> {
+    Communicator& tp = *chunk.tp;
+    const std::size_t h = config.hidden, f = config.ffn();
+    const float fc1_std = 1.0f / std::sqrt(static_cast<float>(h));
+    // GPT-2's residual scaling: projections into the residual stream shrink with depth so the stream stays O(1).
+    const float fc2_std = 1.0f / std::sqrt(static_cast<float>(f) * 2.0f * static_cast<float>(config.layers));
+    std::vector<std::unique_ptr<nn::Module>> m;
+    if (chunk.first()) m.push_back(std::make_unique<nn::Embedding>("embedding", config.vocab, h, 1.0f));
+    const auto [first, end] = chunk.blocks(config.layers);
+    for (std::size_t b = first; b < end; ++b) {
+      const std::string name = "blocks." + std::to_string(b);
+      std::vector<std::unique_ptr<nn::Module>> inner;
+      inner.push_back(std::make_unique<nn::LayerNorm>(name + ".ln", h));
+      inner.push_back(std::make_unique<nn::GeluMlp>(name + ".mlp", h, f, tp, fc1_std, fc2_std));
+      m.push_back(std::make_unique<nn::Residual>(std::make_unique<nn::Sequential>(name, std::move(inner))));
+    }
+    if (chunk.last()) {
+      m.push_back(std::make_unique<nn::LayerNorm>("final_ln", h));
+      m.push_back(std::make_unique<nn::VocabParallelLoss>("output", h, config.vocab, tp,
+                                                          1.0f / std::sqrt(static_cast<float>(h))));
+    }
+    return std::make_unique<nn::Sequential>("chunk" + std::to_string(chunk.virtual_stage), std::move(m));
+  };
+}
+
+}  // namespace tenax::models
