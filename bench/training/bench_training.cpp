@@ -1,5 +1,6 @@
-// tenax-bench-training: training-step throughput of the example model (examples/mlp_lm) for every layout of the world,
-// against the single-rank run of the same model and global batch measured in the same invocation.
+// tenax-bench-training: training-step throughput of the engine on the MLP language model (tenax::models::mlp_lm) for
+// every layout of the world, against the single-rank run of the same model and global batch measured in the same
+// invocation.
 //
 //   mpirun -np 4 tenax-bench-training [--steps 20] [--precision fp32] [--hidden 128] ...
 //   mpirun -np 8 tenax-bench-training --device cuda --precision bf16 --hidden 2048 --layers 8 --vocab 32768
@@ -22,17 +23,22 @@
 #include <string>
 #include <vector>
 
-#include "device_setup.hpp"
+#include "engine/device_setup.hpp"
+#include "tenax/engine.hpp"
 #include "tenax/error.hpp"
 #include "tenax/execution.hpp"
 #include "tenax/kernels/cast.hpp"
+#include "tenax/models.hpp"
 #include "tenax/ops.hpp"
 #include "tenax/runtime.hpp"
-#include "trainer.hpp"
+#include "tenax/synthetic_data.hpp"
 
 namespace {
 
-using tenax::examples::TrainConfig;
+struct TrainConfig {
+  tenax::EngineConfig engine;
+  tenax::models::MlpLmConfig model;
+};
 
 struct Row {
   std::string name;
@@ -49,7 +55,7 @@ struct Row {
 double model_flops_per_step(const TrainConfig& c) {
   const double h = static_cast<double>(c.model.hidden), layers = static_cast<double>(c.model.layers);
   const double weights = 8.0 * h * h * layers + h * static_cast<double>(c.model.vocab);
-  return 6.0 * weights * static_cast<double>(c.batch) * static_cast<double>(c.model.seq_len);
+  return 6.0 * weights * static_cast<double>(c.engine.global_batch) * static_cast<double>(c.engine.seq_len);
 }
 
 // The bf16 matmul rate of GPU `device` (FLOP/s): square products of `size`, bf16 inputs with fp32 accumulation into
@@ -85,13 +91,14 @@ double bf16_matmul_rate(int device, std::size_t size, int reps) {
          seconds[seconds.size() / 2];
 }
 
-Row measure(tenax::Communicator& comm, TrainConfig c, int warmup, int steps, const std::string& name) {
-  tenax::examples::Trainer trainer(comm, c);
+Row measure(tenax::Communicator& comm, const TrainConfig& c, int warmup, int steps, const std::string& name) {
+  auto data = std::make_shared<tenax::MarkovSource>(c.model.vocab, 4, c.engine.seed);
+  tenax::Engine trainer(comm, c.engine, tenax::models::mlp_lm(c.model), data);
   for (int s = 0; s < warmup; ++s)
     trainer.step();
   comm.barrier();
   const auto t0 = std::chrono::steady_clock::now();
-  tenax::examples::StepResult last;
+  tenax::StepResult last;
   for (int s = 0; s < steps; ++s)
     last = trainer.step();
   comm.barrier();
@@ -100,7 +107,7 @@ Row measure(tenax::Communicator& comm, TrainConfig c, int warmup, int steps, con
   r.name = name;
   r.ranks = comm.size();
   r.ms_per_step = 1e3 * seconds / steps;
-  r.tokens_per_s = static_cast<double>(c.batch) * static_cast<double>(c.model.seq_len) * steps / seconds;
+  r.tokens_per_s = static_cast<double>(c.engine.global_batch) * static_cast<double>(c.engine.seq_len) * steps / seconds;
   r.last_loss = last.loss;
   r.early_buckets = last.buckets_reduced_early;
   return r;
@@ -137,16 +144,17 @@ int body(int argc, char** argv) {
     return tenax::kExitSuccess;
   }
   TrainConfig base;
-  base.precision = tenax::PrecisionPolicy::parse(args["precision"].as<std::string>());
-  base.batch = args["batch"].as<int>();
-  base.micro_batch = args["micro-batch"].as<int>();
+  base.engine.precision = tenax::PrecisionPolicy::parse(args["precision"].as<std::string>());
+  base.engine.global_batch = args["batch"].as<int>();
+  base.engine.micro_batch = args["micro-batch"].as<int>();
+  base.engine.seq_len = args["seq-len"].as<std::size_t>();
+  base.engine.checkpoint.dir = "none";
   base.model.vocab = args["vocab"].as<std::size_t>();
   base.model.hidden = args["hidden"].as<std::size_t>();
   base.model.layers = args["layers"].as<std::size_t>();
-  base.model.seq_len = args["seq-len"].as<std::size_t>();
-  base.data_parallel.bucket_bytes = static_cast<std::size_t>(args["bucket-mb"].as<double>() * 1024 * 1024);
-  base.device = tenax::examples::parse_device(args["device"].as<std::string>());
-  const bool on_gpu = base.device == tenax::Device::Cuda;
+  base.engine.data_parallel.bucket_bytes = static_cast<std::size_t>(args["bucket-mb"].as<double>() * 1024 * 1024);
+  base.engine.device = tenax::parse_device(args["device"].as<std::string>());
+  const bool on_gpu = base.engine.device == tenax::Device::Cuda;
   const int steps = args["steps"].as<int>(), warmup = args["warmup"].as<int>();
   if (steps < 1 || warmup < 0) throw tenax::UsageError("--steps must be >= 1 and --warmup >= 0");
 
@@ -158,7 +166,7 @@ int body(int argc, char** argv) {
   // without a GPU fails here with the same UsageError on every rank (make_cuda_context agrees on it).
   double matmul_rate = 0.0;
   if (on_gpu) {
-    (void)tenax::examples::make_cuda_context(world);
+    (void)tenax::detail::make_cuda_context(world);
     if (world.rank() == 0) matmul_rate = bf16_matmul_rate(0, args["matmul-size"].as<std::size_t>(), 5);
     world.barrier();
   }
@@ -167,7 +175,7 @@ int body(int argc, char** argv) {
   {
     std::unique_ptr<tenax::Communicator> self = world.split(world.rank() == 0 ? 0 : -1, 0, "reference");
     TrainConfig c = base;
-    c.tp = c.pp = c.dp = 1;
+    c.engine.layout = tenax::ParallelLayout{1, 1, 1};
     if (self) rows.push_back(measure(*self, c, warmup, steps, "1 rank (reference)"));
     world.barrier();
   }
@@ -179,25 +187,23 @@ int body(int argc, char** argv) {
         const int dp = n / (tp * pp);
         if (zero1 && dp == 1) continue;
         TrainConfig c = base;
-        c.tp = tp;
-        c.pp = pp;
-        c.dp = dp;
-        c.data_parallel.zero1 = zero1;
-        try {
-          c.validate(n);
-        } catch (const tenax::UsageError&) {
-          continue;  // e.g. more stages than layers, or a batch that does not split: not a layout of this model
-        }
+        c.engine.layout = tenax::ParallelLayout{tp, pp, dp};
+        c.engine.data_parallel.zero1 = zero1;
         const std::string name = "tp=" + std::to_string(tp) + ",pp=" + std::to_string(pp) +
                                  ",dp=" + std::to_string(dp) + (zero1 ? " zero1" : "");
-        rows.push_back(measure(world, c, warmup, steps, name));
+        try {
+          rows.push_back(measure(world, c, warmup, steps, name));
+        } catch (const tenax::UsageError&) {
+          // e.g. more stages than layers, or a batch that does not split: not a layout of this model (every rank
+          // refuses it together)
+        }
       }
     }
   }
   if (world.rank() == 0) {
     std::printf("# %d ranks, precision %s, model vocab %zu hidden %zu layers %zu seq %zu, batch %d, micro-batch %d\n",
-                n, std::string(base.precision.name()).c_str(), base.model.vocab, base.model.hidden, base.model.layers,
-                base.model.seq_len, base.batch, base.micro_batch);
+                n, std::string(base.engine.precision.name()).c_str(), base.model.vocab, base.model.hidden,
+                base.model.layers, base.engine.seq_len, base.engine.global_batch, base.engine.micro_batch);
     if (on_gpu)
       std::printf("# bf16 matmul reference (m=n=k=%zu, bf16 inputs, fp32 accumulate) on rank 0's GPU: %.1f TFLOP/s\n",
                   args["matmul-size"].as<std::size_t>(), matmul_rate / 1e12);

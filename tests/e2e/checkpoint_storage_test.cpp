@@ -100,7 +100,7 @@ TEST(ExampleCheckpointStorage, AFullDiskIsSurvivedUntilTooManySavesInARowFail) {
   EXPECT_TRUE(has(output, "(1 of 3 failures in a row allowed)")) << output;
   EXPECT_TRUE(has(output, "(2 of 3 failures in a row allowed)")) << output;
   EXPECT_TRUE(has(output, "step 5 loss")) << output;
-  EXPECT_TRUE(has(output, "3 checkpoint saves in a row failed (--max-checkpoint-failures 3)")) << output;
+  EXPECT_TRUE(has(output, "3 checkpoint saves in a row failed (max_failures 3)")) << output;
   EXPECT_TRUE(has(output, "No space left on device")) << output;
   EXPECT_FALSE(has(output, "step 40 loss")) << "the run must stop, not train on without checkpoints";
 }

@@ -1,17 +1,20 @@
-// Bad configurations stop every rank with a UsageError that names the problem and the fix, before any collective.
+// Bad configurations and models stop every rank with a UsageError that names the problem and the fix, before any
+// rank is left waiting in a collective.
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "engine_test_util.hpp"
 #include "tenax/error.hpp"
-#include "training_test_util.hpp"
+#include "tenax/models.hpp"
 
 namespace tenax::test {
 namespace {
 
-void expect_usage_error(const examples::TrainConfig& c, const std::string& problem, const std::string& fix) {
+void expect_usage_error(const EngineConfig& c, const ChunkBuilder& build, const std::string& problem,
+                        const std::string& fix) {
   try {
-    examples::Trainer trainer(world(), c);
+    Engine engine(world(), c, build, test_data());
     FAIL() << "expected a UsageError mentioning '" << problem << "'";
   } catch (const UsageError& e) {
     const std::string what = e.what();
@@ -20,48 +23,69 @@ void expect_usage_error(const examples::TrainConfig& c, const std::string& probl
   }
 }
 
-TEST(BadInput, LayoutThatDoesNotDivideTheWorld) {
-  expect_usage_error(small_config(3, 1, 0), "tp*pp = 3 does not divide the 4 ranks", "choose tp and pp");
-  expect_usage_error(small_config(1, 1, 3), "needs tp*pp*dp = 3 ranks but the job has 4", "change the layout");
+TEST(BadInput, LayoutThatDoesNotFitTheWorld) {
+  expect_usage_error(small_config({1, 1, 3}), test_model(), "needs tp*pp*dp = 3 ranks but the job has 4",
+                     "change the layout");
+  EXPECT_THROW(ParallelLayout::infer(4, 3, 1), UsageError);
 }
 
-TEST(BadInput, TensorParallelSizeNotDividingTheHiddenSize) {
-  examples::TrainConfig c = small_config(4, 1, 1);
-  c.model.hidden = 30;
-  expect_usage_error(c, "does not divide the hidden size 30", "--hidden");
+TEST(BadInput, TensorParallelSizeNotDividingTheModel) {
+  // The output layer is split by vocabulary (the MLP's 4x width always divides by 4).
+  models::MlpLmConfig m;
+  m.hidden = 32;
+  m.vocab = 66;
+  expect_usage_error(small_config({4, 1, 1}), models::mlp_lm(m), "output: tensor-parallel size 4 does not divide its "
+                     "output features (66)", "choose --tp among the divisors of 66");
 }
 
-TEST(BadInput, TensorParallelSizeNotDividingTheVocabulary) {
-  examples::TrainConfig c = small_config(4, 1, 1);
-  c.model.vocab = 66;
-  expect_usage_error(c, "does not divide the vocabulary size 66", "--vocab");
+TEST(BadInput, MoreModelChunksThanBlocks) {
+  models::MlpLmConfig m;
+  m.vocab = 64;
+  m.hidden = 32;
+  m.layers = 2;
+  expect_usage_error(small_config({1, 4, 1}), models::mlp_lm(m), "2 blocks cannot be spread over 4 model chunks",
+                     "use fewer stages or more blocks");
 }
 
-TEST(BadInput, MorePipelineStagesThanLayers) {
-  examples::TrainConfig c = small_config(1, 4, 1);
-  c.model.layers = 2;
-  expect_usage_error(c, "--pp 4 is greater than the number of layers 2", "--pp <= 2");
-}
-
-TEST(BadInput, MicroBatchNotDividingTheBatch) {
-  examples::TrainConfig c = small_config(1, 1, 4);
-  c.batch = 8;
+TEST(BadInput, BatchesThatDoNotSplit) {
+  EngineConfig c = small_config({1, 1, 4});
   c.micro_batch = 3;  // each of the 4 dp ranks gets 2 sequences
-  expect_usage_error(c, "micro-batch size 3 does not divide the 2 sequences", "--micro-batch that divides 2");
-  c.batch = 6;  // not a multiple of dp = 4
+  expect_usage_error(c, test_model(), "micro-batch of 3 sequences does not divide the 2 sequences",
+                     "use a micro-batch that divides 2");
+  c.global_batch = 6;  // not a multiple of dp = 4
   c.micro_batch = 1;
-  expect_usage_error(c, "does not split evenly over 4 data-parallel ranks", "multiple of dp=4");
+  expect_usage_error(c, test_model(), "does not split evenly over 4 data-parallel ranks", "multiple of dp=4");
+  // The interleaved schedule runs micro-batches in groups of one per stage.
+  EngineConfig il = small_config({1, 4, 1, false, PipelineKind::Interleaved, 1});
+  il.micro_batch = 8;  // one micro-batch for four stages
+  expect_usage_error(il, test_model(), "not a multiple of 4 stages", "multiple of 4 micro-batches");
+  EngineConfig chunks = small_config({1, 2, 2, false, PipelineKind::OneFOneB, 2});
+  expect_usage_error(chunks, test_model(), "virtual stages per stage need the interleaved schedule", "interleaved");
 }
 
-TEST(BadInput, OverflowInjectionNeedsFp16) {
-  examples::TrainConfig c = small_config(1, 1, 4);
-  c.inject_overflow_at = {1};
-  expect_usage_error(c, "fp16 loss scaler", "--precision fp16");
+TEST(BadInput, AModuleGivenTheWrongInputNamesItself) {
+  // A model whose last chunk does not end in a loss, and one whose layer sizes do not chain.
+  ChunkBuilder no_loss = [](const ChunkContext&) -> std::unique_ptr<nn::Module> {
+    std::vector<std::unique_ptr<nn::Module>> m;
+    m.push_back(std::make_unique<nn::Embedding>("embedding", kVocab, kHidden, 1.0f));
+    return std::make_unique<nn::Sequential>("chunk", std::move(m));
+  };
+  expect_usage_error(small_config({1, 1, 4}), no_loss, "the last model chunk must end in a loss module",
+                     "nn::VocabParallelLoss");
+  ChunkBuilder mismatched = [](const ChunkContext& c) -> std::unique_ptr<nn::Module> {
+    std::vector<std::unique_ptr<nn::Module>> m;
+    m.push_back(std::make_unique<nn::Embedding>("embedding", kVocab, kHidden, 1.0f));
+    m.push_back(std::make_unique<nn::LayerNorm>("ln", kHidden + 1));
+    m.push_back(std::make_unique<nn::VocabParallelLoss>("output", kHidden, kVocab, *c.tp, 0.1f));
+    return std::make_unique<nn::Sequential>("chunk", std::move(m));
+  };
+  expect_usage_error(small_config({1, 1, 4}), mismatched, "ln: takes f32[16, 33] but is given f32[16, 32]",
+                     "f32[16, 33]");
 }
 
 TEST(BadInput, WorldStillUsableAfterRejectedConfigurations) {
   // Nothing was half-issued: a valid run right after works.
-  EXPECT_EQ(train(world(), small_config(2, 2, 1), 1).losses.size(), 1u);
+  EXPECT_EQ(train(world(), small_config({2, 2, 1}), 1).losses.size(), 1u);
 }
 
 }  // namespace

@@ -1,25 +1,20 @@
-// The device choice of the training program on real MPI ranks: asking for a GPU where there is none is a UsageError on
-// EVERY rank (none may be left waiting in NCCL's initialisation), parsing names the choices, and state that lives in
-// device memory cannot be checksummed as if it were host memory.
+// The device choice on real MPI ranks: asking for a GPU where there is none is a UsageError on EVERY rank (none may be
+// left waiting in NCCL's initialisation), parsing names the choices, and state that lives in device memory cannot be
+// checksummed as if it were host memory.
 #include <gtest/gtest.h>
 
-#include <string>
-
-#include "common/mpi_test.hpp"
-#include "device_setup.hpp"
+#include "engine_test_util.hpp"
 #include "tenax/error.hpp"
-#include "tenax/execution.hpp"
 #include "tenax/model_state.hpp"
-#include "training_test_util.hpp"
 
 namespace tenax::test {
 namespace {
 
 TEST(DeviceOption, ParsesCpuAndCudaAndNamesTheChoicesOtherwise) {
-  EXPECT_EQ(examples::parse_device("cpu"), Device::Host);
-  EXPECT_EQ(examples::parse_device("cuda"), Device::Cuda);
+  EXPECT_EQ(parse_device("cpu"), Device::Host);
+  EXPECT_EQ(parse_device("cuda"), Device::Cuda);
   try {
-    (void)examples::parse_device("tpu");
+    (void)parse_device("tpu");
     ADD_FAILURE() << "no exception";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("use cpu or cuda"), std::string::npos) << e.what();
@@ -29,10 +24,10 @@ TEST(DeviceOption, ParsesCpuAndCudaAndNamesTheChoicesOtherwise) {
 TEST(DeviceOption, CudaWithoutAGpuIsAUsageErrorOnEveryRank) {
   if (cuda_device_count() > 0) GTEST_SKIP() << "this machine has a GPU: tests/gpu covers device training";
   if (gpu_required()) FAIL() << "TENAX_TEST_GPU=1 but no usable CUDA device";
-  examples::TrainConfig config = small_config(2, 1, 2);
+  EngineConfig config = small_config({2, 1, 2});
   config.device = Device::Cuda;
   try {
-    examples::Trainer trainer(world(), config);
+    Engine engine(world(), config, test_model(), test_data());
     ADD_FAILURE() << "no exception on rank " << world().rank();
   } catch (const UsageError& e) {
     const std::string what = e.what();
@@ -41,13 +36,6 @@ TEST(DeviceOption, CudaWithoutAGpuIsAUsageErrorOnEveryRank) {
   }
   // Every rank got here: nobody is stuck in a collective the others left.
   world().barrier();
-}
-
-TEST(DeviceOption, NodeLocalRanksCountTheRanksOnThisHost) {
-  const examples::LocalRank local = examples::node_local_rank(world());
-  // mpirun starts every rank of this test on this machine.
-  EXPECT_EQ(local.size, world().size());
-  EXPECT_EQ(local.rank, world().rank());
 }
 
 TEST(DeviceOption, DeviceEntriesAreNotChecksummedAsHostMemory) {

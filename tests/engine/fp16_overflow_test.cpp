@@ -1,16 +1,16 @@
-// fp16 with dynamic loss scaling: an overflow injected on ONE rank makes EVERY rank skip that step (parameters
-// untouched), the scale backs off as the hysteresis says, and training goes on and keeps learning.
+// fp16 with dynamic loss scaling under the engine: an overflow injected on ONE rank (by a custom module) makes EVERY
+// rank skip that step (parameters untouched), the scale backs off as the hysteresis says, and training goes on.
 #include <gtest/gtest.h>
 
-#include <vector>
+#include <tuple>
 
-#include "training_test_util.hpp"
+#include "engine_test_util.hpp"
 
 namespace tenax::test {
 namespace {
 
-examples::TrainConfig fp16_config(int tp, int pp, int dp) {
-  examples::TrainConfig c = small_config(tp, pp, dp);
+EngineConfig fp16_config(const Variant& v) {
+  EngineConfig c = small_config(v);
   c.precision = PrecisionPolicy::parse("fp16");
   return c;
 }
@@ -29,14 +29,13 @@ void expect_all_ranks_agree(const RunResult& r) {
 }
 
 TEST(Fp16LossScaling, InjectedOverflowIsSkippedByEveryRankAndTheScaleBacksOff) {
-  for (auto [tp, pp, dp, zero1] : std::vector<std::tuple<int, int, int, bool>>{
-           {2, 2, 1, false}, {1, 1, 4, true}, {1, 2, 2, false}, {2, 1, 2, true}}) {
-    SCOPED_TRACE("tp " + std::to_string(tp) + " pp " + std::to_string(pp) + " dp " + std::to_string(dp));
-    examples::TrainConfig c = fp16_config(tp, pp, dp);
-    c.data_parallel.zero1 = zero1;
+  for (const Variant& v : {Variant{2, 2, 1}, Variant{1, 1, 4, true}, Variant{1, 2, 2}, Variant{2, 1, 2, true},
+                           Variant{1, 2, 2, false, PipelineKind::Interleaved, 2}}) {
+    SCOPED_TRACE(v.name());
+    EngineConfig c = fp16_config(v);
     c.loss_scaler.hysteresis = 1;
-    c.inject_overflow_at = {4};
-    const RunResult r = train(world(), c, 12);
+    Injection at4{{4}};
+    const RunResult r = train(world(), c, 12, &at4);
     expect_all_ranks_agree(r);
     for (std::size_t s = 0; s < r.skipped.size(); ++s)
       EXPECT_EQ(r.skipped[s], s == 3) << "step " << s + 1;
@@ -44,23 +43,17 @@ TEST(Fp16LossScaling, InjectedOverflowIsSkippedByEveryRankAndTheScaleBacksOff) {
     EXPECT_EQ(r.scales[4], 32768.0f) << "the scale backs off by half after the overflow";
     EXPECT_EQ(r.scales.back(), 32768.0f);
     EXPECT_LT(r.losses.back(), r.losses.front() - 0.3) << "training continues after the skipped step";
-
-    // The skipped step changed nothing: the same run without the injection is exactly one update ahead of it, so
-    // the run with the overflow at step 4 equals, after step 4, the clean run after 3 steps (same data excepted).
-    // Checked through the parameters: 4 steps with the overflow at 4 == 3 clean steps.
-    examples::TrainConfig clean = c;
-    clean.inject_overflow_at.clear();
-    examples::TrainConfig overflowed = c;
-    overflowed.inject_overflow_at = {4};
-    EXPECT_EQ(train(world(), overflowed, 4).checksum, train(world(), clean, 3).checksum);
+    // The skipped step changed nothing: 4 steps with the overflow at step 4 leave the parameters of 3 clean steps.
+    Injection none, again{{4}};
+    EXPECT_EQ(train(world(), c, 4, &again).checksum, train(world(), c, 3, &none).checksum);
   }
 }
 
 TEST(Fp16LossScaling, HysteresisTwoSkipsTwiceBeforeBackingOff) {
-  examples::TrainConfig c = fp16_config(1, 2, 2);
+  EngineConfig c = fp16_config({1, 2, 2});
   c.loss_scaler.hysteresis = 2;
-  c.inject_overflow_at = {2, 3};
-  const RunResult r = train(world(), c, 6);
+  Injection at{{2, 3}};
+  const RunResult r = train(world(), c, 6, &at);
   expect_all_ranks_agree(r);
   EXPECT_FALSE(r.skipped[0]);
   EXPECT_TRUE(r.skipped[1]);
@@ -71,8 +64,8 @@ TEST(Fp16LossScaling, HysteresisTwoSkipsTwiceBeforeBackingOff) {
 }
 
 TEST(Fp16LossScaling, Fp16TrainsLikeFp32) {
-  const RunResult fp32 = train(world(), small_config(2, 2, 1), 20);
-  const RunResult fp16 = train(world(), fp16_config(2, 2, 1), 20);
+  const RunResult fp32 = train(world(), small_config({2, 2, 1}), 20);
+  const RunResult fp16 = train(world(), fp16_config({2, 2, 1}), 20);
   for (bool s : fp16.skipped)
     EXPECT_FALSE(s) << "no real overflow is expected in this small model";
   EXPECT_NEAR(fp16.losses.back(), fp32.losses.back(), 0.05 * fp32.losses.back());
