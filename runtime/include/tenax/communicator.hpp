@@ -7,6 +7,8 @@
 // Contract, as in MPI and NCCL: every rank of a communicator calls the same collectives in the same order with the same
 // count, dtype, op and root. Operations on one communicator are issued from one thread at a time.
 //
+// Completion: every operation returns a handle (Work) that says when its result is valid; see below.
+//
 // Failure: every blocking operation honours TENAX_COMM_TIMEOUT. MPI: each operation is exactly the blocking MPI call
 // it wraps, watched by a per-process watchdog; an operation still running after the timeout is logged (group,
 // operation, sequence number, size, time waited) and the process ends with kExitPeerFailure (a stuck MPI call can
@@ -20,6 +22,7 @@
 // Avg on integer types truncates toward zero, like NCCL's ncclAvg.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -45,6 +48,46 @@ struct PeerTransfer {
   std::size_t count = 0;
 };
 
+// A completion handle: what every operation returns, the same on every backend. The operation's result (the receive
+// buffer) is valid once is_completed() is true or wait() has returned. MPI collectives complete before they return
+// (a completed handle); NCCL operations and MPI exchanges complete later. Dropping a handle does not wait:
+// Communicator::synchronize() (NCCL) or the next operation's ordering still apply.
+class Work {
+ public:
+  // Backend side of a handle that is not complete yet.
+  class Pending {
+   public:
+    explicit Pending(std::string what) : what_(std::move(what)) {}
+    virtual ~Pending() = default;
+    // True once complete. Throws CommError when the operation failed (the communicator is then aborted).
+    virtual bool poll() = 0;
+    // The wait ran out: give the operation up (cancel it, abort the communicator) so that nothing waits on it.
+    virtual void abandon() = 0;
+    // "exchange on group 'pp[0,0]' (mpi, rank 1 of 2, operation #12, 1024 x bf16)"
+    const std::string& what() const { return what_; }
+
+   private:
+    std::string what_;
+  };
+
+  Work() = default;  // completed
+  explicit Work(std::shared_ptr<Pending> pending) : pending_(std::move(pending)) {}
+
+  // Polls once; never blocks. Throws CommError when the operation failed.
+  bool is_completed();
+  // Waits until complete, at most TENAX_COMM_TIMEOUT (0 there: no limit).
+  void wait();
+  // Waits at most `timeout` (0: no limit). On expiry the operation is given up and TimeoutError names the group, the
+  // operation and the time waited; a failure throws CommError.
+  void wait(std::chrono::milliseconds timeout);
+
+ private:
+  std::shared_ptr<Pending> pending_;
+};
+
+// The collectives' front end: every call goes through the same argument checks on every backend (null buffers, a
+// peer or root outside the group, overlapping buffers where they may not overlap, sizes that overflow), which throw
+// UsageError naming the group and the operation before anything is issued; then the backend issues it.
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -61,22 +104,21 @@ class Communicator {
   // True once an operation failed or timed out; every later operation throws.
   virtual bool aborted() const = 0;
 
-  virtual void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) = 0;
+  Work all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
   // recv holds size()*count elements, rank r's contribution at r*count.
-  virtual void all_gather(const void* send, void* recv, std::size_t count, DType dtype) = 0;
+  Work all_gather(const void* send, void* recv, std::size_t count, DType dtype);
   // send holds size()*count elements; recv gets this rank's count-element block of the reduction.
-  virtual void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) = 0;
-  virtual void broadcast(void* buffer, std::size_t count, DType dtype, int root) = 0;
-  virtual void send(const void* buffer, std::size_t count, DType dtype, int peer) = 0;
-  virtual void recv(void* buffer, std::size_t count, DType dtype, int peer) = 0;
-  // Sends to dst and receives from src at the same time (the pipeline's exchange; never deadlocks on ordering).
-  virtual void send_recv(const void* send_buffer, std::size_t send_count, int dst, void* recv_buffer,
-                         std::size_t recv_count, int src, DType dtype) = 0;
-  // Posts every transfer at once and returns when all of them completed (MPI: nonblocking sends and receives and one
-  // wait under the watchdog; NCCL: one group, enqueued). Between two ranks, transfers are matched in the order each
-  // side lists them, across calls too. Used for the pipeline's batched exchanges with both neighbours, which cannot
-  // deadlock on the order of their halves.
-  virtual void exchange(const std::vector<PeerTransfer>& transfers, DType dtype) = 0;
+  Work reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
+  Work broadcast(void* buffer, std::size_t count, DType dtype, int root);
+  Work send(const void* buffer, std::size_t count, DType dtype, int peer);
+  Work recv(void* buffer, std::size_t count, DType dtype, int peer);
+  // Sends to dst and receives from src at the same time (never deadlocks on ordering).
+  Work send_recv(const void* send_buffer, std::size_t send_count, int dst, void* recv_buffer, std::size_t recv_count,
+                 int src, DType dtype);
+  // Posts every transfer at once; the handle completes when all of them did (MPI: nonblocking sends and receives;
+  // NCCL: one group). Between two ranks, transfers are matched in the order each side lists them, across calls too.
+  // Used for the pipeline's batched exchanges with both neighbours, which cannot deadlock on the order of their halves.
+  Work exchange(const std::vector<PeerTransfer>& transfers, DType dtype);
   virtual void barrier() = 0;
   // Waits until every operation issued so far has completed (NCCL); a no-op for MPI.
   virtual void synchronize() = 0;
@@ -90,6 +132,22 @@ class Communicator {
 
  protected:
   Communicator() = default;
+
+  // The backends, called after the front end's checks.
+  virtual Work do_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) = 0;
+  virtual Work do_all_gather(const void* send, void* recv, std::size_t count, DType dtype) = 0;
+  virtual Work do_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) = 0;
+  virtual Work do_broadcast(void* buffer, std::size_t count, DType dtype, int root) = 0;
+  virtual Work do_send(const void* buffer, std::size_t count, DType dtype, int peer) = 0;
+  virtual Work do_recv(void* buffer, std::size_t count, DType dtype, int peer) = 0;
+  virtual Work do_send_recv(const void* send_buffer, std::size_t send_count, int dst, void* recv_buffer,
+                            std::size_t recv_count, int src, DType dtype) = 0;
+  virtual Work do_exchange(const std::vector<PeerTransfer>& transfers, DType dtype) = 0;
+
+ private:
+  [[noreturn]] void refuse(std::string_view op, const std::string& why) const;
+  void check_count(std::string_view op, std::size_t count, std::size_t factor, DType dtype) const;
+  void check_peer(std::string_view op, int peer, const char* role) const;
 };
 
 // The MPI communicator over MPI_COMM_WORLD. MPI must be initialised (tenax::Runtime does it).

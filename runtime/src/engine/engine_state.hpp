@@ -56,6 +56,7 @@ struct Engine::Impl {
   Chunk& chunk_of(int virtual_stage);
   Slot& slot_for(int micro_batch, int virtual_stage);  // allocating it on first use in the step
   void release(int micro_batch, int virtual_stage);
+  void mark_ready(const std::vector<std::size_t>& indices);
   void forward_only(const std::vector<std::int32_t>& samples, std::size_t sequences);  // evaluate / generate
   float optimizer_phase(StepResult& result);
 

@@ -57,6 +57,15 @@ void micro_batch_tokens(const std::int32_t* samples, std::size_t first_sample, s
 
 }  // namespace
 
+// Marks gradients final; a bucket that fills is reduced over data parallelism here. On the host that reduction is a
+// blocking MPI call in the middle of backward, so its time is exposed communication, and the metrics say so (on a
+// device it is only enqueued on the communicator's stream, overlapping the rest of backward).
+void Engine::Impl::mark_ready(const std::vector<std::size_t>& indices) {
+  auto t = phase(Phase::Comm);
+  for (std::size_t i : indices)
+    buffers->mark_grad_ready(i);
+}
+
 void Engine::Impl::run_program(const std::vector<std::int32_t>* batch) {
   const int total_v = spec.total_virtual_stages(), stage = groups.coords.pp;
   const std::size_t seq = config.seq_len, sequences = geometry.sequences;
@@ -118,15 +127,11 @@ void Engine::Impl::run_program(const std::vector<std::int32_t>* batch) {
     if (last && sequential != nullptr) {
       // Each module's gradients are final once its backward of the step's last micro-batch returned: their bucket
       // reductions start while the modules before it run their backward.
-      sequential->backward_each(state, index, s.input, s.output, output_grad, input_grad, [&](nn::Module& m) {
-        for (std::size_t i : m.parameter_indices(*buffers))
-          buffers->mark_grad_ready(i);
-      });
+      sequential->backward_each(state, index, s.input, s.output, output_grad, input_grad,
+                                [&](nn::Module& m) { mark_ready(m.parameter_indices(*buffers)); });
     } else {
       chunk.module->backward(state, index, s.input, s.output, output_grad, input_grad);
-      if (last)
-        for (std::size_t i : chunk.parameter_indices)
-          buffers->mark_grad_ready(i);
+      if (last) mark_ready(chunk.parameter_indices);
     }
     release(mb, vs);
   }

@@ -49,7 +49,10 @@ void PipelineChannel::exchange(const std::vector<PipelineMessage>& messages) {
     transfers_.push_back(PeerTransfer{m.send, m.peer, buffer, m.n});
   }
   ctx_.before_communication(pp_);
-  pp_.exchange(transfers_, wire_);
+  Work done = pp_.exchange(transfers_, wire_);
+  // On a device the compute stream waits for the transfers (an event, below); the host waits only on the host, where
+  // the received buffers are read next.
+  if (!ctx_.on_device()) done.wait();
   ctx_.after_communication(pp_);
   if (wire != nullptr)
     for (std::size_t i = 0; i < messages.size(); ++i)

@@ -128,13 +128,7 @@ void MpiCommunicator::run(const char* op, std::size_t count, DType dtype, Call&&
   }
 }
 
-void MpiCommunicator::check_peer(int peer, std::string_view op) const {
-  if (peer < 0 || peer >= size_)
-    throw UsageError(std::string(op) + " on group '" + name_ + "': peer rank " + std::to_string(peer) +
-                     " is outside the group (size " + std::to_string(size_) + ")");
-}
-
-void MpiCommunicator::all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+Work MpiCommunicator::do_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
   const int n = mpi_count(count, "all_reduce");
   if (is_half(dtype)) {
     scratch_in_.resize(count);
@@ -143,23 +137,25 @@ void MpiCommunicator::all_reduce(const void* send, void* recv, std::size_t count
         [&] { return MPI_Allreduce(MPI_IN_PLACE, scratch_in_.data(), n, MPI_FLOAT, mpi_op(op), comm_); });
     if (op == ReduceOp::Avg) divide_in_place(scratch_in_.data(), count, size_);
     kernels::cast_from_f32(scratch_in_.data(), recv, dtype, count);
-    return;
+    return {};
   }
   const void* source = send == recv ? MPI_IN_PLACE : send;
   run("all_reduce", count, dtype, [&] { return MPI_Allreduce(source, recv, n, mpi_type(dtype), mpi_op(op), comm_); });
   if (op == ReduceOp::Avg) divide_by(recv, count, dtype, size_);
+  return {};
 }
 
-void MpiCommunicator::all_gather(const void* send, void* recv, std::size_t count, DType dtype) {
+Work MpiCommunicator::do_all_gather(const void* send, void* recv, std::size_t count, DType dtype) {
   const int n = mpi_count(count, "all_gather");
   mpi_count(count * static_cast<std::size_t>(size_), "all_gather");
   const std::size_t block = count * dtype_size(dtype);
   const void* source = byte_ptr(send) == byte_ptr(recv) + block * static_cast<std::size_t>(rank_) ? MPI_IN_PLACE : send;
   run("all_gather", count, dtype,
       [&] { return MPI_Allgather(source, n, mpi_type(dtype), recv, n, mpi_type(dtype), comm_); });
+  return {};
 }
 
-void MpiCommunicator::reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+Work MpiCommunicator::do_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
   const int n = mpi_count(count, "reduce_scatter");
   const std::size_t total = count * static_cast<std::size_t>(size_);
   mpi_count(total, "reduce_scatter");
@@ -178,64 +174,100 @@ void MpiCommunicator::reduce_scatter(const void* send, void* recv, std::size_t c
     });
     if (op == ReduceOp::Avg) divide_in_place(scratch_out_.data(), count, size_);
     kernels::cast_from_f32(scratch_out_.data(), recv, dtype, count);
-    return;
+    return {};
   }
   run("reduce_scatter", count, dtype,
       [&] { return MPI_Reduce_scatter_block(send, recv, n, mpi_type(dtype), mpi_op(op), comm_); });
   if (op == ReduceOp::Avg) divide_by(recv, count, dtype, size_);
+  return {};
 }
 
-void MpiCommunicator::broadcast(void* buffer, std::size_t count, DType dtype, int root) {
-  check_peer(root, "broadcast");
+Work MpiCommunicator::do_broadcast(void* buffer, std::size_t count, DType dtype, int root) {
   const int n = mpi_count(count, "broadcast");
   run("broadcast", count, dtype, [&] { return MPI_Bcast(buffer, n, mpi_type(dtype), root, comm_); });
+  return {};
 }
 
 // Point-to-point messages use one tag: MPI keeps messages between a pair in order, which is all tenax relies on.
 constexpr int kTag = 7;
 
-void MpiCommunicator::send(const void* buffer, std::size_t count, DType dtype, int peer) {
-  check_peer(peer, "send");
+Work MpiCommunicator::do_send(const void* buffer, std::size_t count, DType dtype, int peer) {
   const int n = mpi_count(count, "send");
   run("send", count, dtype, [&] { return MPI_Send(buffer, n, mpi_type(dtype), peer, kTag, comm_); });
+  return {};
 }
 
-void MpiCommunicator::recv(void* buffer, std::size_t count, DType dtype, int peer) {
-  check_peer(peer, "recv");
+Work MpiCommunicator::do_recv(void* buffer, std::size_t count, DType dtype, int peer) {
   const int n = mpi_count(count, "recv");
   run("recv", count, dtype, [&] { return MPI_Recv(buffer, n, mpi_type(dtype), peer, kTag, comm_, MPI_STATUS_IGNORE); });
+  return {};
 }
 
-void MpiCommunicator::send_recv(const void* send_buffer, std::size_t send_count, int dst, void* recv_buffer,
-                                std::size_t recv_count, int src, DType dtype) {
-  check_peer(dst, "send_recv");
-  check_peer(src, "send_recv");
+Work MpiCommunicator::do_send_recv(const void* send_buffer, std::size_t send_count, int dst, void* recv_buffer,
+                                   std::size_t recv_count, int src, DType dtype) {
   const int ns = mpi_count(send_count, "send_recv");
   const int nr = mpi_count(recv_count, "send_recv");
   run("send_recv", send_count, dtype, [&] {
     return MPI_Sendrecv(send_buffer, ns, mpi_type(dtype), dst, kTag, recv_buffer, nr, mpi_type(dtype), src, kTag, comm_,
                         MPI_STATUS_IGNORE);
   });
+  return {};
 }
 
-void MpiCommunicator::exchange(const std::vector<PeerTransfer>& transfers, DType dtype) {
+// The requests of a nonblocking exchange, polled by its handle.
+class MpiCommunicator::PendingRequests : public Work::Pending {
+ public:
+  PendingRequests(MpiCommunicator& comm, std::vector<MPI_Request> requests, std::string what)
+      : Pending(std::move(what)), comm_(comm), requests_(std::move(requests)) {}
+  bool poll() override {
+    int done = 0;
+    const int rc = MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      comm_.fail();
+      throw CommError(what() + " failed: " + mpi_error_text(rc));
+    }
+    return done != 0;
+  }
+  void abandon() override {
+    for (MPI_Request& r : requests_)
+      if (r != MPI_REQUEST_NULL) {
+        MPI_Cancel(&r);
+        MPI_Request_free(&r);
+      }
+    comm_.fail();
+  }
+
+ private:
+  MpiCommunicator& comm_;
+  std::vector<MPI_Request> requests_;
+};
+
+Work MpiCommunicator::do_exchange(const std::vector<PeerTransfer>& transfers, DType dtype) {
   std::size_t largest = 0;
   for (const PeerTransfer& t : transfers) {
-    check_peer(t.peer, "exchange");
     mpi_count(t.count, "exchange");
     largest = std::max(largest, t.count);
   }
-  run("exchange", largest, dtype, [&] {
-    requests_.assign(transfers.size(), MPI_REQUEST_NULL);
-    for (std::size_t i = 0; i < transfers.size(); ++i) {
-      const PeerTransfer& t = transfers[i];
-      const int n = static_cast<int>(t.count);
-      const int rc = t.send ? MPI_Isend(t.buffer, n, mpi_type(dtype), t.peer, kTag, comm_, &requests_[i])
-                            : MPI_Irecv(t.buffer, n, mpi_type(dtype), t.peer, kTag, comm_, &requests_[i]);
-      if (rc != MPI_SUCCESS) return rc;
+  if (aborted_)
+    throw CommError("exchange on group '" + name_ +
+                    "': the communicator was aborted after an earlier failure (see the first error in the log); "
+                    "the run must restart");
+  count_operation();
+  const std::uint64_t sequence = ++sequence_;
+  std::vector<MPI_Request> requests(transfers.size(), MPI_REQUEST_NULL);
+  for (std::size_t i = 0; i < transfers.size(); ++i) {
+    const PeerTransfer& t = transfers[i];
+    const int n = static_cast<int>(t.count);
+    const int rc = t.send ? MPI_Isend(t.buffer, n, mpi_type(dtype), t.peer, kTag, comm_, &requests[i])
+                          : MPI_Irecv(t.buffer, n, mpi_type(dtype), t.peer, kTag, comm_, &requests[i]);
+    if (rc != MPI_SUCCESS) {
+      fail();
+      throw CommError(describe_operation(*this, "exchange", sequence, largest, dtype) +
+                      " failed: " + mpi_error_text(rc));
     }
-    return MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
-  });
+  }
+  return Work(std::make_shared<PendingRequests>(*this, std::move(requests),
+                                                describe_operation(*this, "exchange", sequence, largest, dtype)));
 }
 
 void MpiCommunicator::barrier() {

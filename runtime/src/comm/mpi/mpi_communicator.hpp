@@ -26,27 +26,30 @@ class MpiCommunicator final : public Communicator {
   std::uint64_t sequence() const override { return sequence_; }
   bool aborted() const override { return aborted_; }
 
-  void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) override;
-  void all_gather(const void* send, void* recv, std::size_t count, DType dtype) override;
-  void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) override;
-  void broadcast(void* buffer, std::size_t count, DType dtype, int root) override;
-  void send(const void* buffer, std::size_t count, DType dtype, int peer) override;
-  void recv(void* buffer, std::size_t count, DType dtype, int peer) override;
-  void send_recv(const void* send_buffer, std::size_t send_count, int dst, void* recv_buffer, std::size_t recv_count,
-                 int src, DType dtype) override;
-  void exchange(const std::vector<PeerTransfer>& transfers, DType dtype) override;
   void barrier() override;
   void synchronize() override {}
   std::unique_ptr<Communicator> split(int color, int key, std::string name) override;
 
   MPI_Comm handle() const { return comm_; }
 
+ protected:
+  Work do_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) override;
+  Work do_all_gather(const void* send, void* recv, std::size_t count, DType dtype) override;
+  Work do_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) override;
+  Work do_broadcast(void* buffer, std::size_t count, DType dtype, int root) override;
+  Work do_send(const void* buffer, std::size_t count, DType dtype, int peer) override;
+  Work do_recv(void* buffer, std::size_t count, DType dtype, int peer) override;
+  Work do_send_recv(const void* send_buffer, std::size_t send_count, int dst, void* recv_buffer, std::size_t recv_count,
+                    int src, DType dtype) override;
+  // Nonblocking: the handle completes once every transfer did (its wait is bounded; the watchdog is not involved).
+  Work do_exchange(const std::vector<PeerTransfer>& transfers, DType dtype) override;
+
  private:
+  class PendingRequests;
   // Runs one blocking MPI call under the watchdog; an MPI error marks this communicator aborted and throws CommError
   // naming the operation. Throws at once if the communicator was aborted earlier. `op` must be a string literal.
   template <class Call>
   void run(const char* op, std::size_t count, DType dtype, Call&& call);
-  void check_peer(int peer, std::string_view op) const;
   void fail();
 
   MPI_Comm comm_;
@@ -57,7 +60,6 @@ class MpiCommunicator final : public Communicator {
   bool aborted_ = false;
   std::vector<float> scratch_in_;
   std::vector<float> scratch_out_;
-  std::vector<MPI_Request> requests_;
   OperationSlot slot_{*this};
 };
 

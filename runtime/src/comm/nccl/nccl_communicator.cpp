@@ -104,6 +104,10 @@ class NcclCommunicator final : public Communicator {
   }
 
   Backend backend() const override { return Backend::Nccl; }
+  void barrier() override {
+    all_reduce(barrier_word_, barrier_word_, 1, DType::I32, ReduceOp::Sum);
+    synchronize();
+  }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const std::string& name() const override { return name_; }
@@ -111,36 +115,31 @@ class NcclCommunicator final : public Communicator {
   bool aborted() const override { return aborted_; }
   void* cuda_stream() const override { return stream_; }
 
-  void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) override {
-    issue("all_reduce", count, dtype,
-          [&] { return ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), comm_, stream_); });
+  Work do_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) override {
+    return issue("all_reduce", count, dtype,
+                 [&] { return ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), comm_, stream_); });
   }
-  void all_gather(const void* send, void* recv, std::size_t count, DType dtype) override {
-    issue("all_gather", count, dtype,
-          [&] { return ncclAllGather(send, recv, count, nccl_type(dtype), comm_, stream_); });
+  Work do_all_gather(const void* send, void* recv, std::size_t count, DType dtype) override {
+    return issue("all_gather", count, dtype,
+                 [&] { return ncclAllGather(send, recv, count, nccl_type(dtype), comm_, stream_); });
   }
-  void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) override {
-    issue("reduce_scatter", count, dtype,
-          [&] { return ncclReduceScatter(send, recv, count, nccl_type(dtype), nccl_op(op), comm_, stream_); });
+  Work do_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) override {
+    return issue("reduce_scatter", count, dtype,
+                 [&] { return ncclReduceScatter(send, recv, count, nccl_type(dtype), nccl_op(op), comm_, stream_); });
   }
-  void broadcast(void* buffer, std::size_t count, DType dtype, int root) override {
-    check_peer(root, "broadcast");
-    issue("broadcast", count, dtype,
-          [&] { return ncclBroadcast(buffer, buffer, count, nccl_type(dtype), root, comm_, stream_); });
+  Work do_broadcast(void* buffer, std::size_t count, DType dtype, int root) override {
+    return issue("broadcast", count, dtype,
+                 [&] { return ncclBroadcast(buffer, buffer, count, nccl_type(dtype), root, comm_, stream_); });
   }
-  void send(const void* buffer, std::size_t count, DType dtype, int peer) override {
-    check_peer(peer, "send");
-    issue("send", count, dtype, [&] { return ncclSend(buffer, count, nccl_type(dtype), peer, comm_, stream_); });
+  Work do_send(const void* buffer, std::size_t count, DType dtype, int peer) override {
+    return issue("send", count, dtype, [&] { return ncclSend(buffer, count, nccl_type(dtype), peer, comm_, stream_); });
   }
-  void recv(void* buffer, std::size_t count, DType dtype, int peer) override {
-    check_peer(peer, "recv");
-    issue("recv", count, dtype, [&] { return ncclRecv(buffer, count, nccl_type(dtype), peer, comm_, stream_); });
+  Work do_recv(void* buffer, std::size_t count, DType dtype, int peer) override {
+    return issue("recv", count, dtype, [&] { return ncclRecv(buffer, count, nccl_type(dtype), peer, comm_, stream_); });
   }
-  void send_recv(const void* send_buffer, std::size_t send_count, int dst, void* recv_buffer, std::size_t recv_count,
-                 int src, DType dtype) override {
-    check_peer(dst, "send_recv");
-    check_peer(src, "send_recv");
-    issue("send_recv", send_count, dtype, [&] {
+  Work do_send_recv(const void* send_buffer, std::size_t send_count, int dst, void* recv_buffer, std::size_t recv_count,
+                    int src, DType dtype) override {
+    return issue("send_recv", send_count, dtype, [&] {
       ncclResult_t rc = ncclGroupStart();
       if (rc != ncclSuccess) return rc;
       rc = ncclSend(send_buffer, send_count, nccl_type(dtype), dst, comm_, stream_);
@@ -151,13 +150,11 @@ class NcclCommunicator final : public Communicator {
       return end;
     });
   }
-  void exchange(const std::vector<PeerTransfer>& transfers, DType dtype) override {
+  Work do_exchange(const std::vector<PeerTransfer>& transfers, DType dtype) override {
     std::size_t largest = 0;
-    for (const PeerTransfer& t : transfers) {
-      check_peer(t.peer, "exchange");
+    for (const PeerTransfer& t : transfers)
       largest = std::max(largest, t.count);
-    }
-    issue("exchange", largest, dtype, [&] {
+    return issue("exchange", largest, dtype, [&] {
       ncclResult_t rc = ncclGroupStart();
       if (rc != ncclSuccess) return rc;
       for (const PeerTransfer& t : transfers) {
@@ -169,11 +166,6 @@ class NcclCommunicator final : public Communicator {
       return rc != ncclSuccess ? rc : end;
     });
   }
-  void barrier() override {
-    all_reduce(barrier_word_, barrier_word_, 1, DType::I32, ReduceOp::Sum);
-    synchronize();
-  }
-
   void synchronize() override {
     check_alive("synchronize");
     TENAX_CHECK_CUDA(cudaSetDevice(device_));
@@ -232,11 +224,6 @@ class NcclCommunicator final : public Communicator {
       throw CommError(std::string(op) + " on group '" + name_ +
                       "': the communicator was aborted after an earlier failure; the run must restart");
   }
-  void check_peer(int peer, std::string_view op) const {
-    if (peer < 0 || peer >= size_)
-      throw UsageError(std::string(op) + " on group '" + name_ + "': peer rank " + std::to_string(peer) +
-                       " is outside the group (size " + std::to_string(size_) + ")");
-  }
   void fail() {
     if (!aborted_) ncclCommAbort(comm_);
     aborted_ = true;
@@ -258,8 +245,39 @@ class NcclCommunicator final : public Communicator {
     }
     if (state != ncclSuccess) fail_with(state, op, count, dtype);
   }
+  // What an enqueued operation's handle polls: a CUDA event recorded after it on the communicator's stream, and the
+  // communicator's asynchronous error state.
+  class PendingEvent : public Work::Pending {
+   public:
+    PendingEvent(NcclCommunicator& comm, cudaEvent_t event, std::string what)
+        : Pending(std::move(what)), comm_(comm), event_(event) {}
+    ~PendingEvent() override { cudaEventDestroy(event_); }
+    bool poll() override {
+      cudaSetDevice(comm_.device_);
+      const cudaError_t done = cudaEventQuery(event_);
+      if (done == cudaSuccess) return true;
+      if (done != cudaErrorNotReady) {
+        comm_.fail();
+        throw CommError(what() + ": CUDA reported " + cudaGetErrorString(done) + "; the communicator was aborted");
+      }
+      ncclResult_t state = ncclSuccess;
+      if (!comm_.aborted_) ncclCommGetAsyncError(comm_.comm_, &state);
+      if (comm_.aborted_ || (state != ncclSuccess && state != ncclInProgress)) {
+        comm_.fail();
+        throw CommError(what() + ": NCCL reported " + ncclGetErrorString(state) +
+                        "; a peer failed; the communicator was aborted");
+      }
+      return false;
+    }
+    void abandon() override { comm_.fail(); }
+
+   private:
+    NcclCommunicator& comm_;
+    cudaEvent_t event_;
+  };
+
   template <class Call>
-  void issue(std::string_view op, std::size_t count, DType dtype, Call&& call) {
+  Work issue(std::string_view op, std::size_t count, DType dtype, Call&& call) {
     check_alive(op);
     detail::count_operation();
     ++sequence_;
@@ -269,6 +287,11 @@ class NcclCommunicator final : public Communicator {
       settle(op, count, dtype);
     else if (rc != ncclSuccess)
       fail_with(rc, op, count, dtype);
+    cudaEvent_t event = nullptr;
+    TENAX_CHECK_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    TENAX_CHECK_CUDA(cudaEventRecord(event, stream_));
+    return Work(
+        std::make_shared<PendingEvent>(*this, event, detail::describe_operation(*this, op, sequence_, count, dtype)));
   }
 
   ncclComm_t comm_;
