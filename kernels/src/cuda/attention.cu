@@ -108,8 +108,8 @@ __global__ void __launch_bounds__(kThreads)
         if (t > m) {
           s = s * expf(m - t) + 1.0f;
           m = t;
-        } else {
-          s += expf(t - m);  // a NaN score lands here and makes the row NaN
+        } else if (t != -INFINITY) {  // a -inf score adds 0 (as on the CPU), even before any finite one was seen
+          s += expf(t - m);           // a NaN score lands here and makes the row NaN
         }
       }
     }
