@@ -180,6 +180,13 @@ TEST(AttentionOps, HostDispatchIsTheCpuKernelBitForBit) {
   ops::split_heads(host, qkv.data(), q2.data(), k2.data(), v2.data(), n.B, n.H, n.T, n.D);
   EXPECT_EQ(q2, q);
   EXPECT_EQ(v2, v);
+  // The mixed product is the fp32 one on the host, whatever the precision policy.
+  std::vector<float> c(n.score_elems()), c2(n.score_elems());
+  cpu::batched_gemm(Trans::No, Trans::Yes, n.T, n.T, n.D, 1.0f, q.data(), n.D, n.T * n.D, k.data(), n.D, n.T * n.D,
+                    0.0f, c.data(), n.T, n.T * n.T, n.heads());
+  ops::batched_gemm_mixed(host, DType::BF16, Trans::No, Trans::Yes, n.T, n.T, n.D, 1.0f, q.data(), n.D, n.T * n.D,
+                          k.data(), n.D, n.T * n.D, 0.0f, c2.data(), n.T, n.T * n.T, n.heads());
+  EXPECT_EQ(c2, c);
   std::vector<float> s = random_floats(n.score_elems(), -3.0f, 3.0f, 52), s2 = s;
   cpu::causal_softmax_forward(s.data(), n.heads(), n.T, 0.5f);
   ops::causal_softmax_forward(host, s2.data(), n.heads(), n.T, 0.5f);

@@ -275,6 +275,35 @@ TEST_F(CudaAttentionTest, DeviceDispatchThroughOpsMatchesTheHost) {
   EXPECT_TRUE(all_close(on_device, widen(on_host), 1e-5, 2e-5));
 }
 
+// ops::batched_gemm_mixed on a device: a and b are rounded into the context's workspace (their whole strided spans,
+// padding included) and multiplied in 16 bits; the fp32 CPU product of the same rounded values is the reference.
+TEST_F(CudaAttentionTest, MixedBatchedGemmThroughOpsRoundsTheOperandSpans) {
+  const std::size_t m = 17, n = 24, k = 40, batch = 3, lda = k + 3, ldb = n + 1, ldc = n;
+  const std::size_t sa = m * lda + 2, sb = k * ldb, sc = m * ldc;
+  auto ctx = ExecutionContext::cuda(0);
+  for (DType type : {DType::BF16, DType::F16}) {
+    std::vector<float> a = random_floats(batch * sa, -1.0f, 1.0f, 20), b = random_floats(batch * sb, -1.0f, 1.0f, 21);
+    std::vector<float> c(batch * sc, 0.0f);
+    Tensor t = ctx->zeros({static_cast<std::int64_t>(a.size() + b.size() + c.size())}, DType::F32);
+    float* g_a = static_cast<float*>(t.data());
+    float *g_b = g_a + a.size(), *g_c = g_b + b.size();
+    ctx->upload(g_a, a.data(), a.size() * sizeof(float));
+    ctx->upload(g_b, b.data(), b.size() * sizeof(float));
+    ops::batched_gemm_mixed(*ctx, type, Trans::No, Trans::No, m, n, k, 1.0f, g_a, lda, sa, g_b, ldb, sb, 0.0f, g_c, ldc,
+                            sc, batch);
+    for (std::vector<float>* x : {&a, &b}) {
+      std::vector<std::uint16_t> rounded(x->size());
+      cast_from_f32(x->data(), rounded.data(), type, x->size());
+      cast_to_f32(rounded.data(), type, x->data(), x->size());
+    }
+    cpu::batched_gemm(Trans::No, Trans::No, m, n, k, 1.0f, a.data(), lda, sa, b.data(), ldb, sb, 0.0f, c.data(), ldc,
+                      sc, batch);
+    std::vector<float> got(c.size());
+    ctx->download(got.data(), g_c, got.size() * sizeof(float));
+    EXPECT_TRUE(all_close(got, widen(c), 1e-5, 2e-5)) << dtype_name(type);
+  }
+}
+
 // Host-side checks of the CUDA entry points: they throw before touching the device, so they run everywhere.
 TEST(CudaAttentionChecks, RefuseBadArgumentsBeforeAnyDeviceCall) {
   EXPECT_THROW(cuda::attention_forward_workspace_bytes(1, 1, 4, 4, DType::I32, false), UsageError);
