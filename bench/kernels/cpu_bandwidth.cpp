@@ -2,6 +2,8 @@
 // threaded too), plus the OpenBLAS sgemm rate.
 #include <cblas.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +13,7 @@
 #include "bench_table.hpp"
 #include "cpu_gpu_entry.hpp"
 #include "tenax/kernels/activation.hpp"
+#include "tenax/kernels/attention.hpp"
 #include "tenax/kernels/cast.hpp"
 #include "tenax/kernels/elementwise.hpp"
 #include "tenax/kernels/embedding.hpp"
@@ -139,6 +142,33 @@ class CpuBench {
       cpu::layernorm_backward(a.data(), gamma.data(), mean.data(), rstd.data(), g.data(), c.data(), dgamma.data(),
                               dbeta.data(), ln_rows, hidden);
     });
+    // Attention's memory-bound kernels at a GPT-2-small head shape (12 heads of 64 on this rank, T = 1024).
+    const std::size_t heads = 12, head_dim = 64, seq = 1024;
+    const std::size_t seqs = n_ / (3 * heads * head_dim * seq);  // sequences whose packed QKV fits one array
+    if (seqs > 0) {
+      const std::string hshape = std::to_string(seqs) + "x" + std::to_string(heads) + "x" + std::to_string(seq) + "x" +
+                                 std::to_string(head_dim);
+      const double he = static_cast<double>(seqs * heads * seq * head_dim);
+      add("split_heads (qkv)", hshape, 24 * he,
+          [&] { cpu::split_heads(a.data(), b.data(), c.data(), d.data(), seqs, heads, seq, head_dim); });
+      add("split_heads_backward", hshape, 24 * he,
+          [&] { cpu::split_heads_backward(b.data(), c.data(), d.data(), a.data(), seqs, heads, seq, head_dim); });
+      add("merge_heads", hshape, 8 * he, [&] { cpu::merge_heads(b.data(), c.data(), seqs, heads, seq, head_dim); });
+      add("merge_heads_backward", hshape, 8 * he,
+          [&] { cpu::merge_heads_backward(c.data(), b.data(), seqs, heads, seq, head_dim); });
+    }
+    const std::size_t sm_blocks = n_ / (seq * seq);
+    if (sm_blocks > 0) {
+      // Minimum traffic: the lower triangle read (twice that for the backward's two inputs), every entry written.
+      const double tri = static_cast<double>(sm_blocks * seq * (seq + 1) / 2),
+                   full = static_cast<double>(sm_blocks * seq * seq);
+      const std::string sshape = std::to_string(sm_blocks) + "x" + std::to_string(seq) + "x" + std::to_string(seq);
+      // In place, call after call: probabilities are valid scores too (finite, no subnormal exponentials).
+      add("causal_softmax_forward", sshape, 4 * (tri + full),
+          [&] { cpu::causal_softmax_forward(a.data(), sm_blocks, seq, 0.125f); });
+      add("causal_softmax_backward", sshape, 4 * (2 * tri + full),
+          [&] { cpu::causal_softmax_backward(a.data(), g.data(), c.data(), sm_blocks, seq, 0.125f); });
+    }
     print_table("CPU reference kernels (single thread) vs single-thread memcpy of the same bytes", "memcpy", rows_,
                 0.0);
   }
@@ -163,11 +193,46 @@ void cpu_matmul_rate(const Options& o) {
   }
 }
 
+// The causal attention core (kernels::cpu::attention_forward/backward) on one thread of OpenBLAS calls, keeping P for
+// the backward and recomputing it. GFLOP/s counts the causal products only (what a kernel that skips the masked half
+// must do): forward 2 T(T+1) D per head, backward 4 T(T+1) D, recomputation another T(T+1) D.
+void cpu_attention_core(const Options& o) {
+  std::printf("\nCPU causal attention core (%d OpenBLAS thread(s); median of %d)\n", openblas_get_num_threads(),
+              std::max(o.reps, 31));
+  std::printf("%-20s %-10s %10s %10s %12s %12s\n", "B x H x T x D", "P", "fwd ms", "bwd ms", "fwd+bwd ms", "GFLOP/s");
+  struct Shape {
+    std::size_t B, H, T, D;
+  };
+  for (const Shape& s : {Shape{4, 4, 128, 32}, Shape{1, 12, 1024, 64}}) {
+    const std::size_t e = s.B * s.H * s.T * s.D;
+    const std::vector<float> q = filled(e, 0.1f), k = filled(e, -0.2f), v = filled(e, 0.3f), dout = filled(e, 0.01f);
+    std::vector<float> out(e), dq(e), dk(e), dv(e), probs(s.B * s.H * s.T * s.T);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(s.D));
+    const double flop = static_cast<double>(s.B * s.H) * static_cast<double>(s.T * (s.T + 1) * s.D);
+    for (bool saved : {true, false}) {
+      float* p = saved ? probs.data() : nullptr;
+      const int reps = std::max(o.reps, 31);
+      const double f = median_seconds(reps, [&] {
+        cpu::attention_forward(q.data(), k.data(), v.data(), out.data(), p, s.B, s.H, s.T, s.D, scale);
+      });
+      const double b = median_seconds(reps, [&] {
+        cpu::attention_backward(q.data(), k.data(), v.data(), dout.data(), p, dq.data(), dk.data(), dv.data(), s.B, s.H,
+                                s.T, s.D, scale);
+      });
+      const std::string shape =
+          std::to_string(s.B) + "x" + std::to_string(s.H) + "x" + std::to_string(s.T) + "x" + std::to_string(s.D);
+      std::printf("%-20s %-10s %10.3f %10.3f %12.3f %12.1f\n", shape.c_str(), saved ? "saved" : "recomputed", f * 1e3,
+                  b * 1e3, (f + b) * 1e3, flop * (saved ? 6 : 7) / (f + b) / 1e9);
+    }
+  }
+}
+
 }  // namespace
 
 void run_cpu_benchmarks(const Options& o) {
   CpuBench(o).run();
   cpu_matmul_rate(o);
+  cpu_attention_core(o);
 }
 
 }  // namespace tenax::bench

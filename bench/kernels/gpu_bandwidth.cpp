@@ -13,6 +13,7 @@
 #include "cpu_gpu_entry.hpp"
 #include "cuda/check.hpp"
 #include "tenax/kernels/activation.hpp"
+#include "tenax/kernels/attention.hpp"
 #include "tenax/kernels/cast.hpp"
 #include "tenax/kernels/elementwise.hpp"
 #include "tenax/kernels/embedding.hpp"
@@ -184,6 +185,33 @@ class GpuBench {
       cuda::layernorm_backward(a.f(), gamma.f(), mean.f(), rstd.f(), g.f(), c.f(), dgamma.f(), dbeta.f(), ln_rows,
                                hidden, nullptr);
     });
+    // Attention's memory-bound kernels at a GPT-2-small head shape (12 heads of 64 on this rank, T = 1024).
+    const std::size_t heads = 12, head_dim = 64, seq = 1024;
+    const std::size_t seqs = n_ / (3 * heads * head_dim * seq);
+    if (seqs > 0) {
+      const std::string hshape = std::to_string(seqs) + "x" + std::to_string(heads) + "x" + std::to_string(seq) + "x" +
+                                 std::to_string(head_dim);
+      const double he = static_cast<double>(seqs * heads * seq * head_dim);
+      add("split_heads (qkv)", hshape, 24 * he,
+          [&] { cuda::split_heads(a.f(), b.f(), c.f(), d.f(), seqs, heads, seq, head_dim, nullptr); });
+      add("split_heads_backward", hshape, 24 * he,
+          [&] { cuda::split_heads_backward(b.f(), c.f(), d.f(), a.f(), seqs, heads, seq, head_dim, nullptr); });
+      add("merge_heads", hshape, 8 * he, [&] { cuda::merge_heads(b.f(), c.f(), seqs, heads, seq, head_dim, nullptr); });
+      add("merge_heads_backward", hshape, 8 * he,
+          [&] { cuda::merge_heads_backward(c.f(), b.f(), seqs, heads, seq, head_dim, nullptr); });
+    }
+    const std::size_t sm_blocks = n_ / (seq * seq);
+    if (sm_blocks > 0) {
+      // Minimum traffic: the lower triangle read (twice for the backward's two inputs), every entry written. In place,
+      // call after call: probabilities are valid scores too.
+      const double tri = static_cast<double>(sm_blocks * seq * (seq + 1) / 2),
+                   full = static_cast<double>(sm_blocks * seq * seq);
+      const std::string sshape = std::to_string(sm_blocks) + "x" + std::to_string(seq) + "x" + std::to_string(seq);
+      add("causal_softmax_forward", sshape, 4 * (tri + full),
+          [&] { cuda::causal_softmax_forward(a.f(), sm_blocks, seq, 0.125f, nullptr); });
+      add("causal_softmax_backward", sshape, 4 * (2 * tri + full),
+          [&] { cuda::causal_softmax_backward(a.f(), g.f(), c.f(), sm_blocks, seq, 0.125f, nullptr); });
+    }
     cudaDeviceProp prop{};
     TENAX_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     return print_table(std::string("CUDA kernels on ") + prop.name +
@@ -234,11 +262,44 @@ void gpu_matmul_rates(const Options& o) {
   TENAX_CUBLAS_CHECK(cublasDestroy(handle));
 }
 
+// The attention core (cuda::attention_forward/backward: strided-batched cuBLAS products + the softmax kernels) at a
+// GPT-2-small rank shape. TFLOP/s counts the full T x T products the batched path computes (forward 4 B H T^2 D,
+// backward 8 B H T^2 D, recomputation 2 B H T^2 D more), half of which fall on masked entries.
+void gpu_attention_core(const Options& o) {
+  std::printf("\nCUDA attention core (batched products + softmax kernels)\n%-18s %-6s %-11s %10s %10s %10s %10s\n",
+              "B x H x T x D", "type", "P", "fwd ms", "bwd ms", "total ms", "TFLOP/s");
+  const std::size_t B = 8, H = 12, T = 1024, D = 64, e = B * H * T * D, scores = B * H * T * T;
+  DeviceArray q(e, 0.1f), k(e, -0.2f), v(e, 0.3f), dout(e, 0.01f), out(e, 0.0f), dq(e, 0.0f), dk(e, 0.0f), dv(e, 0.0f),
+      probs(scores, 0.0f);
+  void* handle = cuda::create_blas_handle();
+  const double flop = static_cast<double>(B * H) * static_cast<double>(T * T * D);
+  for (DType type : {DType::F32, DType::BF16})
+    for (bool saved : {true, false}) {
+      float* p = saved ? probs.f() : nullptr;
+      const std::size_t fwd_bytes = cuda::attention_forward_workspace_bytes(B, H, T, D, type, saved);
+      const std::size_t bwd_bytes = cuda::attention_backward_workspace_bytes(B, H, T, D, type, saved);
+      DeviceArray ws(std::max<std::size_t>({fwd_bytes, bwd_bytes, 256}));
+      const double f = median_device_seconds(o.reps, [&] {
+        cuda::attention_forward(q.f(), k.f(), v.f(), out.f(), p, B, H, T, D, 0.125f, type, ws.f(), fwd_bytes, nullptr,
+                                handle);
+      });
+      const double b = median_device_seconds(o.reps, [&] {
+        cuda::attention_backward(q.f(), k.f(), v.f(), dout.f(), p, dq.f(), dk.f(), dv.f(), B, H, T, D, 0.125f, type,
+                                 ws.f(), bwd_bytes, nullptr, handle);
+      });
+      std::printf("%-18s %-6s %-11s %10.3f %10.3f %10.3f %10.1f\n", "8x12x1024x64", dtype_name(type).data(),
+                  saved ? "saved" : "recomputed", f * 1e3, b * 1e3, (f + b) * 1e3,
+                  flop * (saved ? 12 : 14) / (f + b) / 1e12);
+    }
+  cuda::destroy_blas_handle(handle);
+}
+
 }  // namespace
 
 int run_gpu_benchmarks(const Options& o) {
   const int below = GpuBench(o).run();
   gpu_matmul_rates(o);
+  gpu_attention_core(o);
   return below;
 }
 

@@ -1,11 +1,13 @@
 // cuBLAS-backed gemm on row-major matrices: fp32 (cublasSgemm, no TF32) and 16-bit inputs with fp32 accumulation
-// (cublasGemmEx, tensor cores).
+// (cublasGemmEx, tensor cores), single and strided-batched (cublasSgemmStridedBatched, cublasGemmStridedBatchedEx).
 #include "tenax/kernels/gemm.hpp"
+#include "tenax/kernels/batched_gemm.hpp"
 
 #include <cublas_v2.h>
 
 #include <vector>
 
+#include "common/attention_validate.hpp"
 #include "common/validate.hpp"
 #include "cuda/check.hpp"
 #include "cuda/launch.hpp"
@@ -107,6 +109,46 @@ void gemm_lowp(DType input_type, Trans ta, Trans tb, std::size_t m, std::size_t 
   TENAX_CUBLAS_CHECK(cublasGemmEx(h, op(b_t), op(a_t), blas_int("n", n), blas_int("m", m), blas_int("k", k), &alpha, b,
                                   in, blas_int("ldb", ldb), a, in, blas_int("lda", lda), &beta, c, CUDA_R_32F,
                                   blas_int("ldc", ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void batched_gemm(Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+                  std::size_t lda, std::size_t stride_a, const float* b, std::size_t ldb, std::size_t stride_b,
+                  float beta, float* c, std::size_t ldc, std::size_t stride_c, std::size_t batch, void* stream,
+                  void* handle) {
+  const bool a_t = ta == Trans::Yes;
+  const bool b_t = tb == Trans::Yes;
+  detail::validate_batched_gemm(a_t, b_t, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c, batch);
+  if (batch == 0 || m == 0 || n == 0) return;
+  auto* h = static_cast<cublasHandle_t>(handle);
+  TENAX_CUBLAS_CHECK(cublasSetStream(h, detail::to_stream(stream)));
+  using detail::blas_int;
+  // The same operand swap as gemm() (row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T), per matrix.
+  TENAX_CUBLAS_CHECK(cublasSgemmStridedBatched(
+      h, op(b_t), op(a_t), blas_int("n", n), blas_int("m", m), blas_int("k", k), &alpha, b, blas_int("ldb", ldb),
+      static_cast<long long>(stride_b), a, blas_int("lda", lda), static_cast<long long>(stride_a), &beta, c,
+      blas_int("ldc", ldc), static_cast<long long>(stride_c), blas_int("batch", batch)));
+}
+
+void batched_gemm_lowp(DType input_type, Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
+                       const void* a, std::size_t lda, std::size_t stride_a, const void* b, std::size_t ldb,
+                       std::size_t stride_b, float beta, float* c, std::size_t ldc, std::size_t stride_c,
+                       std::size_t batch, void* stream, void* handle) {
+  if (input_type != DType::BF16 && input_type != DType::F16)
+    detail::usage_error("batched_gemm_lowp",
+                        "input_type is " + std::string(dtype_name(input_type)) + "; use bf16 or f16");
+  const bool a_t = ta == Trans::Yes;
+  const bool b_t = tb == Trans::Yes;
+  detail::validate_batched_gemm(a_t, b_t, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c, batch);
+  if (batch == 0 || m == 0 || n == 0) return;
+  auto* h = static_cast<cublasHandle_t>(handle);
+  TENAX_CUBLAS_CHECK(cublasSetStream(h, detail::to_stream(stream)));
+  const cudaDataType_t in = input_type == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
+  using detail::blas_int;
+  TENAX_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+      h, op(b_t), op(a_t), blas_int("n", n), blas_int("m", m), blas_int("k", k), &alpha, b, in, blas_int("ldb", ldb),
+      static_cast<long long>(stride_b), a, in, blas_int("lda", lda), static_cast<long long>(stride_a), &beta, c,
+      CUDA_R_32F, blas_int("ldc", ldc), static_cast<long long>(stride_c), blas_int("batch", batch), CUBLAS_COMPUTE_32F,
+      CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace tenax::kernels::cuda

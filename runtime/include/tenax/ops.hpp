@@ -9,6 +9,7 @@
 
 #include "tenax/dtype.hpp"
 #include "tenax/execution.hpp"
+#include "tenax/kernels/batched_gemm.hpp"
 #include "tenax/kernels/gemm.hpp"
 #include "tenax/kernels/optimizer.hpp"
 
@@ -28,6 +29,45 @@ void gemm(ExecutionContext& ctx, Trans ta, Trans tb, std::size_t m, std::size_t 
 void gemm_mixed(ExecutionContext& ctx, DType input_dtype, Trans ta, Trans tb, std::size_t m, std::size_t n,
                 std::size_t k, float alpha, const float* a, const void* a_lowp, std::size_t lda, const float* b,
                 const void* b_lowp, std::size_t ldb, float beta, float* c, std::size_t ldc);
+
+// kernels/batched_gemm.hpp: C_i = alpha op(A_i) op(B_i) + beta C_i over `batch` matrices at the given element strides.
+void batched_gemm(ExecutionContext& ctx, Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
+                  const float* a, std::size_t lda, std::size_t stride_a, const float* b, std::size_t ldb,
+                  std::size_t stride_b, float beta, float* c, std::size_t ldc, std::size_t stride_c, std::size_t batch);
+// As gemm_mixed for a strided batch: on a CUDA context with a BF16/F16 input_dtype, the spans of a and b the batch
+// reads are rounded into the context's workspace and multiplied on tensor cores with fp32 accumulation
+// (kernels::cuda::batched_gemm_lowp); otherwise batched_gemm() in fp32.
+void batched_gemm_mixed(ExecutionContext& ctx, DType input_dtype, Trans ta, Trans tb, std::size_t m, std::size_t n,
+                        std::size_t k, float alpha, const float* a, std::size_t lda, std::size_t stride_a,
+                        const float* b, std::size_t ldb, std::size_t stride_b, float beta, float* c, std::size_t ldc,
+                        std::size_t stride_c, std::size_t batch);
+
+// kernels/attention.hpp (layout convention there): B sequences of T tokens, H heads of size D on this rank.
+// qkv [B*T, 3*H*D] <-> q, k, v [B, H, T, D];  o [B, H, T, D] <-> y [B*T, H*D].
+void split_heads(ExecutionContext& ctx, const float* qkv, float* q, float* k, float* v, std::size_t B, std::size_t H,
+                 std::size_t T, std::size_t D);
+void split_heads_backward(ExecutionContext& ctx, const float* dq, const float* dk, const float* dv, float* dqkv,
+                          std::size_t B, std::size_t H, std::size_t T, std::size_t D);
+void merge_heads(ExecutionContext& ctx, const float* o, float* y, std::size_t B, std::size_t H, std::size_t T,
+                 std::size_t D);
+void merge_heads_backward(ExecutionContext& ctx, const float* dy, float* d_o, std::size_t B, std::size_t H,
+                          std::size_t T, std::size_t D);
+// In place on [blocks*T, T]: P = causal softmax of scale * S (masked entries 0); dS = scale * P (dP - rowsum(dP P)).
+void causal_softmax_forward(ExecutionContext& ctx, float* scores, std::size_t blocks, std::size_t T, float scale);
+void causal_softmax_backward(ExecutionContext& ctx, const float* probs, const float* dprobs, float* dscores,
+                             std::size_t blocks, std::size_t T, float scale);
+// The causal attention core: out = softmax(scale * q k^T, causal) v. probs_saved ([B*H*T, T], B*H*T*T floats) receives
+// P for the backward, or is null to keep nothing of size T*T: the backward then recomputes P from q and k (pass null
+// there too). attention_backward writes dq, dk, dv (not accumulated) from d_out. input_dtype is the precision policy's
+// (as gemm_mixed): on a CUDA context BF16/F16 multiplies 16-bit copies on tensor cores with fp32 accumulation, F32 (and
+// every policy on the host) computes in fp32. Device scratch comes from the context's workspace (two B*H*T*T fp32
+// blocks at most, plus the 16-bit copies); the host path needs 64 * T floats of per-thread scratch.
+void attention_forward(ExecutionContext& ctx, const float* q, const float* k, const float* v, float* out,
+                       float* probs_saved, std::size_t B, std::size_t H, std::size_t T, std::size_t D, float scale,
+                       DType input_dtype = DType::F32);
+void attention_backward(ExecutionContext& ctx, const float* q, const float* k, const float* v, const float* d_out,
+                        const float* probs_saved, float* dq, float* dk, float* dv, std::size_t B, std::size_t H,
+                        std::size_t T, std::size_t D, float scale, DType input_dtype = DType::F32);
 
 // kernels/layernorm.hpp
 void layernorm_forward(ExecutionContext& ctx, const float* x, const float* gamma, const float* beta, float* y,

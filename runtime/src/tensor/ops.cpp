@@ -8,6 +8,7 @@
 
 #include "tenax/build_config.hpp"
 #include "tenax/kernels/activation.hpp"
+#include "tenax/kernels/attention.hpp"
 #include "tenax/kernels/cast.hpp"
 #include "tenax/kernels/elementwise.hpp"
 #include "tenax/kernels/embedding.hpp"
@@ -79,6 +80,115 @@ void gemm_mixed(ExecutionContext& ctx, DType input_dtype, Trans ta, Trans tb, st
 #else
   (void)a_lowp;
   (void)b_lowp;
+  no_cuda();
+#endif
+}
+
+void batched_gemm(ExecutionContext& ctx, Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
+                  const float* a, std::size_t lda, std::size_t stride_a, const float* b, std::size_t ldb,
+                  std::size_t stride_b, float beta, float* c, std::size_t ldc, std::size_t stride_c,
+                  std::size_t batch) {
+  if (!ctx.on_device())
+    return kernels::cpu::batched_gemm(ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
+                                      stride_c, batch);
+  TENAX_DEVICE_CALL(kernels::cuda::batched_gemm(ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c,
+                                                ldc, stride_c, batch, ctx.stream(), ctx.blas_handle()));
+}
+
+void batched_gemm_mixed(ExecutionContext& ctx, DType input_dtype, Trans ta, Trans tb, std::size_t m, std::size_t n,
+                        std::size_t k, float alpha, const float* a, std::size_t lda, std::size_t stride_a,
+                        const float* b, std::size_t ldb, std::size_t stride_b, float beta, float* c, std::size_t ldc,
+                        std::size_t stride_c, std::size_t batch) {
+  if (!ctx.on_device() || (input_dtype != DType::BF16 && input_dtype != DType::F16))
+    return batched_gemm(ctx, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch);
+#if TENAX_HAVE_CUDA
+  // Every size and stride is checked before anything is rounded (the spans below depend on them).
+  const kernels::BatchedGemmSpans spans =
+      kernels::batched_gemm_spans(ta, tb, m, n, k, lda, stride_a, ldb, stride_b, ldc, stride_c, batch);
+  if (spans.c == 0) return;
+  // The rounded a and b share one workspace request; b starts 256-byte aligned (what cuBLAS prefers). The spans fit
+  // in 64 bits as element counts; as 2-byte copies they are bounded by the fp32 operands the caller holds.
+  const std::size_t elem = dtype_size(input_dtype);
+  const std::size_t a_bytes = (spans.a * elem + 255) / 256 * 256;
+  auto* space = static_cast<unsigned char*>(ctx.workspace(a_bytes + spans.b * elem));
+  cast_from_f32(ctx, a, space, input_dtype, spans.a);
+  cast_from_f32(ctx, b, space + a_bytes, input_dtype, spans.b);
+  ctx.activate();
+  kernels::cuda::batched_gemm_lowp(input_dtype, ta, tb, m, n, k, alpha, space, lda, stride_a, space + a_bytes, ldb,
+                                   stride_b, beta, c, ldc, stride_c, batch, ctx.stream(), ctx.blas_handle());
+#else
+  no_cuda();
+#endif
+}
+
+void split_heads(ExecutionContext& ctx, const float* qkv, float* q, float* k, float* v, std::size_t B, std::size_t H,
+                 std::size_t T, std::size_t D) {
+  if (!ctx.on_device()) return kernels::cpu::split_heads(qkv, q, k, v, B, H, T, D);
+  TENAX_DEVICE_CALL(kernels::cuda::split_heads(qkv, q, k, v, B, H, T, D, ctx.stream()));
+}
+
+void split_heads_backward(ExecutionContext& ctx, const float* dq, const float* dk, const float* dv, float* dqkv,
+                          std::size_t B, std::size_t H, std::size_t T, std::size_t D) {
+  if (!ctx.on_device()) return kernels::cpu::split_heads_backward(dq, dk, dv, dqkv, B, H, T, D);
+  TENAX_DEVICE_CALL(kernels::cuda::split_heads_backward(dq, dk, dv, dqkv, B, H, T, D, ctx.stream()));
+}
+
+void merge_heads(ExecutionContext& ctx, const float* o, float* y, std::size_t B, std::size_t H, std::size_t T,
+                 std::size_t D) {
+  if (!ctx.on_device()) return kernels::cpu::merge_heads(o, y, B, H, T, D);
+  TENAX_DEVICE_CALL(kernels::cuda::merge_heads(o, y, B, H, T, D, ctx.stream()));
+}
+
+void merge_heads_backward(ExecutionContext& ctx, const float* dy, float* d_o, std::size_t B, std::size_t H,
+                          std::size_t T, std::size_t D) {
+  if (!ctx.on_device()) return kernels::cpu::merge_heads_backward(dy, d_o, B, H, T, D);
+  TENAX_DEVICE_CALL(kernels::cuda::merge_heads_backward(dy, d_o, B, H, T, D, ctx.stream()));
+}
+
+void causal_softmax_forward(ExecutionContext& ctx, float* scores, std::size_t blocks, std::size_t T, float scale) {
+  if (!ctx.on_device()) return kernels::cpu::causal_softmax_forward(scores, blocks, T, scale);
+  TENAX_DEVICE_CALL(kernels::cuda::causal_softmax_forward(scores, blocks, T, scale, ctx.stream()));
+}
+
+void causal_softmax_backward(ExecutionContext& ctx, const float* probs, const float* dprobs, float* dscores,
+                             std::size_t blocks, std::size_t T, float scale) {
+  if (!ctx.on_device()) return kernels::cpu::causal_softmax_backward(probs, dprobs, dscores, blocks, T, scale);
+  TENAX_DEVICE_CALL(kernels::cuda::causal_softmax_backward(probs, dprobs, dscores, blocks, T, scale, ctx.stream()));
+}
+
+// The host core computes in fp32 whatever the policy (input_dtype is the device path's), like gemm_mixed.
+void attention_forward(ExecutionContext& ctx, const float* q, const float* k, const float* v, float* out,
+                       float* probs_saved, std::size_t B, std::size_t H, std::size_t T, std::size_t D, float scale,
+                       DType input_dtype) {
+  if (!ctx.on_device()) return kernels::cpu::attention_forward(q, k, v, out, probs_saved, B, H, T, D, scale);
+#if TENAX_HAVE_CUDA
+  // Sizes and the dtype are checked here, before the workspace grows.
+  const std::size_t bytes =
+      kernels::cuda::attention_forward_workspace_bytes(B, H, T, D, input_dtype, probs_saved != nullptr);
+  void* space = bytes > 0 ? ctx.workspace(bytes) : nullptr;
+  ctx.activate();
+  kernels::cuda::attention_forward(q, k, v, out, probs_saved, B, H, T, D, scale, input_dtype, space, bytes,
+                                   ctx.stream(), ctx.blas_handle());
+#else
+  (void)input_dtype;
+  no_cuda();
+#endif
+}
+
+void attention_backward(ExecutionContext& ctx, const float* q, const float* k, const float* v, const float* d_out,
+                        const float* probs_saved, float* dq, float* dk, float* dv, std::size_t B, std::size_t H,
+                        std::size_t T, std::size_t D, float scale, DType input_dtype) {
+  if (!ctx.on_device())
+    return kernels::cpu::attention_backward(q, k, v, d_out, probs_saved, dq, dk, dv, B, H, T, D, scale);
+#if TENAX_HAVE_CUDA
+  const std::size_t bytes =
+      kernels::cuda::attention_backward_workspace_bytes(B, H, T, D, input_dtype, probs_saved != nullptr);
+  void* space = bytes > 0 ? ctx.workspace(bytes) : nullptr;
+  ctx.activate();
+  kernels::cuda::attention_backward(q, k, v, d_out, probs_saved, dq, dk, dv, B, H, T, D, scale, input_dtype, space,
+                                    bytes, ctx.stream(), ctx.blas_handle());
+#else
+  (void)input_dtype;
   no_cuda();
 #endif
 }
