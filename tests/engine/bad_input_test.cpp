@@ -34,8 +34,10 @@ TEST(BadInput, TensorParallelSizeNotDividingTheModel) {
   models::MlpLmConfig m;
   m.hidden = 32;
   m.vocab = 66;
-  expect_usage_error(small_config({4, 1, 1}), models::mlp_lm(m), "output: tensor-parallel size 4 does not divide its "
-                     "output features (66)", "choose --tp among the divisors of 66");
+  expect_usage_error(small_config({4, 1, 1}), models::mlp_lm(m),
+                     "output: tensor-parallel size 4 does not divide its "
+                     "output features (66)",
+                     "choose --tp among the divisors of 66");
 }
 
 TEST(BadInput, MoreModelChunksThanBlocks) {

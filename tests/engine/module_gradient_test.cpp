@@ -168,6 +168,17 @@ TEST(ModuleGradients, ResidualBlockOfSequentialModules) {
   check_gradients(block, kActivations);
 }
 
+TEST(ModuleGradients, CausalSelfAttentionAndAWholeTransformerBlock) {
+  std::unique_ptr<Communicator> tp = world().split(world().rank(), 0, "tp-self");
+  for (bool recompute : {false, true}) {
+    SCOPED_TRACE(recompute ? "recomputed probabilities" : "stored probabilities");
+    nn::CausalSelfAttention attention("attn", kFeatures, 2, *tp, 0.5f, 0.5f, recompute);
+    check_gradients(attention, kActivations);
+  }
+  std::unique_ptr<nn::Module> block = nn::transformer_block("h.0", kFeatures, 2, 2, *tp, 0.5f, false);
+  check_gradients(*block, kActivations);
+}
+
 TEST(ModuleGradients, TheCheckFindsAWrongBackward) {
   // A layer whose backward forgets the tanh derivative must fail the same check (run in a child process-free way:
   // count the failures the check records instead of letting them fail this test).

@@ -21,4 +21,23 @@ struct MlpLmConfig {
 };
 ChunkBuilder mlp_lm(const MlpLmConfig& config);
 
+// A GPT-2-style decoder: token and learned position embeddings, pre-LayerNorm blocks of causal multi-head
+// self-attention and a 4x GeLU MLP (nn::transformer_block), a final LayerNorm and the vocabulary-parallel output head
+// with cross-entropy. Megatron placement under tensor parallelism (QKV column-parallel split by heads, attention output
+// and fc2 row-parallel), blocks spread over pipeline chunks. Parameter names: "wte.weight", "wpe.weight",
+// "h.<i>.ln_1", "h.<i>.attn.qkv", "h.<i>.attn.proj", "h.<i>.ln_2", "h.<i>.mlp.fc1", "h.<i>.mlp.fc2", "ln_f",
+// "lm_head.weight".
+struct GptConfig {
+  std::size_t vocab = 8000;
+  std::size_t hidden = 256;
+  std::size_t layers = 4;
+  std::size_t heads = 4;
+  std::size_t max_positions = 1024;  // the longest sequence the position table covers
+  float init_std = 0.02f;
+  bool recompute_attention = false;  // recompute the attention probabilities in backward instead of storing them
+  // The number of parameters of the whole model (all ranks together).
+  std::size_t parameters() const;
+};
+ChunkBuilder gpt(const GptConfig& config);
+
 }  // namespace tenax::models

@@ -10,6 +10,8 @@
 //   ColumnParallelLinear  F32 [rows, in]          -> F32 [rows, out / tp]
 //   RowParallelLinear     F32 [rows, in / tp]     -> F32 [rows, out]        (all-reduce over tp)
 //   GeluMlp               F32 [rows, hidden]      -> same: column fc1 (hidden -> ffn), GeLU, row fc2 (ffn -> hidden)
+//   CausalSelfAttention   F32 [rows, hidden]      -> same: column-parallel QKV split by heads over tp, the causal
+//                                                    attention core per head, row-parallel output projection
 //   VocabParallelLoss     F32 [rows, hidden]      -> nothing: projection onto the vocabulary split over tp and
 //                                                    softmax cross-entropy against the step's targets; the summed
 //                                                    token loss is added to StepState::loss_sum
@@ -170,6 +172,42 @@ class GeluMlp : public Module {
   Tensor dact_, dpre_;
   TensorSpec spec_;
 };
+
+// Multi-head causal self-attention (GPT-2), Megatron placement: the QKV projection is column-parallel and split by
+// heads (tp rank r holds heads [r H/tp, (r+1) H/tp) and their q, k, v: kernels/attention.hpp gives the column order,
+// which does not depend on tp, so checkpoints reshard across tp sizes), the attention core runs per local head, and the
+// output projection is row-parallel (one all-reduce). Saves q, k, v, the merged heads and, unless `recompute`, the
+// attention probabilities (B H T T floats per micro-batch); with `recompute` the backward recomputes them from q and k
+// (activation recomputation of the attention core: less memory, one more product).
+class CausalSelfAttention : public Module {
+ public:
+  // Throws UsageError unless heads divides hidden and tp divides heads.
+  CausalSelfAttention(std::string name, std::size_t hidden, std::size_t heads, Communicator& tp, float init_std,
+                      float proj_std, bool recompute = false);
+  ~CausalSelfAttention() override;
+  std::vector<ParameterSpec> parameters() const override;
+  void bind(ParameterBuffers& buffers) override;
+  TensorSpec prepare(const TensorSpec& input, const Geometry& geometry, int slots, ExecutionContext& context) override;
+  void forward(StepState& step, int slot, const Tensor& input, const Tensor& output) override;
+  void backward(StepState& step, int slot, const Tensor& input, const Tensor& output, const Tensor& output_grad,
+                const Tensor& input_grad) override;
+
+ private:
+  std::size_t hidden_, heads_local_, head_dim_;
+  bool recompute_;
+  DType input_dtype_ = DType::F32;
+  std::unique_ptr<tenax::ColumnParallelLinear> qkv_;
+  std::unique_ptr<tenax::RowParallelLinear> proj_;
+  std::vector<Tensor> q_, k_, v_, merged_, probs_;  // per slot
+  Tensor qkv_out_, o_, dmerged_, do_, dq_, dk_, dv_, dqkv_;
+  TensorSpec spec_;
+};
+
+// A pre-LayerNorm GPT block: x + attention(layernorm(x)), then + mlp(layernorm(.)) with a 4x GeLU MLP. Parameter names
+// "<name>.ln_1", "<name>.attn.qkv", "<name>.attn.proj", "<name>.ln_2", "<name>.mlp.fc1", "<name>.mlp.fc2". GPT-2's
+// initialisation: weights N(0, init_std^2), the projections into the residual stream N(0, (init_std^2 / (2 layers))).
+std::unique_ptr<Module> transformer_block(const std::string& name, std::size_t hidden, std::size_t heads,
+                                          std::size_t layers, Communicator& tp, float init_std, bool recompute);
 
 // The output head: logits = x W^T over the vocabulary (column-parallel: each tp rank holds vocab/tp rows of W), then
 // the vocabulary-parallel softmax cross-entropy against StepState::targets (three small all-reduces). Backward starts

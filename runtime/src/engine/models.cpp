@@ -32,4 +32,31 @@ ChunkBuilder mlp_lm(const MlpLmConfig& config) {
   };
 }
 
+std::size_t GptConfig::parameters() const {
+  const std::size_t h = hidden;
+  const std::size_t block = 2 * 2 * h + (3 * h * h + 3 * h) + (h * h + h) + (4 * h * h + 4 * h) + (4 * h * h + h);
+  return vocab * h + max_positions * h + layers * block + 2 * h + vocab * h;
+}
+
+ChunkBuilder gpt(const GptConfig& config) {
+  return [config](const ChunkContext& chunk) -> std::unique_ptr<nn::Module> {
+    Communicator& tp = *chunk.tp;
+    const std::size_t h = config.hidden;
+    std::vector<std::unique_ptr<nn::Module>> m;
+    if (chunk.first()) {
+      m.push_back(std::make_unique<nn::Embedding>("wte", config.vocab, h, config.init_std));
+      m.push_back(std::make_unique<nn::PositionalEmbedding>("wpe", config.max_positions, h, config.init_std / 2));
+    }
+    const auto [first, end] = chunk.blocks(config.layers);
+    for (std::size_t b = first; b < end; ++b)
+      m.push_back(nn::transformer_block("h." + std::to_string(b), h, config.heads, config.layers, tp, config.init_std,
+                                        config.recompute_attention));
+    if (chunk.last()) {
+      m.push_back(std::make_unique<nn::LayerNorm>("ln_f", h));
+      m.push_back(std::make_unique<nn::VocabParallelLoss>("lm_head", h, config.vocab, tp, config.init_std));
+    }
+    return std::make_unique<nn::Sequential>("chunk" + std::to_string(chunk.virtual_stage), std::move(m));
+  };
+}
+
 }  // namespace tenax::models
