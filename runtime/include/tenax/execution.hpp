@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tenax/communicator.hpp"
 #include "tenax/tensor.hpp"
@@ -49,14 +50,17 @@ class ExecutionContext {
   // Makes this context's device current on the calling thread (every method below does it itself; kernels launched
   // directly through tenax::kernels::cuda need it). No-op on the host.
   void activate() const;
-  // Waits until everything queued on the compute stream has finished. No-op on the host.
+  // Waits until everything queued on the compute stream has finished. No-op on the host. Every host wait of a device
+  // context (this, download, the upload ring) is bounded: it gives up with CommError once any communicator of the
+  // process failed (all are then aborted), and with TimeoutError after TENAX_COMM_TIMEOUT.
   void synchronize() const;
 
   // Tensors in this context's memory. zeros() is ordered on the compute stream like every other write.
   Tensor empty(Shape shape, DType dtype) const;
   Tensor zeros(Shape shape, DType dtype) const;
 
-  // Memory operations on this context's memory, ordered on the compute stream.
+  // Memory operations on this context's memory, ordered on the compute stream. copy() of overlapping ranges is a
+  // memmove on the host and a UsageError on a device (where the copy engine's result would be undefined).
   void zero(void* data, std::size_t bytes) const;
   void copy(void* dst, const void* src, std::size_t bytes) const;
   // Host memory -> this context's memory. `host_src` may be reused as soon as the call returns: copies of up to 4 MiB
@@ -94,7 +98,9 @@ class ExecutionContext {
   void* stream_ = nullptr;
   void* blas_ = nullptr;
   std::unique_ptr<DeviceState> state_;
-  Tensor workspace_;
+  void* workspace_ = nullptr;  // device: stream-ordered allocation; host: host_workspace_
+  std::size_t workspace_bytes_ = 0;
+  std::vector<unsigned char> host_workspace_;
 };
 
 // Number of CUDA devices this process can use: 0 in a build without CUDA and on a machine without a driver or GPU.

@@ -41,6 +41,9 @@ class PipelineChannel {
   bool is_first() const { return stage() == 0; }
   bool is_last() const { return stage() == stages() - 1; }
 
+  // Sizes the wire buffer for exchanges of up to `messages` messages of `n` floats each, now: growing it later, in the
+  // middle of a step, would synchronise the device while collectives of other communicators are in flight.
+  void reserve(std::size_t messages, std::size_t n);
   // Posts every message at once and returns when all completed (Communicator::exchange): a pipeline program's
   // exchange step (tenax/pipeline_program.hpp), which may talk to both neighbours in both directions.
   void exchange(const std::vector<PipelineMessage>& messages);

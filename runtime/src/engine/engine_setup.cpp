@@ -193,6 +193,13 @@ void Engine::Impl::make_state() {
   optimizer = std::make_unique<Optimizer>(*buffers, config.optimizer);
   if (config.precision.uses_loss_scaling()) scaler = std::make_unique<DynamicLossScaler>(config.loss_scaler);
   channel = std::make_unique<PipelineChannel>(*compute->pp, param_dtype, *ctx);
+  std::size_t largest_exchange = 0, largest_message = 0;
+  for (const PipelineStep& step : program)
+    largest_exchange = std::max(largest_exchange, step.transfers.size());
+  for (const Chunk& c : chunks)
+    largest_message = std::max({largest_message, static_cast<std::size_t>(shape_numel(c.input.shape)),
+                                static_cast<std::size_t>(shape_numel(c.output.shape))});
+  channel->reserve(largest_exchange, largest_message);
   state.context = ctx;
   state.activation_dtype = param_dtype;
   state.geometry = geometry;

@@ -63,9 +63,17 @@ void VocabParallelLoss::gather_logits(StepState& step, const float* local) const
   const Tensor& out = step.logits;
   check_tensor(out, {{static_cast<std::int64_t>(rows), static_cast<std::int64_t>(vocab_)}, DType::F32},
                ExecutionContext::host(), "the logits buffer");
-  std::vector<float> mine(rows * vl), all(rows * vocab_);
-  step.ctx().download(mine.data(), local, mine.size() * sizeof(float));
-  tp_.all_gather(mine.data(), all.data(), mine.size(), DType::F32);
+  std::vector<float> all(rows * vocab_);
+  if (step.ctx().on_device()) {
+    // The tp communicator of a device run is an NCCL one: gather in device memory, then read the result back.
+    Tensor gathered = step.ctx().empty({static_cast<std::int64_t>(all.size())}, DType::F32);
+    step.ctx().before_communication(tp_);
+    tp_.all_gather(local, gathered.data(), rows * vl, DType::F32);
+    step.ctx().after_communication(tp_);
+    step.ctx().download(all.data(), gathered.data(), all.size() * sizeof(float));
+  } else {
+    tp_.all_gather(local, all.data(), rows * vl, DType::F32);
+  }
   for (std::size_t t = 0; t < static_cast<std::size_t>(tp_.size()); ++t)
     for (std::size_t r = 0; r < rows; ++r)
       for (std::size_t c = 0; c < vl; ++c)

@@ -27,6 +27,11 @@ unsigned char* PipelineChannel::wire_buffer(std::size_t bytes) {
   return static_cast<unsigned char*>(device_wire_.data());
 }
 
+void PipelineChannel::reserve(std::size_t messages, std::size_t n) {
+  if (wire_ == DType::F32 || messages == 0 || n == 0) return;  // fp32 messages travel from their own buffers
+  wire_buffer(messages * ((n * dtype_size(wire_) + 63) / 64 * 64));
+}
+
 void PipelineChannel::exchange(const std::vector<PipelineMessage>& messages) {
   if (messages.empty()) return;
   const std::size_t esize = dtype_size(wire_);

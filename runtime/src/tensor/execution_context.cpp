@@ -13,6 +13,7 @@
 
 #include "core/check_cuda.hpp"
 #include "tenax/kernels/gemm.hpp"
+#include "tensor/device_wait.hpp"
 #endif
 
 namespace tenax {
@@ -29,6 +30,8 @@ cudaStream_t as_stream(void* s) {
 
 // Events for the ordering with communicators, and a ring of pinned staging buffers for upload(): each slot's event
 // marks when its previous copy left the buffer, so the host waits only when it runs kSlots uploads ahead of the GPU.
+// The ring is allocated whole when the context is made: cudaMallocHost and cudaFreeHost synchronise the device, which
+// must not happen inside a step while collectives of other communicators are in flight.
 struct ExecutionContext::DeviceState {
   static constexpr std::size_t kSlots = 8;
   static constexpr std::size_t kMaxStagedBytes = std::size_t{4} << 20;  // per-step inputs (token ids) are far smaller
@@ -103,8 +106,11 @@ std::unique_ptr<ExecutionContext> ExecutionContext::cuda(int device) {
   // Timing is not needed: events without it are the cheapest to record and wait on.
   TENAX_CHECK_CUDA(cudaEventCreateWithFlags(&ctx->state_->compute_ready, cudaEventDisableTiming));
   TENAX_CHECK_CUDA(cudaEventCreateWithFlags(&ctx->state_->comm_done, cudaEventDisableTiming));
-  for (DeviceState::Staging& s : ctx->state_->staging)
+  for (DeviceState::Staging& s : ctx->state_->staging) {
     TENAX_CHECK_CUDA(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming));
+    TENAX_CHECK_CUDA(cudaMallocHost(&s.pinned, DeviceState::kMaxStagedBytes));
+    s.capacity = DeviceState::kMaxStagedBytes;
+  }
   TENAX_LOG(Info, "device") << "execution context on cuda:" << device;
   return ctx;
 #else
@@ -118,10 +124,17 @@ std::unique_ptr<ExecutionContext> ExecutionContext::cuda(int device) {
 ExecutionContext::~ExecutionContext() {
 #if TENAX_HAVE_CUDA
   if (device_ == Device::Cuda) {
-    // Best effort: a destructor cannot report, and the buffers below must not be freed under running kernels.
+    // A destructor cannot report, and the buffers below must not be freed under running kernels; but a stream stuck
+    // behind a dead peer's collective must not hang the exit either: a bounded wait, then the buffers are left.
     cudaSetDevice(device_index_);
+    try {
+      detail::wait_for_stream(stream_, "the shutdown of " + describe());
+    } catch (const std::exception& e) {
+      TENAX_LOG(Warn, "device") << e.what() << "; its memory is not freed";
+      return;
+    }
+    if (workspace_ != nullptr) cudaFreeAsync(workspace_, as_stream(stream_));
     cudaStreamSynchronize(as_stream(stream_));
-    workspace_ = Tensor();
     state_.reset();
     kernels::cuda::destroy_blas_handle(blas_);
     cudaStreamDestroy(as_stream(stream_));
@@ -159,7 +172,10 @@ void ExecutionContext::activate() const {
 
 void ExecutionContext::synchronize() const {
 #if TENAX_HAVE_CUDA
-  if (on_device()) TENAX_CHECK_CUDA(cudaStreamSynchronize(as_stream(stream_)));
+  if (on_device()) {
+    activate();
+    detail::wait_for_stream(stream_, "synchronize of " + describe());
+  }
 #endif
 }
 
@@ -195,6 +211,12 @@ void ExecutionContext::copy(void* dst, const void* src, std::size_t bytes) const
   }
 #if TENAX_HAVE_CUDA
   activate();
+  const auto* d = static_cast<const unsigned char*>(dst);
+  const auto* s = static_cast<const unsigned char*>(src);
+  // cudaMemcpyAsync's result is undefined for overlapping ranges (the host path's memmove is not): refuse them.
+  if (d < s + bytes && s < d + bytes)
+    throw UsageError("copy on " + describe() + ": the source and destination ranges overlap (" + std::to_string(bytes) +
+                     " bytes); copy through a separate buffer");
   TENAX_CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, as_stream(stream_)));
 #endif
 }
@@ -211,20 +233,13 @@ void ExecutionContext::upload(void* dst, const void* host_src, std::size_t bytes
     // Large copies (initial parameters, a restored state) are rare: copy directly and wait, instead of keeping pinned
     // staging memory of their size for the context's lifetime.
     TENAX_CHECK_CUDA(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, as_stream(stream_)));
-    TENAX_CHECK_CUDA(cudaStreamSynchronize(as_stream(stream_)));
+    detail::wait_for_stream(stream_, "upload of " + std::to_string(bytes) + " bytes to " + describe());
     return;
   }
   DeviceState::Staging& s = state_->staging[state_->next_slot];
   state_->next_slot = (state_->next_slot + 1) % DeviceState::kSlots;
-  // The slot's previous copy must have read the buffer before it is overwritten (or freed to grow it).
-  if (s.in_use) TENAX_CHECK_CUDA(cudaEventSynchronize(s.copied));
-  if (s.capacity < bytes) {
-    if (s.pinned != nullptr) TENAX_CHECK_CUDA(cudaFreeHost(s.pinned));
-    s.pinned = nullptr;
-    s.capacity = 0;
-    TENAX_CHECK_CUDA(cudaMallocHost(&s.pinned, bytes));
-    s.capacity = bytes;
-  }
+  // The slot's previous copy must have read the buffer before it is overwritten.
+  if (s.in_use) detail::wait_for_event(s.copied, "upload to " + describe() + " (staging ring)");
   std::memcpy(s.pinned, host_src, bytes);
   TENAX_CHECK_CUDA(cudaMemcpyAsync(dst, s.pinned, bytes, cudaMemcpyHostToDevice, as_stream(stream_)));
   TENAX_CHECK_CUDA(cudaEventRecord(s.copied, as_stream(stream_)));
@@ -241,19 +256,32 @@ void ExecutionContext::download(void* host_dst, const void* src, std::size_t byt
 #if TENAX_HAVE_CUDA
   activate();
   TENAX_CHECK_CUDA(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, as_stream(stream_)));
-  TENAX_CHECK_CUDA(cudaStreamSynchronize(as_stream(stream_)));
+  detail::wait_for_stream(stream_, "download of " + std::to_string(bytes) + " bytes from " + describe());
 #endif
 }
 
 void* ExecutionContext::workspace(std::size_t bytes) {
-  if (static_cast<std::size_t>(workspace_.numel()) < bytes) {
-    // Kernels queued earlier may still read the old block: let them finish before it is freed.
-    synchronize();
-    workspace_ = Tensor();
-    // Grown by half again as much, so a sequence of slightly larger requests does not reallocate every time.
-    workspace_ = empty({static_cast<std::int64_t>(bytes + bytes / 2)}, DType::U8);
+  if (workspace_bytes_ >= bytes) return workspace_;
+  // Grown by half again as much, so a sequence of slightly larger requests does not reallocate every time.
+  const std::size_t grown = bytes + bytes / 2;
+  if (!on_device()) {
+    host_workspace_.resize(grown);
+    workspace_ = host_workspace_.data();
+    workspace_bytes_ = grown;
+    return workspace_;
   }
-  return workspace_.data();
+#if TENAX_HAVE_CUDA
+  // Stream-ordered: the old block is freed after the kernels queued before it, the new one allocated in order, and
+  // neither synchronises the device (cudaMalloc/cudaFree would, in the middle of a step, while collectives of other
+  // communicators are in flight).
+  activate();
+  if (workspace_ != nullptr) TENAX_CHECK_CUDA(cudaFreeAsync(workspace_, as_stream(stream_)));
+  workspace_ = nullptr;
+  workspace_bytes_ = 0;
+  TENAX_CHECK_CUDA(cudaMallocAsync(&workspace_, grown, as_stream(stream_)));
+  workspace_bytes_ = grown;
+#endif
+  return workspace_;
 }
 
 void ExecutionContext::check_reachable(const Communicator& comm) const {

@@ -2,21 +2,32 @@
 //
 // Communicators are created non-blocking (config.blocking = 0) so that no NCCL call can hang the caller: every call
 // that reports ncclInProgress is completed by polling ncclCommGetAsyncError under a deadline, and synchronize() polls
-// the stream and the communicator's asynchronous error together. A peer that dies mid-collective therefore surfaces as
-// an async error or a timeout; either way the communicator is aborted with ncclCommAbort (which also releases the
-// GPU work stuck on it) and the caller gets CommError / TimeoutError naming the group and the operation.
+// the stream and the communicator's asynchronous error together. Every communicator is registered with the process's
+// failure watchdog (core/failure_watchdog.hpp), whose thread polls each one's asynchronous error and oldest unfinished
+// operation: on the first error or timeout, on any communicator, EVERY communicator of the process is aborted with
+// ncclCommAbort (which also releases the GPU work stuck on them), so a rank whose tp peer died does not keep spinning
+// on its dp group. The caller gets CommError / TimeoutError naming the group and the operation.
+//
+// Aborting from the watchdog thread while the training thread uses the communicator: every NCCL call on it happens
+// under a shared lock, the abort under the exclusive one, and a call finds the communicator aborted (CommError) rather
+// than freed. The lock is never held across a wait (non-blocking communicators return at once).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <deque>
+#include <mutex>
+#include <shared_mutex>
 #include <thread>
 #include <utility>
 
 #include "comm/comm_state.hpp"
 #include "core/check_cuda.hpp"
 #include "core/check_nccl.hpp"
+#include "core/failure_watchdog.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
 #include "tenax/log.hpp"
@@ -74,33 +85,71 @@ ncclResult_t wait_not_in_progress(ncclComm_t comm, std::chrono::milliseconds tim
   }
 }
 
-class NcclCommunicator final : public Communicator {
+class NcclCommunicator final : public Communicator, public detail::Watched {
  public:
+  // Takes `comm` over: on a failure here it is aborted before the exception leaves.
   NcclCommunicator(ncclComm_t comm, int device, std::string name)
       : comm_(comm), device_(device), name_(std::move(name)) {
-    TENAX_CHECK_NCCL(ncclCommCount(comm_, &size_));
-    TENAX_CHECK_NCCL(ncclCommUserRank(comm_, &rank_));
-    TENAX_CHECK_CUDA(cudaSetDevice(device_));
-    TENAX_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    TENAX_CHECK_CUDA(cudaMalloc(&barrier_word_, sizeof(int)));
+    try {
+      TENAX_CHECK_NCCL(ncclCommCount(comm_, &size_));
+      TENAX_CHECK_NCCL(ncclCommUserRank(comm_, &rank_));
+      TENAX_CHECK_CUDA(cudaSetDevice(device_));
+      TENAX_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+      TENAX_CHECK_CUDA(cudaMalloc(&barrier_word_, sizeof(int)));
+    } catch (...) {
+      ncclCommAbort(comm_);
+      if (stream_ != nullptr) cudaStreamDestroy(stream_);
+      throw;
+    }
+    detail::FailureWatchdog::instance().add(this);
   }
 
   ~NcclCommunicator() override {
+    detail::FailureWatchdog::instance().remove(this);
     cudaSetDevice(device_);
     if (!aborted_) {
       // Finalize flushes outstanding work; bounded so that a broken peer cannot hang the destructor.
       const ncclResult_t rc = ncclCommFinalize(comm_);
       if ((rc != ncclSuccess && rc != ncclInProgress) ||
           wait_not_in_progress(comm_, detail::comm_timeout()) != ncclSuccess)
-        aborted_ = true;
+        abort();
     }
-    if (aborted_) {
-      ncclCommAbort(comm_);
-    } else {
-      ncclCommDestroy(comm_);
-    }
+    // An aborted communicator was freed by ncclCommAbort already: destroy (or abort) it exactly once.
+    if (!released_) ncclCommDestroy(comm_);
+    released_ = true;
+    pending_.clear();
     cudaFree(barrier_word_);
     cudaStreamDestroy(stream_);
+  }
+
+  // ---- detail::Watched (the watchdog thread) ----
+  std::string watched_name() const override {
+    return "group '" + name_ + "' (nccl, rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ")";
+  }
+  std::string async_error() override {
+    std::shared_lock lock(use_);
+    if (released_) return "";
+    ncclResult_t state = ncclSuccess;
+    if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) return "";
+    if (state == ncclSuccess || state == ncclInProgress) return "";
+    return std::string(ncclGetErrorString(state)) + " (" + ncclGetLastError(comm_) + ")";
+  }
+  std::optional<clock::time_point> oldest_pending() override {
+    std::lock_guard lock(pending_mutex_);
+    cudaSetDevice(device_);
+    while (!pending_.empty() && cudaEventQuery(pending_.front().first.get()) != cudaErrorNotReady)
+      pending_.pop_front();
+    if (pending_.empty()) return std::nullopt;
+    return pending_.front().second;
+  }
+  void abort() override {
+    std::unique_lock lock(use_);
+    if (released_) return;
+    // After an abort the handle is freed: nothing may call NCCL on it again (the destructor included).
+    ncclCommAbort(comm_);
+    released_ = true;
+    aborted_ = true;
+    detail::mark_communicator_aborted();
   }
 
   Backend backend() const override { return Backend::Nccl; }
@@ -172,28 +221,21 @@ class NcclCommunicator final : public Communicator {
     const std::chrono::milliseconds timeout = detail::comm_timeout();
     const bool bounded = timeout.count() > 0;
     const clock::time_point deadline = clock::now() + timeout;
+    const std::string what =
+        "synchronize on group '" + name_ + "' (nccl, operations up to #" + std::to_string(sequence_) + ")";
     for (unsigned spin = 0;; ++spin) {
       const cudaError_t done = cudaStreamQuery(stream_);
       if (done == cudaSuccess) return;
-      if (done != cudaErrorNotReady) {
-        fail();
-        detail::throw_call_error<CommError>("CUDA", "cudaStreamQuery(stream)", __FILE__, __LINE__,
-                                            "group '" + name_ + "': " + cudaGetErrorString(done));
-      }
-      ncclResult_t state = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &state);
-      if (state != ncclSuccess && state != ncclInProgress) {
-        fail();
-        throw CommError("synchronize on group '" + name_ + "' (nccl, operations up to #" + std::to_string(sequence_) +
-                        "): NCCL reported " + ncclGetErrorString(state) + " (" + ncclGetLastError(comm_) +
-                        "); a peer failed; the communicator was aborted");
-      }
+      if (done != cudaErrorNotReady) fail(what + ": CUDA reported " + cudaGetErrorString(done));
+      const std::string error = async_error();
+      if (!error.empty()) fail(what + ": NCCL reported " + error + "; a peer failed");
+      if (aborted_)
+        throw CommError(what + ": the communicator was aborted (another communicator of this process failed)");
       if (bounded && clock::now() > deadline) {
-        fail();
-        throw TimeoutError("synchronize on group '" + name_ + "' (nccl, operations up to #" +
-                           std::to_string(sequence_) +
-                           ") did not complete within TENAX_COMM_TIMEOUT: a peer is dead or stuck; the communicator "
-                           "was aborted");
+        detail::FailureWatchdog::instance().abort_all(what + " did not complete within TENAX_COMM_TIMEOUT");
+        throw TimeoutError(what +
+                           " did not complete within TENAX_COMM_TIMEOUT: a peer is dead or stuck; every "
+                           "communicator was aborted");
       }
       if (spin > 1000) std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
@@ -215,7 +257,7 @@ class NcclCommunicator final : public Communicator {
       ncclCommAbort(child);
       throw CommError("split of group '" + name_ + "' into '" + name + "' failed: " + ncclGetErrorString(state));
     }
-    return std::make_unique<NcclCommunicator>(child, device_, std::move(name));
+    return std::make_unique<NcclCommunicator>(child, device_, std::move(name));  // aborts `child` if it throws
   }
 
  private:
@@ -224,56 +266,71 @@ class NcclCommunicator final : public Communicator {
       throw CommError(std::string(op) + " on group '" + name_ +
                       "': the communicator was aborted after an earlier failure; the run must restart");
   }
-  void fail() {
-    if (!aborted_) ncclCommAbort(comm_);
-    aborted_ = true;
-    detail::mark_communicator_aborted();
+  // A failure on this communicator: every communicator of the process is aborted (this one included), then CommError.
+  [[noreturn]] void fail(const std::string& why) {
+    detail::FailureWatchdog::instance().abort_all(why);
+    throw CommError(why + "; every communicator of this process was aborted");
   }
   [[noreturn]] void fail_with(ncclResult_t rc, std::string_view op, std::size_t count, DType dtype) {
-    const std::string last = ncclGetLastError(comm_);
-    fail();
-    throw CommError(detail::describe_operation(*this, op, sequence_, count, dtype) +
-                    " failed: " + ncclGetErrorString(rc) + " (" + last + ")");
+    std::string last;
+    {
+      std::shared_lock lock(use_);
+      if (!released_) last = ncclGetLastError(comm_);  // read before the abort frees the communicator
+    }
+    fail(detail::describe_operation(*this, op, sequence_, count, dtype) + " failed: " + ncclGetErrorString(rc) + " (" +
+         last + ")");
   }
   // After a call returned ncclInProgress: wait until the communicator accepts the next call.
   void settle(std::string_view op, std::size_t count, DType dtype) {
-    const ncclResult_t state = wait_not_in_progress(comm_, detail::comm_timeout());
+    const ncclResult_t state = poll_until_settled();
     if (state == ncclInProgress) {
-      fail();
-      throw TimeoutError(detail::describe_operation(*this, op, sequence_, count, dtype) +
-                         " could not be enqueued within TENAX_COMM_TIMEOUT; the communicator was aborted");
+      const std::string what = detail::describe_operation(*this, op, sequence_, count, dtype) +
+                               " could not be enqueued within TENAX_COMM_TIMEOUT";
+      detail::FailureWatchdog::instance().abort_all(what);
+      throw TimeoutError(what + "; every communicator was aborted");
     }
     if (state != ncclSuccess) fail_with(state, op, count, dtype);
   }
+  // wait_not_in_progress, taking the shared lock only around each poll (an abort may come in between).
+  ncclResult_t poll_until_settled() {
+    const std::chrono::milliseconds timeout = detail::comm_timeout();
+    const clock::time_point deadline = clock::now() + timeout;
+    for (unsigned spin = 0;; ++spin) {
+      ncclResult_t state = ncclSuccess;
+      {
+        std::shared_lock lock(use_);
+        if (released_) return ncclInvalidUsage;
+        if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) return ncclInternalError;
+      }
+      if (state != ncclInProgress) return state;
+      if (timeout.count() > 0 && clock::now() > deadline) return ncclInProgress;
+      if (spin > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
   // What an enqueued operation's handle polls: a CUDA event recorded after it on the communicator's stream, and the
   // communicator's asynchronous error state.
+  // An event recorded after an operation, shared by its handle and the watchdog's list of unfinished operations.
+  using Event = std::shared_ptr<std::remove_pointer_t<cudaEvent_t>>;
   class PendingEvent : public Work::Pending {
    public:
-    PendingEvent(NcclCommunicator& comm, cudaEvent_t event, std::string what)
-        : Pending(std::move(what)), comm_(comm), event_(event) {}
-    ~PendingEvent() override { cudaEventDestroy(event_); }
+    PendingEvent(NcclCommunicator& comm, Event event, std::string what)
+        : Pending(std::move(what)), comm_(comm), event_(std::move(event)) {}
     bool poll() override {
       cudaSetDevice(comm_.device_);
-      const cudaError_t done = cudaEventQuery(event_);
+      const cudaError_t done = cudaEventQuery(event_.get());
       if (done == cudaSuccess) return true;
-      if (done != cudaErrorNotReady) {
-        comm_.fail();
-        throw CommError(what() + ": CUDA reported " + cudaGetErrorString(done) + "; the communicator was aborted");
-      }
-      ncclResult_t state = ncclSuccess;
-      if (!comm_.aborted_) ncclCommGetAsyncError(comm_.comm_, &state);
-      if (comm_.aborted_ || (state != ncclSuccess && state != ncclInProgress)) {
-        comm_.fail();
-        throw CommError(what() + ": NCCL reported " + ncclGetErrorString(state) +
-                        "; a peer failed; the communicator was aborted");
-      }
+      if (done != cudaErrorNotReady) comm_.fail(what() + ": CUDA reported " + cudaGetErrorString(done));
+      const std::string error = comm_.async_error();
+      if (!error.empty()) comm_.fail(what() + ": NCCL reported " + error + "; a peer failed");
+      if (comm_.aborted_)
+        throw CommError(what() + ": the communicator was aborted (a communicator of this process failed)");
       return false;
     }
-    void abandon() override { comm_.fail(); }
+    void abandon() override { detail::FailureWatchdog::instance().abort_all(what() + " was given up"); }
 
    private:
     NcclCommunicator& comm_;
-    cudaEvent_t event_;
+    Event event_;
   };
 
   template <class Call>
@@ -282,16 +339,26 @@ class NcclCommunicator final : public Communicator {
     detail::count_operation();
     ++sequence_;
     TENAX_CHECK_CUDA(cudaSetDevice(device_));
-    const ncclResult_t rc = call();
+    ncclResult_t rc;
+    {
+      std::shared_lock lock(use_);
+      if (released_) throw CommError(std::string(op) + " on group '" + name_ + "': the communicator was aborted");
+      rc = call();
+    }
     if (rc == ncclInProgress)
       settle(op, count, dtype);
     else if (rc != ncclSuccess)
       fail_with(rc, op, count, dtype);
-    cudaEvent_t event = nullptr;
-    TENAX_CHECK_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    TENAX_CHECK_CUDA(cudaEventRecord(event, stream_));
-    return Work(
-        std::make_shared<PendingEvent>(*this, event, detail::describe_operation(*this, op, sequence_, count, dtype)));
+    cudaEvent_t raw = nullptr;
+    TENAX_CHECK_CUDA(cudaEventCreateWithFlags(&raw, cudaEventDisableTiming));
+    Event event(raw, [](cudaEvent_t e) { cudaEventDestroy(e); });
+    TENAX_CHECK_CUDA(cudaEventRecord(raw, stream_));
+    {
+      std::lock_guard lock(pending_mutex_);
+      pending_.emplace_back(event, clock::now());
+    }
+    return Work(std::make_shared<PendingEvent>(*this, std::move(event),
+                                               detail::describe_operation(*this, op, sequence_, count, dtype)));
   }
 
   ncclComm_t comm_;
@@ -300,9 +367,13 @@ class NcclCommunicator final : public Communicator {
   int rank_ = 0;
   int size_ = 1;
   std::uint64_t sequence_ = 0;
-  bool aborted_ = false;
+  std::atomic<bool> aborted_{false};
+  bool released_ = false;  // ncclCommAbort or ncclCommDestroy freed comm_ (guarded by use_)
+  std::shared_mutex use_;  // shared: an NCCL call on comm_; exclusive: the abort
   cudaStream_t stream_ = nullptr;
   int* barrier_word_ = nullptr;
+  std::mutex pending_mutex_;
+  std::deque<std::pair<Event, clock::time_point>> pending_;  // unfinished operations, oldest first (the watchdog's)
 };
 
 }  // namespace
