@@ -1,8 +1,10 @@
-// tenax-bench-training: training-step throughput of the engine on the MLP language model (tenax::models::mlp_lm) for
-// every layout of the world, against the single-rank run of the same model and global batch measured in the same
-// invocation.
+// tenax-bench-training: training-step throughput of the engine on one of the library's language models (--model mlp:
+// tenax::models::mlp_lm, --model gpt: tenax::models::gpt) for every layout of the world, against the single-rank run
+// of the same model and global batch measured in the same invocation (--layouts reference: that row only, e.g. beside
+// another framework on the same machine, bench/torch).
 //
 //   mpirun -np 4 tenax-bench-training [--steps 20] [--precision fp32] [--hidden 128] ...
+//   mpirun -np 4 tenax-bench-training --model gpt --heads 4 --hidden 128 --seq-len 64 --vocab 2048
 //   mpirun -np 8 tenax-bench-training --device cuda --precision bf16 --hidden 2048 --layers 8 --vocab 32768
 //       --seq-len 512 --batch 64 --micro-batch 8          (one command line)
 //
@@ -37,7 +39,13 @@ namespace {
 
 struct TrainConfig {
   tenax::EngineConfig engine;
-  tenax::models::MlpLmConfig model;
+  bool gpt = false;  // else the MLP model
+  tenax::models::MlpLmConfig mlp;
+  tenax::models::GptConfig transformer;
+  std::size_t vocab() const { return gpt ? transformer.vocab : mlp.vocab; }
+  std::size_t hidden() const { return gpt ? transformer.hidden : mlp.hidden; }
+  std::size_t layers() const { return gpt ? transformer.layers : mlp.layers; }
+  tenax::ChunkBuilder builder() const { return gpt ? tenax::models::gpt(transformer) : tenax::models::mlp_lm(mlp); }
 };
 
 struct Row {
@@ -49,13 +57,18 @@ struct Row {
   std::size_t early_buckets = 0;
 };
 
-// Matrix-product FLOPs of one training step: per block fc1 (h x 4h) and fc2 (4h x h), plus the output projection
-// (h x vocab); 2 FLOPs per weight and token forward, 4 backward. Layer norms, GeLU and the loss are not counted (they
-// are memory-bound, as usual in model FLOP utilisation).
+// Matrix-product FLOPs of one training step: 2 FLOPs per weight and token forward, 4 backward, over the matrices of
+// the blocks (MLP: fc1 h x 4h and fc2 4h x h; GPT adds qkv h x 3h and the projection h x h) and the output projection
+// (h x vocab); GPT adds the attention products QK^T and PV, 12 x layers x hidden x seq_len per token forward and
+// backward (the usual convention, which does not halve them for the causal mask). Layer norms, GeLU, softmax and the
+// loss are not counted (they are memory-bound, as usual in model FLOP utilisation).
 double model_flops_per_step(const TrainConfig& c) {
-  const double h = static_cast<double>(c.model.hidden), layers = static_cast<double>(c.model.layers);
-  const double weights = 8.0 * h * h * layers + h * static_cast<double>(c.model.vocab);
-  return 6.0 * weights * static_cast<double>(c.engine.global_batch) * static_cast<double>(c.engine.seq_len);
+  const double h = static_cast<double>(c.hidden()), layers = static_cast<double>(c.layers());
+  const double seq = static_cast<double>(c.engine.seq_len);
+  const double block_weights = (c.gpt ? 12.0 : 8.0) * h * h;
+  const double per_token =
+      6.0 * (block_weights * layers + h * static_cast<double>(c.vocab())) + (c.gpt ? 12.0 * layers * h * seq : 0.0);
+  return per_token * static_cast<double>(c.engine.global_batch) * seq;
 }
 
 // The bf16 matmul rate of GPU `device` (FLOP/s): square products of `size`, bf16 inputs with fp32 accumulation into
@@ -92,8 +105,8 @@ double bf16_matmul_rate(int device, std::size_t size, int reps) {
 }
 
 Row measure(tenax::Communicator& comm, const TrainConfig& c, int warmup, int steps, const std::string& name) {
-  auto data = std::make_shared<tenax::MarkovSource>(c.model.vocab, 4, c.engine.seed);
-  tenax::Engine trainer(comm, c.engine, tenax::models::mlp_lm(c.model), data);
+  auto data = std::make_shared<tenax::MarkovSource>(c.vocab(), 4, c.engine.seed);
+  tenax::Engine trainer(comm, c.engine, c.builder(), data);
   for (int s = 0; s < warmup; ++s)
     trainer.step();
   comm.barrier();
@@ -118,6 +131,9 @@ int body(int argc, char** argv) {
   cxxopts::Options o("tenax-bench-training", "Training step throughput of the example model per parallel layout");
   // clang-format off
   o.add_options()
+    ("model", "mlp or gpt", cxxopts::value<std::string>()->default_value("mlp"))
+    ("layouts", "all (every layout of the world, and the 1-rank reference) or reference (that row only)",
+     cxxopts::value<std::string>()->default_value("all"))
     ("steps", "timed steps per layout", cxxopts::value<int>()->default_value("20"))
     ("warmup", "untimed steps per layout", cxxopts::value<int>()->default_value("3"))
     ("precision", "fp32, bf16 or fp16", cxxopts::value<std::string>()->default_value("fp32"))
@@ -126,6 +142,8 @@ int body(int argc, char** argv) {
     ("vocab", "vocabulary", cxxopts::value<std::size_t>()->default_value("256"))
     ("hidden", "hidden size", cxxopts::value<std::size_t>()->default_value("128"))
     ("layers", "blocks", cxxopts::value<std::size_t>()->default_value("4"))
+    ("heads", "gpt: attention heads", cxxopts::value<std::size_t>()->default_value("4"))
+    ("lr", "learning rate (AdamW)", cxxopts::value<float>()->default_value("0.003"))
     ("seq-len", "tokens per sequence", cxxopts::value<std::size_t>()->default_value("32"))
     ("bucket-mb", "gradient bucket size in MiB", cxxopts::value<double>()->default_value("32"))
     ("device", "cpu, or cuda (one GPU per rank; adds model FLOP utilisation)",
@@ -149,9 +167,17 @@ int body(int argc, char** argv) {
   base.engine.micro_batch = args["micro-batch"].as<int>();
   base.engine.seq_len = args["seq-len"].as<std::size_t>();
   base.engine.checkpoint.dir = "none";
-  base.model.vocab = args["vocab"].as<std::size_t>();
-  base.model.hidden = args["hidden"].as<std::size_t>();
-  base.model.layers = args["layers"].as<std::size_t>();
+  const std::string model = args["model"].as<std::string>(), layouts = args["layouts"].as<std::string>();
+  if (model != "mlp" && model != "gpt") throw tenax::UsageError("--model must be mlp or gpt, not '" + model + "'");
+  if (layouts != "all" && layouts != "reference")
+    throw tenax::UsageError("--layouts must be all or reference, not '" + layouts + "'");
+  base.gpt = model == "gpt";
+  base.mlp.vocab = base.transformer.vocab = args["vocab"].as<std::size_t>();
+  base.mlp.hidden = base.transformer.hidden = args["hidden"].as<std::size_t>();
+  base.mlp.layers = base.transformer.layers = args["layers"].as<std::size_t>();
+  base.transformer.heads = args["heads"].as<std::size_t>();
+  base.transformer.max_positions = std::max<std::size_t>(base.engine.seq_len, 1);
+  base.engine.lr.lr = args["lr"].as<float>();
   base.engine.data_parallel.bucket_bytes = static_cast<std::size_t>(args["bucket-mb"].as<double>() * 1024 * 1024);
   base.engine.device = tenax::parse_device(args["device"].as<std::string>());
   const bool on_gpu = base.engine.device == tenax::Device::Cuda;
@@ -180,7 +206,7 @@ int body(int argc, char** argv) {
     world.barrier();
   }
   // Every (tp, pp) whose product divides the world and that the model can be split by; dp fills the rest.
-  for (int tp = 1; tp <= n; ++tp) {
+  for (int tp = 1; tp <= (layouts == "all" ? n : 0); ++tp) {
     for (int pp = 1; pp <= n; ++pp) {
       if (n % (tp * pp) != 0) continue;
       for (bool zero1 : {false, true}) {
@@ -201,9 +227,12 @@ int body(int argc, char** argv) {
     }
   }
   if (world.rank() == 0) {
-    std::printf("# %d ranks, precision %s, model vocab %zu hidden %zu layers %zu seq %zu, batch %d, micro-batch %d\n",
-                n, std::string(base.engine.precision.name()).c_str(), base.model.vocab, base.model.hidden,
-                base.model.layers, base.engine.seq_len, base.engine.global_batch, base.engine.micro_batch);
+    std::printf(
+        "# %d ranks, precision %s, model %s vocab %zu hidden %zu layers %zu%s seq %zu, batch %d, "
+        "micro-batch %d\n",
+        n, std::string(base.engine.precision.name()).c_str(), model.c_str(), base.vocab(), base.hidden(), base.layers(),
+        base.gpt ? (" heads " + std::to_string(base.transformer.heads)).c_str() : "", base.engine.seq_len,
+        base.engine.global_batch, base.engine.micro_batch);
     if (on_gpu)
       std::printf("# bf16 matmul reference (m=n=k=%zu, bf16 inputs, fp32 accumulate) on rank 0's GPU: %.1f TFLOP/s\n",
                   args["matmul-size"].as<std::size_t>(), matmul_rate / 1e12);

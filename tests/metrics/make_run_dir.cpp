@@ -1,8 +1,10 @@
 // A small training-shaped program that fills a run directory with metrics, for the report command's test:
 //   make_run_dir FIRST_STEP LAST_STEP   (under mpirun; TENAX_RUN_DIR names the directory)
 // Every step waits for a batch from a DataLoader, computes, all-reduces and steps the optimizer; every 10th batch is
-// slow to produce (a starvation spike) and every 25th step takes a checkpoint stall, so the picture has texture.
+// slow to produce (a starvation spike) and every 25th step takes a checkpoint stall, so the picture has texture. Each
+// step also logs its progress (a loss falling as 5 / sqrt(step + 1), 512 tokens) and every 20th a validation loss.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -58,6 +60,13 @@ int body(int argc, char** argv) {
       sleep_ms(8);
     }
     metrics.end_step();
+    tenax::metrics::Progress progress{.step = step,
+                                      .loss = 5.0 / std::sqrt(static_cast<double>(step + 1)),
+                                      .tokens = 512,
+                                      .step_seconds = 0.008,
+                                      .learning_rate = 1e-3};
+    if (step % 20 == 19) progress.validation_loss = progress.loss * 1.1;
+    metrics.log_progress(progress);
   }
   const tenax::metrics::Summary summary = metrics.finish();
   if (runtime.rank() == 0) std::fputs(summary.table.c_str(), stdout);

@@ -56,8 +56,9 @@ def main():
     if os.path.exists(png):
         os.remove(png)
     out = run([report, run_dir, "-o", png], dict(os.environ))
-    if "(110 steps, 1 restarts)" not in out:
-        fail("tenax-report did not see 110 steps and 1 restart")
+    # 60 + 50 steps executed; attempt 1 logs validation after steps 19, 39, 59 and attempt 2 after 59, 79, 99.
+    if "(110 steps, 1 restarts, 110 progress records, 6 validation points)" not in out:
+        fail("tenax-report did not see 110 steps, 1 restart, 110 progress records and 6 validation points")
     with open(png, "rb") as f:
         data = f.read()
     if data[:8] != b"\x89PNG\r\n\x1a\n":

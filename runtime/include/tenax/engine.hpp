@@ -91,6 +91,15 @@ struct CheckpointPolicy {
   int max_failures = 3;  // periodic saves that may fail in a row (each a warning) before the run stops
 };
 
+// Validation during run(): after every `every`-th step and after the last one, the mean token loss over the first
+// `samples` samples of `source` (the same samples each time, so the curve compares like with like; forward only).
+struct ValidationPolicy {
+  std::shared_ptr<const BatchSource> source;  // null: no validation
+  int every = 0;                              // 0: only after the last step
+  // Rounded up to a multiple of global_batch, so that every layout evaluates the same samples.
+  std::size_t samples = 0;
+};
+
 struct EngineConfig {
   std::optional<ParallelLayout> layout;  // unset: TENAX_LAYOUT, else every rank data-parallel
   PipelineKind schedule = PipelineKind::OneFOneB;
@@ -108,6 +117,7 @@ struct EngineConfig {
   LossScalerConfig loss_scaler;
   DataParallelConfig data_parallel;
   CheckpointPolicy checkpoint;
+  ValidationPolicy validation;
   std::string run_dir;     // metrics outputs; "": TENAX_RUN_DIR
   int loader_workers = 0;  // data loader threads; 0: TENAX_LOADER_WORKERS
 };
@@ -118,10 +128,11 @@ struct StepResult {
   bool skipped = false;  // fp16 overflow: no update
   float loss_scale = 1;
   float lr = 0;
-  double grad_norm = 0;    // global gradient norm before clipping (when clipping is on; else 0)
-  double seconds = 0;      // wall time of the step on this rank
-  std::size_t tokens = 0;  // tokens in the global batch
+  double grad_norm = 0;                   // global gradient norm before clipping (when clipping is on; else 0)
+  double seconds = 0;                     // wall time of the step on this rank
+  std::size_t tokens = 0;                 // tokens in the global batch
   std::size_t buckets_reduced_early = 0;  // gradient buckets whose reduction started while backward still ran
+  std::optional<double> validation_loss;  // run(): set after the steps that ValidationPolicy validates
 };
 
 struct ResumeInfo {
@@ -162,11 +173,12 @@ class Engine {
   // Starts a checkpoint of the current step (asynchronous; committed during later steps) / waits for it.
   void save();
   void wait_for_checkpoint();
-  // The whole fault-tolerant run: resume, train until config.steps with periodic checkpoints, stop with an emergency
-  // checkpoint on SIGTERM/SIGUSR1 (exit kExitPreempted), final checkpoint, summary. Heartbeats and commits go to
-  // tenax-launch. World rank 0 prints the milestones on stdout ("resumed from <dir>/step_<N> at step <N> (saved with
-  // layout ... on R ranks)", "preempted: emergency checkpoint of step <N> committed") and the metrics summary on
-  // stderr. Returns the exit code for main() (exceptions propagate, after the exit record was written).
+  // The whole fault-tolerant run: resume, train until config.steps with periodic checkpoints and validation, stop with
+  // an emergency checkpoint on SIGTERM/SIGUSR1 (exit kExitPreempted), final checkpoint, summary. Each step's loss,
+  // tokens and validation loss also go to <run_dir>/metrics/training.jsonl (tenax-report draws them). Heartbeats and
+  // commits go to tenax-launch. World rank 0 prints the milestones on stdout ("resumed from <dir>/step_<N> at step <N>
+  // (saved with layout ... on R ranks)", "preempted: emergency checkpoint of step <N> committed") and the metrics
+  // summary on stderr. Returns the exit code for main() (exceptions propagate, after the exit record was written).
   int run(const StepCallback& on_step = {});
 
   // Layout-independent checksum of every parameter's global values (tenax/model_state.hpp).

@@ -101,6 +101,18 @@ struct Summary {
   std::string table;                // the human-readable summary (also logged at info and written by rank 0)
 };
 
+// What training reached at one step: the curves tenax-report draws beside the phases. The loss is the same on every
+// rank; tokens count the global batch.
+struct Progress {
+  std::int64_t step = 0;
+  double loss = 0;           // mean token loss of the step's global batch
+  std::uint64_t tokens = 0;  // tokens trained in the step (all ranks together)
+  double step_seconds = 0;   // wall time of the step on the calling rank (tokens / this = tokens/s)
+  double learning_rate = 0;
+  bool skipped = false;                   // fp16 overflow: no update
+  std::optional<double> validation_loss;  // when the step was followed by a validation pass
+};
+
 class StepMetrics {
  public:
   // Collective over comm (gathers host names). Throws UsageError for bad options or a non-host communicator.
@@ -136,6 +148,11 @@ class StepMetrics {
   // 0). Throws UsageError when the ranks measured different steps, or rethrows an error a Scope's destructor had to
   // hold.
   void end_step();
+  // Rank 0 appends one line to <run_dir>/metrics/training.jsonl right away (docs/metrics.md): a crash loses no step
+  // already logged. Other ranks' calls, and calls without a run directory, do nothing. Not collective; call after
+  // end_step() of the same step. A write that fails (a full disk) is logged once and turns the metrics files off, as
+  // for every metrics file: it never stops training.
+  void log_progress(const Progress& progress);
   // Collective: flushes the partial window and the trace, writes the summary (rank 0) and returns it (every rank).
   // Call once, after the last end_step.
   Summary finish();

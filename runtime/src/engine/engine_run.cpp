@@ -60,9 +60,10 @@ int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCal
     }
   };
 
+  const ValidationPolicy& validation = e.config.validation;
   while (e.step < e.config.steps) {
     metrics.begin_step(e.step + 1);
-    const StepResult r = e.train_step();
+    StepResult r = e.train_step();
     {
       auto measured = metrics.measure(metrics::Phase::Checkpoint);
       const Clock::time_point start = Clock::now();
@@ -70,6 +71,16 @@ int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCal
       stall += seconds_since(start);
     }
     metrics.end_step();
+    // Outside the step's metrics: validation is not training time, and the goodput says so.
+    if (validation.source && ((validation.every > 0 && r.step % validation.every == 0) || r.step == e.config.steps))
+      r.validation_loss = engine.evaluate(*validation.source, 0, validation.samples);
+    metrics.log_progress({.step = r.step,
+                          .loss = r.loss,
+                          .tokens = r.tokens,
+                          .step_seconds = r.seconds,
+                          .learning_rate = r.lr,
+                          .skipped = r.skipped,
+                          .validation_loss = r.validation_loss});
     if (on_step) on_step(r);
     worker.heartbeat(r.step);
     report_commits();
@@ -101,7 +112,6 @@ int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCal
     report_commits();
   }
   e.summary = metrics.finish().table;
-  (void)engine;
   return worker.finish(kExitSuccess);
 }
 

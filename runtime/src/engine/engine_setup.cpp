@@ -68,6 +68,18 @@ void Engine::Impl::resolve_layout() {
                      std::to_string(per_rank));
   if (config.steps < 0) throw UsageError("engine: steps must be >= 0");
   if (!(config.grad_clip >= 0.0f)) throw UsageError("engine: grad_clip must be >= 0 (0: no clipping)");
+  if (config.validation.source) {
+    if (config.validation.every < 0)
+      throw UsageError("engine: validation every " + std::to_string(config.validation.every) +
+                       " steps; use >= 1, or 0 for only after the last step");
+    if (config.validation.samples == 0)
+      throw UsageError("engine: validation needs samples >= 1 (it is rounded up to a multiple of the global batch)");
+    const auto batch = static_cast<std::size_t>(config.global_batch);
+    if (config.validation.samples > (std::size_t{1} << 40))
+      throw UsageError("engine: " + std::to_string(config.validation.samples) +
+                       " validation samples is not a sensible pass; use fewer");
+    config.validation.samples = (config.validation.samples + batch - 1) / batch * batch;
+  }
   config.data_parallel.validate();
   config.loss_scaler.validate();
   sequences_per_rank = static_cast<std::size_t>(per_rank);
@@ -194,8 +206,8 @@ void Engine::Impl::make_state() {
   if (config.precision.uses_loss_scaling()) scaler = std::make_unique<DynamicLossScaler>(config.loss_scaler);
   channel = std::make_unique<PipelineChannel>(*compute->pp, param_dtype, *ctx);
   std::size_t largest_exchange = 0, largest_message = 0;
-  for (const PipelineStep& step : program)
-    largest_exchange = std::max(largest_exchange, step.transfers.size());
+  for (const PipelineStep& op : program)
+    largest_exchange = std::max(largest_exchange, op.transfers.size());
   for (const Chunk& c : chunks)
     largest_message = std::max({largest_message, static_cast<std::size_t>(shape_numel(c.input.shape)),
                                 static_cast<std::size_t>(shape_numel(c.output.shape))});

@@ -28,6 +28,9 @@ std::string stragglers_line(const RunIdentity& run, std::int64_t first_step, std
                             std::span<const Straggler> stragglers);
 std::string end_line(const RunIdentity& run, double unix_time, std::int64_t steps);
 
+// ---- training.jsonl ----------------------------------------------------------------------------------------------
+std::string progress_line(const RunIdentity& run, double unix_time, const Progress& progress);
+
 // ---- Prometheus text format --------------------------------------------------------------------------------------
 struct PromSnapshot {
   std::string run;  // value of the `run` label (the run directory's name)

@@ -68,4 +68,13 @@ std::string end_line(const RunIdentity& run, double unix_time, std::int64_t step
   return head("end", run) + ",\"unix_time\":" + json::number(unix_time) + ",\"steps\":" + std::to_string(steps) + "}\n";
 }
 
+std::string progress_line(const RunIdentity& run, double unix_time, const Progress& p) {
+  std::string line = head("progress", run) + ",\"step\":" + std::to_string(p.step) +
+                     ",\"unix_time\":" + json::number(unix_time) + ",\"loss\":" + json::number(p.loss) +
+                     ",\"tokens\":" + std::to_string(p.tokens) + ",\"step_s\":" + json::number(p.step_seconds) +
+                     ",\"lr\":" + json::number(p.learning_rate) + ",\"skipped\":" + (p.skipped ? "true" : "false");
+  if (p.validation_loss) line += ",\"validation_loss\":" + json::number(*p.validation_loss);
+  return line + "}\n";
+}
+
 }  // namespace tenax::metrics::detail

@@ -84,6 +84,7 @@ StepMetrics::StepMetrics(Communicator& comm, Options options)
       if (!s.options.run_dir.empty()) {
         s.metrics_dir = s.options.run_dir + "/metrics";
         s.steps_path = s.metrics_dir + "/steps.jsonl";
+        s.progress_path = s.metrics_dir + "/training.jsonl";
         detail::make_directories(s.metrics_dir);
       }
       setup[1] = env::is_set("TENAX_ATTEMPT") ? static_cast<std::int32_t>(env::get_int("TENAX_ATTEMPT"))
@@ -197,6 +198,19 @@ void StepMetrics::end_step() {
   }
   s.last_ended_step = s.step;
   if (++s.ended_in_window == s.options.every) s.gather_window();
+}
+
+void StepMetrics::log_progress(const Progress& progress) {
+  State& s = *state_;
+  if (!s.options.enabled || s.rank != 0 || s.progress_path.empty() || s.files_failed) return;
+  const double now_us = static_cast<double>(steady_ns()) / 1e3 + s.steady_to_unix_us;
+  try {
+    detail::append(s.progress_path, detail::progress_line(s.identity, now_us / 1e6, progress), detail::Sync::No);
+  } catch (const Error& e) {
+    // The same policy as every metrics file: monitoring never stops training.
+    s.files_failed = true;
+    TENAX_LOG(Error, "metrics") << e.what() << "; metrics files are no longer written for this run";
+  }
 }
 
 Summary StepMetrics::finish() {

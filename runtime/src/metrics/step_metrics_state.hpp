@@ -55,6 +55,7 @@ struct StepMetrics::State {
   detail::RunIdentity identity;
   std::string metrics_dir;
   std::string steps_path;
+  std::string progress_path;  // training.jsonl (rank 0, with a run directory)
   std::string prom_path;
   bool files_failed = false;  // a write failed once: logged, and the files are left alone from then on
 
