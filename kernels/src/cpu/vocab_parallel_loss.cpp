@@ -1,8 +1,11 @@
 #include "tenax/kernels/vocab_parallel_loss.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
+#include "common/math.hpp"
 #include "common/validate.hpp"
 
 namespace tenax::kernels::cpu {
@@ -10,10 +13,23 @@ namespace tenax::kernels::cpu {
 void ce_row_max(const float* logits, std::size_t rows, std::size_t vocab_local, float* row_max) {
   detail::require_pointer("ce_row_max", logits, rows * vocab_local, "logits");
   detail::require_pointer("ce_row_max", row_max, rows, "row_max");
+  // Eight running maxima side by side (one vector register), folded at the end: a single running maximum is a chain
+  // the vectoriser will not reorder. std::max skips a NaN logit as fmax does (the row's sum turns NaN later), and it
+  // compiles to max instructions instead of a libm call. The maximum of a set is the same in any order.
+  constexpr std::size_t kLanes = 8;
   for (std::size_t r = 0; r < rows; ++r) {
-    float m = -std::numeric_limits<float>::infinity();
-    for (std::size_t c = 0; c < vocab_local; ++c)
-      m = std::fmax(m, logits[r * vocab_local + c]);
+    const float* x = logits + r * vocab_local;
+    float lanes[kLanes];
+    std::fill_n(lanes, kLanes, -std::numeric_limits<float>::infinity());
+    std::size_t c = 0;
+    for (; c + kLanes <= vocab_local; c += kLanes)
+      for (std::size_t k = 0; k < kLanes; ++k)
+        lanes[k] = std::max(lanes[k], x[c + k]);
+    float m = lanes[0];
+    for (std::size_t k = 1; k < kLanes; ++k)
+      m = std::max(m, lanes[k]);
+    for (; c < vocab_local; ++c)
+      m = std::max(m, x[c]);
     row_max[r] = m;
   }
 }
@@ -24,11 +40,26 @@ void ce_row_sums(const float* logits, const std::int32_t* targets, std::size_t r
   detail::require_pointer("ce_row_sums", targets, rows, "targets");
   detail::require_pointer("ce_row_sums", row_max, rows, "row_max");
   detail::require_pointer("ce_row_sums", sums, 2 * rows, "sums");
+  // exp(x - max) in fp32 through the vectorising exp (as the CUDA kernel uses expf), into a block of the stack, then
+  // summed in double over four fixed partial sums: vectorised, accurate for any vocabulary, and deterministic.
+  constexpr std::size_t kBlock = 512;
+  std::array<float, kBlock> block;
   for (std::size_t r = 0; r < rows; ++r) {
-    double s = 0.0;
-    for (std::size_t c = 0; c < vocab_local; ++c)
-      s += std::exp(static_cast<double>(logits[r * vocab_local + c] - row_max[r]));
-    sums[r] = s;
+    const float* x = logits + r * vocab_local;
+    const float m = row_max[r];
+    double partial[4] = {0.0, 0.0, 0.0, 0.0};
+    for (std::size_t begin = 0; begin < vocab_local; begin += kBlock) {
+      const std::size_t n = std::min(kBlock, vocab_local - begin);
+      for (std::size_t c = 0; c < n; ++c)
+        block[c] = detail::kernel_exp(x[begin + c] - m);
+      std::size_t c = 0;
+      for (; c + 4 <= n; c += 4)
+        for (std::size_t k = 0; k < 4; ++k)
+          partial[k] += static_cast<double>(block[c + k]);
+      for (; c < n; ++c)
+        partial[0] += static_cast<double>(block[c]);
+    }
+    sums[r] = (partial[0] + partial[1]) + (partial[2] + partial[3]);
     const auto t = static_cast<std::size_t>(targets[r]);
     sums[rows + r] =
         t >= vocab_begin && t < vocab_begin + vocab_local ? logits[r * vocab_local + (t - vocab_begin)] : 0.0;
@@ -46,15 +77,24 @@ double ce_finish(const float* logits, const std::int32_t* targets, float* dlogit
   for (std::size_t r = 0; r < rows; ++r)
     loss += std::log(sums[r]) + row_max[r] - sums[rows + r];
   if (dlogits == nullptr) return loss;
+  // softmax - onehot in fp32 (as the CUDA kernel): a branch-free loop that vectorises, then the target's element.
+  // dlogits may be logits itself (the loss overwrites its logits in place): going through a block on the stack keeps
+  // the loop free of aliasing, which the vectoriser would otherwise guard with a scalar fallback that in-place calls
+  // always take.
+  constexpr std::size_t kBlock = 512;
+  std::array<float, kBlock> block;
   for (std::size_t r = 0; r < rows; ++r) {
-    const double inv_sum = 1.0 / sums[r];
-    const auto t = static_cast<std::size_t>(targets[r]);
-    for (std::size_t c = 0; c < vocab_local; ++c) {
-      const std::size_t i = r * vocab_local + c;
-      double p = std::exp(static_cast<double>(logits[i] - row_max[r])) * inv_sum;
-      if (vocab_begin + c == t) p -= 1.0;
-      dlogits[i] = static_cast<float>(p * grad_scale);
+    const float scale = static_cast<float>(1.0 / sums[r]) * grad_scale, m = row_max[r];
+    const float* x = logits + r * vocab_local;
+    float* d = dlogits + r * vocab_local;
+    for (std::size_t begin = 0; begin < vocab_local; begin += kBlock) {
+      const std::size_t n = std::min(kBlock, vocab_local - begin);
+      for (std::size_t c = 0; c < n; ++c)
+        block[c] = detail::kernel_exp(x[begin + c] - m) * scale;
+      std::copy_n(block.data(), n, d + begin);
     }
+    const auto t = static_cast<std::size_t>(targets[r]);
+    if (t >= vocab_begin && t < vocab_begin + vocab_local) d[t - vocab_begin] -= grad_scale;
   }
   return loss;
 }
