@@ -78,7 +78,10 @@ void verify_checksum(std::string_view text, const json::Value& root) {
   if (!stored) damaged(std::string("no \"") + kManifestChecksumKey + "\": a version 3 manifest is checksummed");
   if (root.members().back().key() != kManifestChecksumKey)
     damaged(std::string("\"") + kManifestChecksumKey + "\" is not the last member");
+  // The key as written by tenax; the same key spelt with JSON escapes (which the parser accepts) is not.
   const std::size_t at = text.rfind(std::string("\"") + kManifestChecksumKey + "\"");
+  if (at == std::string_view::npos)
+    damaged(std::string("\"") + kManifestChecksumKey + "\" is not written literally (escaped characters in the key)");
   const std::uint32_t want = read_u32(*stored);
   const std::uint32_t got = crc32c_extend(0, text.data(), at);
   if (got != want) {
