@@ -5,6 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
+#include <cstdio>
 #include <filesystem>
 #include <sstream>
 
@@ -194,6 +197,60 @@ TEST_F(RealText, BadInputsAreNamedAndLeaveNothingBehind) {
     left.push_back(f.path().filename().string());
   std::sort(left.begin(), left.end());
   EXPECT_EQ(left, (std::vector<std::string>{"ds", "empty", "latin1.txt", "tok.model"}));
+}
+
+// Runs tenax-data with `args` (already quoted for the shell); returns its exit code and its stdout and stderr.
+int run_tool(const std::string& args, std::string* output) {
+  FILE* p = ::popen((std::string(TENAX_DATA_BINARY) + " " + args + " 2>&1").c_str(), "r");
+  if (!p) return -1;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
+    output->append(buf, n);
+  const int status = ::pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST_F(RealText, CommandLineExitCodesAndMessages) {
+  std::string out;
+  EXPECT_EQ(run_tool("--version", &out), 0);
+  EXPECT_THAT(out, HasSubstr("shard format 1"));
+  out.clear();
+  EXPECT_EQ(run_tool("encode --frobnicate", &out), 64);
+  EXPECT_THAT(out, AllOf(HasSubstr("usage error"), HasSubstr("frobnicate"), HasSubstr("--help")));
+  out.clear();
+  EXPECT_EQ(run_tool("frobnicate", &out), 64);
+  EXPECT_THAT(out, HasSubstr("unknown command"));
+  out.clear();
+  EXPECT_EQ(
+      run_tool("train-tokenizer --input " + corpus_.path() + " --vocab 12 --output " + (scratch_ / "x.model"), &out),
+      64);
+  EXPECT_THAT(out, HasSubstr("--vocab"));
+  out.clear();
+  const std::string ds = scratch_ / "ds";
+  EXPECT_EQ(run_tool("encode --input " + corpus_.path() + " --extension .txt --tokenizer " + (scratch_ / "tok.model") +
+                         " --output " + ds + " --threads 2",
+                     &out),
+            0)
+      << out;
+  out.clear();
+  EXPECT_EQ(run_tool("verify " + ds, &out), 0) << out;
+  out.clear();
+  EXPECT_EQ(run_tool("info " + ds, &out), 0);
+  EXPECT_THAT(out, HasSubstr("vocab size     2000"));
+  out.clear();
+  EXPECT_EQ(run_tool("decode " + ds + " --count 40", &out), 0);
+  EXPECT_FALSE(out.empty());
+  out.clear();
+  EXPECT_EQ(run_tool("decode " + ds + " --offset 999999999 --count 5", &out), 64);
+  EXPECT_THAT(out, HasSubstr("beyond"));
+  flip_byte(ds + "/train-00000.tok", 64 + 10);
+  out.clear();
+  EXPECT_EQ(run_tool("verify " + ds, &out), 1);
+  EXPECT_THAT(out, AllOf(HasSubstr("train-00000.tok: payload checksum mismatch"), HasSubstr("NOT a valid dataset")));
+  out.clear();
+  EXPECT_EQ(run_tool("verify " + (scratch_ / "nothing-here"), &out), 1);
+  EXPECT_THAT(out, HasSubstr("index.json"));
 }
 
 }  // namespace
