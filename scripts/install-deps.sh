@@ -13,6 +13,7 @@ packages=(
   python3-h5py python3-matplotlib
   iproute2 procps
   clang libclang-rt-14-dev
+  libsentencepiece-dev python3.11-doc python3-numpy
 )
 
 missing=()

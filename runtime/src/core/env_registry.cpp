@@ -116,6 +116,11 @@ const std::vector<Var>& registry() {
        1000000},
       {"TENAX_SPARES", Int, "0", "Nodes of the allocation held back as spares.", {}, 0, 1000000},
 
+      // Token datasets (docs/data-format.md, docs/user-guide.md).
+      {"TENAX_DATA_STAGE_DIR", Path, "",
+       "Node-local directory that tenax::stage_dataset copies token datasets to at job start (one copier per node, "
+       "checksummed, reused while valid); empty: read the dataset where it is."},
+
       // @@ END OF REGISTRY @@
   };
   return vars;

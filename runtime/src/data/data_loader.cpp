@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "metrics/batch_slots.hpp"
+#include "data/batch_slots.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
 

@@ -1,5 +1,5 @@
 // Host memory for the DataLoader's slots, and the choice between it and the CUDA flavour.
-#include "metrics/batch_slots.hpp"
+#include "data/batch_slots.hpp"
 
 #include <vector>
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/check_cuda.hpp"
-#include "metrics/batch_slots.hpp"
+#include "data/batch_slots.hpp"
 
 namespace tenax::detail {
 namespace {

@@ -1,0 +1,49 @@
+// Tokenizer: the SentencePiece model a token dataset was encoded with (tokenizer.model in the dataset directory,
+// trained by `tenax-data train-tokenizer`). Turns text into token ids and back, e.g. to print what a trained model
+// generates:
+//
+//   tenax::Tokenizer tok = tenax::Tokenizer::for_dataset(staged.dir);   // or Tokenizer(dataset.info().tokenizer_path)
+//   std::vector<std::int32_t> prompt = tok.encode("def main(");
+//   ... generate ids ...
+//   std::cout << tok.decode(ids);
+//
+// The models tenax-data trains are lossless: decode(encode(text)) == text for any UTF-8 text (byte fallback, no
+// normalisation). Control ids (end of document) decode to nothing.
+// Threads: const members may be called from several threads at once.
+// Errors: IoError when the model file is missing, unreadable, not a SentencePiece model or (for_dataset) does not
+// match the dataset's recorded checksum; UsageError for ids outside the vocabulary.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tenax {
+
+class Tokenizer {
+ public:
+  explicit Tokenizer(const std::string& model_path);
+  // The tokenizer of the dataset in `dataset_dir`, checked against the size and CRC32C its index records.
+  static Tokenizer for_dataset(const std::string& dataset_dir);
+  ~Tokenizer();
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+
+  std::vector<std::int32_t> encode(std::string_view text) const;
+  std::string decode(std::span<const std::int32_t> ids) const;
+  std::int32_t vocab_size() const;
+  std::int32_t eos_id() const;  // -1 if the model has none
+  std::int32_t bos_id() const;  // -1 if none
+  std::int32_t unk_id() const;
+  std::string piece(std::int32_t id) const;  // the id's vocabulary entry, e.g. "▁the"
+
+ private:
+  struct State;
+  explicit Tokenizer(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tenax

@@ -1,0 +1,33 @@
+// Internal: checks the files of a token dataset against its index by reading them (not mapping them: a truncated
+// file must be an error message, never SIGBUS). Used by `tenax-data verify`, by staging (reused copies and the read
+// back of new ones) and by the tests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/dataset_index.hpp"
+
+namespace tenax::data {
+
+// Problems of one file, empty when it is fine. `bytes_read` (not null) is increased by the bytes read.
+// Shards: the header parses and agrees with the index entry (token count, checksum, vocabulary, split, number), the
+// payload's CRC32C matches, and with check_ids every id is below the vocabulary size.
+std::string shard_file_problem(const std::string& path, const ShardEntry& entry, const DatasetIndex& index,
+                               SplitId split, std::uint32_t number, bool check_ids, std::uint64_t* bytes_read);
+// The tokenizer model: the size and CRC32C the index records.
+std::string tokenizer_file_problem(const std::string& path, const DatasetIndex& index, std::uint64_t* bytes_read);
+
+// Every file the index lists under `dir` (tokenizer, then train and validation shards in order): one line per problem.
+std::vector<std::string> dataset_problems(const std::string& dir, const DatasetIndex& index, bool check_ids,
+                                          std::uint64_t* bytes_read);
+
+// The files of a dataset, index.json last, with their sizes (computed from the index).
+struct DatasetFile {
+  std::string name;
+  std::uint64_t bytes = 0;
+};
+std::vector<DatasetFile> dataset_files(const DatasetIndex& index, std::uint64_t index_bytes);
+
+}  // namespace tenax::data

@@ -1,0 +1,262 @@
+// TokenDataset: the split's shards memory-mapped read-only, a prefix sum of their token counts to find the shard of a
+// stream offset, and the sample order. Everything but the counters is immutable after construction, which is what
+// lets fill() run on many threads at once.
+#include "tenax/token_dataset.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "checkpoint/crc32c.hpp"
+#include "data/byte_order.hpp"
+#include "data/dataset_index.hpp"
+#include "data/sample_order.hpp"
+#include "data/shard_format.hpp"
+#include "tenax/error.hpp"
+
+namespace tenax {
+namespace {
+
+using data::DatasetIndex;
+using data::ShardEntry;
+using data::ShardHeader;
+using data::SplitId;
+
+const char* const kRecreate =
+    ": the dataset is damaged or mixed from two datasets; check it with `tenax-data verify DIR` and re-create it "
+    "with `tenax-data encode`";
+
+std::string hex32(std::uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", v);
+  return buf;
+}
+
+// A read-only map of a whole file, unmapped on destruction (also when the owner's constructor throws after mapping).
+struct Mapping {
+  const unsigned char* base = nullptr;
+  std::uint64_t size = 0;
+  Mapping() = default;
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  ~Mapping() {
+    if (base) ::munmap(const_cast<unsigned char*>(base), size);
+  }
+};
+
+// One shard, mapped whole for the dataset's lifetime.
+class MappedShard {
+ public:
+  MappedShard(const std::string& path, const ShardEntry& entry, const DatasetIndex& index, SplitId split,
+              std::uint32_t number)
+      : path_(path) {
+    int fd;
+    do
+      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+      const int err = errno;
+      throw IoError("cannot open token shard " + path + " (listed in the index): " + std::strerror(err) +
+                    (err == ENOENT ? std::string(kRecreate) : std::string()));
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      throw IoError("token shard " + path + " is not a regular file" + kRecreate);
+    }
+    map_.size = static_cast<std::uint64_t>(st.st_size);
+    if (map_.size > 0) {
+      void* m = ::mmap(nullptr, map_.size, PROT_READ, MAP_SHARED, fd, 0);
+      if (m == MAP_FAILED) {
+        const int err = errno;
+        ::close(fd);
+        throw IoError("cannot memory-map token shard " + path + ": " + std::strerror(err) +
+                      (err == ENOMEM ? " (too many maps? raise vm.max_map_count or use fewer, larger shards)" : ""));
+      }
+      map_.base = static_cast<const unsigned char*>(m);
+    }
+    ::close(fd);  // the map keeps the file
+    header_ = data::parse_shard_header(map_.base, static_cast<std::size_t>(std::min<std::uint64_t>(map_.size, 64)),
+                                       map_.size, path);
+    auto mismatch = [&](const std::string& what, const std::string& header_says, const std::string& index_says) {
+      throw IoError("token shard " + path + ": its header says " + what + " " + header_says + ", the index says " +
+                    index_says + kRecreate);
+    };
+    if (header_.token_count != entry.tokens)
+      mismatch("token count", std::to_string(header_.token_count), std::to_string(entry.tokens));
+    if (header_.payload_crc32c != entry.crc32c)
+      mismatch("payload checksum", hex32(header_.payload_crc32c), hex32(entry.crc32c));
+    if (header_.vocab_size != index.vocab_size)
+      mismatch("vocabulary size", std::to_string(header_.vocab_size), std::to_string(index.vocab_size));
+    if (header_.split != split)
+      mismatch("split", std::string(data::split_id_name(header_.split)), std::string(data::split_id_name(split)));
+    if (header_.shard_number != number)
+      mismatch("shard number", std::to_string(header_.shard_number), std::to_string(number));
+  }
+  MappedShard(const MappedShard&) = delete;
+  MappedShard& operator=(const MappedShard&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::uint64_t tokens() const { return header_.token_count; }
+  const unsigned char* payload() const { return map_.base + header_.payload_offset; }
+
+  void verify_payload() const {
+    const std::uint64_t bytes = header_.token_count * header_.token_bytes;  // checked against the file size
+    const std::uint32_t got = ckpt::crc32c_extend(0, payload(), bytes);
+    if (got != header_.payload_crc32c)
+      throw IoError("token shard " + path_ + ": payload checksum mismatch (recorded " + hex32(header_.payload_crc32c) +
+                    ", computed " + hex32(got) + ")" + kRecreate);
+  }
+
+ private:
+  std::string path_;
+  Mapping map_;
+  ShardHeader header_;
+};
+
+}  // namespace
+
+std::string_view split_name(Split split) {
+  return split == Split::Train ? "train" : "validation";
+}
+
+struct TokenDataset::State {
+  TokenDatasetOptions options;
+  TokenDatasetInfo info;
+  std::vector<std::unique_ptr<MappedShard>> shards;
+  std::vector<std::uint64_t> starts;  // stream offset of each shard's first token
+  std::uint32_t width = 2;
+  std::uint64_t samples = 0;
+  std::unique_ptr<data::SampleOrder> order;
+
+  mutable std::atomic<std::uint64_t> served_samples{0};
+  mutable std::atomic<std::uint64_t> fill_calls{0};
+
+  [[noreturn]] void bad_token(std::size_t shard, std::uint64_t offset, std::uint32_t id) const {
+    throw IoError("token shard " + shards[shard]->path() + " holds id " + std::to_string(id) + " at token " +
+                  std::to_string(offset) + ", outside the vocabulary (size " + std::to_string(info.vocab_size) + ")" +
+                  kRecreate);
+  }
+
+  // Copies stream tokens [begin, begin + n) to out, converting to int32 and checking each id.
+  void copy_tokens(std::uint64_t begin, std::size_t n, std::int32_t* out) const {
+    std::size_t s =
+        static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin()) - 1;
+    while (n > 0) {
+      const MappedShard& shard = *shards[s];
+      const std::uint64_t offset = begin - starts[s];
+      const std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(n, shard.tokens() - offset));
+      const unsigned char* p = shard.payload() + offset * width;
+      const std::uint32_t vocab = info.vocab_size;
+      if (width == 2) {
+        for (std::size_t i = 0; i < take; ++i) {
+          const std::uint32_t id = data::load_le16(p + 2 * i);
+          if (id >= vocab) bad_token(s, offset + i, id);
+          out[i] = static_cast<std::int32_t>(id);
+        }
+      } else {
+        for (std::size_t i = 0; i < take; ++i) {
+          const std::uint32_t id = data::load_le32(p + 4 * i);
+          if (id >= vocab) bad_token(s, offset + i, id);
+          out[i] = static_cast<std::int32_t>(id);
+        }
+      }
+      out += take;
+      begin += take;
+      n -= take;
+      ++s;
+    }
+  }
+};
+
+TokenDataset::TokenDataset(const std::string& dir, TokenDatasetOptions options) : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  if (options.seq_len == 0)
+    throw UsageError("TokenDataset: seq_len is 0; set TokenDatasetOptions::seq_len to the model's context length");
+  s.options = options;
+  const DatasetIndex index = data::read_index(dir);
+  const SplitId split = options.split == Split::Train ? SplitId::Train : SplitId::Validation;
+  const data::SplitIndex& entries = index.split(split);
+  s.width = index.token_bytes;
+  s.info.dir = dir;
+  s.info.vocab_size = index.vocab_size;
+  s.info.token_bytes = index.token_bytes;
+  s.info.eos_id = index.eos_id;
+  s.info.tokenizer_path = dir + "/" + index.tokenizer_file;
+  s.info.index_crc32c = index.index_crc32c;
+  s.info.tokens = entries.tokens;
+  s.info.documents = entries.documents;
+  s.info.shards = entries.shards.size();
+  std::uint64_t at = 0;
+  for (std::size_t i = 0; i < entries.shards.size(); ++i) {
+    s.shards.push_back(std::make_unique<MappedShard>(dir + "/" + entries.shards[i].file, entries.shards[i], index,
+                                                     split, static_cast<std::uint32_t>(i)));
+    if (options.verify_checksums) s.shards.back()->verify_payload();
+    s.starts.push_back(at);
+    at += entries.shards[i].tokens;  // the index's sum was checked for overflow
+  }
+  if (entries.tokens < std::uint64_t{options.seq_len} + 1)
+    throw UsageError("the " + std::string(split_name(options.split)) + " split of " + dir + " has " +
+                     std::to_string(entries.tokens) + " tokens; one sample of seq_len " +
+                     std::to_string(options.seq_len) + " needs " + std::to_string(std::uint64_t{options.seq_len} + 1) +
+                     ": use a shorter seq_len or a larger dataset" +
+                     (split == SplitId::Validation ? " (tenax-data encode --validation-fraction)" : ""));
+  s.samples = (entries.tokens - 1) / options.seq_len;
+  s.order = std::make_unique<data::SampleOrder>(s.samples, options.seed, options.shuffle);
+}
+
+TokenDataset::~TokenDataset() = default;
+
+const TokenDatasetInfo& TokenDataset::info() const {
+  return state_->info;
+}
+
+const TokenDatasetOptions& TokenDataset::options() const {
+  return state_->options;
+}
+
+std::uint64_t TokenDataset::num_samples() const {
+  return state_->samples;
+}
+
+std::size_t TokenDataset::sample_tokens() const {
+  return std::size_t{state_->options.seq_len} + 1;
+}
+
+std::uint64_t TokenDataset::sample_at(std::uint64_t position) const {
+  return state_->order->at(position);
+}
+
+void TokenDataset::fill(std::uint64_t first_position, std::size_t count, std::int32_t* out) const {
+  const State& s = *state_;
+  std::uint64_t last = 0;
+  if (__builtin_add_overflow(first_position, std::uint64_t{count}, &last))
+    throw UsageError("TokenDataset::fill: positions " + std::to_string(first_position) + " + " + std::to_string(count) +
+                     " overflow 64 bits");
+  const std::size_t row = sample_tokens();
+  for (std::size_t j = 0; j < count; ++j) {
+    const std::uint64_t k = s.order->at(first_position + j);
+    s.copy_tokens(k * s.options.seq_len, row, out + j * row);  // k < N, so k*seq_len + row <= T
+  }
+  s.served_samples.fetch_add(count, std::memory_order_relaxed);
+  s.fill_calls.fetch_add(1, std::memory_order_relaxed);
+}
+
+TokenDatasetCounters TokenDataset::counters() const {
+  TokenDatasetCounters c;
+  c.samples = state_->served_samples.load(std::memory_order_relaxed);
+  c.tokens = c.samples * sample_tokens();
+  c.bytes_read = c.tokens * state_->width;
+  c.fill_calls = state_->fill_calls.load(std::memory_order_relaxed);
+  return c;
+}
+
+}  // namespace tenax

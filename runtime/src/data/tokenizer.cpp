@@ -1,0 +1,115 @@
+// Tokenizer over sentencepiece::SentencePieceProcessor. The model is read by tenax (size-bounded, checksummed for a
+// dataset) and handed to the processor as bytes, so that every failure names the file.
+#include "tenax/tokenizer.hpp"
+
+#include <sentencepiece_processor.h>
+
+#include <cstdio>
+
+#include "checkpoint/crc32c.hpp"
+#include "checkpoint/fs_util.hpp"
+#include "data/dataset_index.hpp"
+#include "tenax/error.hpp"
+
+namespace tenax {
+namespace {
+
+// SentencePiece models are a few MB at most; a larger file is not one.
+constexpr std::uint64_t kMaxModelBytes = 1ull << 30;
+
+std::string read_model(const std::string& path) {
+  std::uint64_t size = 0;
+  try {
+    size = ckpt::fs::file_size(path);
+  } catch (const IoError& e) {
+    throw IoError(std::string("cannot read tokenizer model: ") + e.what());
+  }
+  if (size > kMaxModelBytes)
+    throw IoError("tokenizer model " + path + " has " + std::to_string(size) +
+                  " bytes; a SentencePiece model is far "
+                  "smaller: is this the tokenizer.model written by tenax-data train-tokenizer?");
+  return ckpt::fs::read_file(path);
+}
+
+}  // namespace
+
+struct Tokenizer::State {
+  std::string path;
+  sentencepiece::SentencePieceProcessor processor;
+};
+
+Tokenizer::Tokenizer(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+Tokenizer::Tokenizer(const std::string& model_path) : Tokenizer(std::make_unique<State>()) {
+  state_->path = model_path;
+  const std::string bytes = read_model(model_path);
+  const auto status = state_->processor.LoadFromSerializedProto(bytes);
+  if (!status.ok() || state_->processor.GetPieceSize() <= 0)
+    throw IoError("tokenizer model " + model_path + " is not a SentencePiece model (" + status.ToString() +
+                  "): train one with `tenax-data train-tokenizer`");
+}
+
+Tokenizer Tokenizer::for_dataset(const std::string& dataset_dir) {
+  const data::DatasetIndex index = data::read_index(dataset_dir);
+  const std::string path = dataset_dir + "/" + index.tokenizer_file;
+  const std::string bytes = read_model(path);
+  const std::uint32_t crc = ckpt::crc32c_extend(0, bytes.data(), bytes.size());
+  if (bytes.size() != index.tokenizer_bytes || crc != index.tokenizer_crc32c) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, " has %zu bytes and CRC32C 0x%08x; the index records %llu bytes and 0x%08x",
+                  bytes.size(), crc, static_cast<unsigned long long>(index.tokenizer_bytes), index.tokenizer_crc32c);
+    throw IoError("tokenizer model " + path + buf +
+                  ": the file is damaged or replaced; re-create the dataset with `tenax-data encode`");
+  }
+  Tokenizer t(path);
+  if (t.vocab_size() != static_cast<std::int32_t>(index.vocab_size))
+    throw IoError("tokenizer model " + path + " has " + std::to_string(t.vocab_size()) +
+                  " pieces but the dataset's vocab_size is " + std::to_string(index.vocab_size));
+  return t;
+}
+
+Tokenizer::~Tokenizer() = default;
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+
+std::vector<std::int32_t> Tokenizer::encode(std::string_view text) const {
+  std::vector<int> ids;
+  const auto status = state_->processor.Encode(text, &ids);
+  if (!status.ok()) throw IoError("tokenizer " + state_->path + ": encoding failed: " + status.ToString());
+  return std::vector<std::int32_t>(ids.begin(), ids.end());
+}
+
+std::string Tokenizer::decode(std::span<const std::int32_t> ids) const {
+  const std::int32_t n = vocab_size();
+  std::vector<int> v(ids.begin(), ids.end());
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (v[i] < 0 || v[i] >= n)
+      throw UsageError("Tokenizer::decode: id " + std::to_string(v[i]) + " at position " + std::to_string(i) +
+                       " is outside the vocabulary (size " + std::to_string(n) + ")");
+  std::string text;
+  const auto status = state_->processor.Decode(v, &text);
+  if (!status.ok()) throw IoError("tokenizer " + state_->path + ": decoding failed: " + status.ToString());
+  return text;
+}
+
+std::int32_t Tokenizer::vocab_size() const {
+  return state_->processor.GetPieceSize();
+}
+std::int32_t Tokenizer::eos_id() const {
+  return state_->processor.eos_id();
+}
+std::int32_t Tokenizer::bos_id() const {
+  return state_->processor.bos_id();
+}
+std::int32_t Tokenizer::unk_id() const {
+  return state_->processor.unk_id();
+}
+
+std::string Tokenizer::piece(std::int32_t id) const {
+  if (id < 0 || id >= vocab_size())
+    throw UsageError("Tokenizer::piece: id " + std::to_string(id) + " is outside the vocabulary (size " +
+                     std::to_string(vocab_size()) + ")");
+  return state_->processor.IdToPiece(id);
+}
+
+}  // namespace tenax

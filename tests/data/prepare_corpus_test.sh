@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# scripts/prepare-corpus.sh end to end on the real corpus (python3.11-doc): a cold build verifies; a second run with
+# the same inputs and options is a cache hit that touches nothing; a damaged dataset is rebuilt; other options
+# rebuild; a directory that is not a dataset is refused and left alone.
+#   prepare_corpus_test.sh SCRIPT TENAX_DATA
+set -euo pipefail
+script=$1
+tool=$2
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/tenax-data-prepare-XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+out=$scratch/pydoc
+
+# Cold: builds and verifies.
+bash "$script" "$out" --vocab 1000 --tool "$tool" >"$scratch/cold.log" 2>&1 || { cat "$scratch/cold.log"; fail "cold run"; }
+grep -q "ready in" "$scratch/cold.log" || fail "cold run did not build: $(cat "$scratch/cold.log")"
+"$tool" verify "$out" >/dev/null || fail "the built dataset does not verify"
+"$tool" info "$out" | grep -q "vocab size     1000" || fail "vocabulary option not applied"
+stamp=$(stat -c %Y.%i "$out/index.json")
+
+# Cached: nothing rebuilt.
+bash "$script" "$out" --vocab 1000 --tool "$tool" >"$scratch/warm.log" 2>&1 || fail "cached run"
+grep -q "up to date (cached" "$scratch/warm.log" || fail "second run was not a cache hit: $(cat "$scratch/warm.log")"
+[[ $(stat -c %Y.%i "$out/index.json") == "$stamp" ]] || fail "the cached run rewrote the dataset"
+
+# Damaged: rebuilt, and valid again.
+python3 -c "
+import sys; p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[1000] ^= 1; open(p, 'wb').write(b)" \
+  "$out/train-00000.tok"
+bash "$script" "$out" --vocab 1000 --tool "$tool" >"$scratch/damaged.log" 2>&1 || fail "run after damage"
+grep -q "outdated or damaged; rebuilding" "$scratch/damaged.log" || fail "damage not noticed: $(cat "$scratch/damaged.log")"
+"$tool" verify "$out" >/dev/null || fail "the rebuilt dataset does not verify"
+
+# Not a dataset: refused, untouched.
+mkdir "$scratch/mine"
+echo precious >"$scratch/mine/notes.txt"
+if bash "$script" "$scratch/mine" --tool "$tool" >"$scratch/refused.log" 2>&1; then fail "replaced a foreign directory"; fi
+grep -q "is not a tenax dataset" "$scratch/refused.log" || fail "wrong refusal: $(cat "$scratch/refused.log")"
+[[ $(cat "$scratch/mine/notes.txt") == precious ]] || fail "the foreign directory was changed"
+# No temporary directories left next to the outputs.
+leftovers=$(find "$scratch" -maxdepth 1 -name '.prepare-corpus.*')
+[[ -z "$leftovers" ]] || fail "left behind: $leftovers"
+echo "prepare-corpus: cold build, cache hit, rebuild after damage and refusal all as expected"

@@ -1,0 +1,257 @@
+// tenax-data's commands on real text (the Python documentation's reST sources from python3.11-doc): the tokenizer is
+// lossless on text it was not trained on, encoding is deterministic for any thread count and holds out whole
+// documents, verify finds damage, and every bad input is a UsageError that names the problem and leaves nothing
+// behind.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "commands.hpp"
+#include "data_test_util.hpp"
+#include "tenax/error.hpp"
+#include "tenax/token_dataset.hpp"
+#include "tenax/tokenizer.hpp"
+
+namespace tenax::test {
+namespace {
+
+using ::testing::HasSubstr;
+namespace stdfs = std::filesystem;
+
+// A small real corpus: two folders of the Python docs (about 1 MB), copied so the tests own it.
+class RealText : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(have_python_docs()) << kPythonDocSources
+                                    << " is missing: install python3.11-doc (scripts/install-deps.sh does)";
+    for (const char* sub : {"tutorial", "howto"})
+      stdfs::copy(std::string(kPythonDocSources) + "/" + sub, corpus_ / sub, stdfs::copy_options::recursive);
+    datatool::TrainTokenizerOptions t;
+    t.corpus.inputs = {corpus_.path()};
+    t.corpus.extension = ".txt";
+    t.output = scratch_ / "tok.model";
+    t.vocab = 2000;
+    datatool::train_tokenizer(t);
+  }
+
+  datatool::EncodeOptions encode_options(const std::string& output) const {
+    datatool::EncodeOptions e;
+    e.corpus.inputs = {corpus_.path()};
+    e.corpus.extension = ".txt";
+    e.tokenizer = scratch_ / "tok.model";
+    e.output = output;
+    e.validation_fraction = 0.05;
+    e.shard_tokens = 50000;
+    return e;
+  }
+
+  ScratchDir corpus_{"corpus"};
+  ScratchDir scratch_{"tool"};
+};
+
+std::string usage_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "(no UsageError)";
+}
+
+TEST_F(RealText, TokenizerRoundTripsRealTextItWasNotTrainedOn) {
+  const Tokenizer tok(scratch_ / "tok.model");
+  EXPECT_EQ(tok.vocab_size(), 2000);
+  EXPECT_GE(tok.eos_id(), 0);
+  // Library reference pages: not in the training folders; reST with indentation, tables, code and non-ASCII.
+  std::uint64_t bytes = 0, tokens = 0;
+  for (const char* page : {"library/functions.rst.txt", "library/stdtypes.rst.txt", "library/unicodedata.rst.txt",
+                           "whatsnew/3.11.rst.txt"}) {
+    const std::string text = read_file(std::string(kPythonDocSources) + "/" + page);
+    ASSERT_FALSE(text.empty()) << page;
+    const std::vector<std::int32_t> ids = tok.encode(text);
+    EXPECT_EQ(tok.decode(ids), text) << page;
+    bytes += text.size();
+    tokens += ids.size();
+  }
+  // BPE compresses: well under one token per byte.
+  EXPECT_LT(static_cast<double>(tokens) / static_cast<double>(bytes), 0.6);
+  const std::string odd = "tabs\tand  double spaces\n\n  indented\r\nemoji \xF0\x9F\x99\x82 and \xC3\xA9t\xC3\xA9\n";
+  EXPECT_EQ(tok.decode(tok.encode(odd)), odd);
+  EXPECT_THROW(tok.decode(std::vector<std::int32_t>{5, 2000}), UsageError);
+}
+
+TEST_F(RealText, EncodeIsDeterministicAndHoldsOutWholeDocuments) {
+  auto one = encode_options(scratch_ / "one");
+  one.threads = 1;
+  auto three = encode_options(scratch_ / "three");
+  three.threads = 3;
+  const datatool::EncodeResult r = datatool::encode(one);
+  datatool::encode(three);
+  for (const auto& f : stdfs::directory_iterator(scratch_ / "one"))
+    EXPECT_EQ(read_file(f.path().string()), read_file(scratch_ / "three/" + f.path().filename().string()))
+        << f.path().filename();
+  EXPECT_GT(r.validation_documents, 0u);
+  EXPECT_GT(r.train_documents, 10 * r.validation_documents);
+  EXPECT_GT(r.shards, 2u);
+  EXPECT_EQ(r.documents, r.train_documents + r.validation_documents);
+
+  // The streams decode to the documents themselves, each followed by the end-of-document id.
+  const Tokenizer tok = Tokenizer::for_dataset(scratch_ / "one");
+  TokenDataset train(scratch_ / "one", {.split = Split::Train, .seq_len = 1024, .shuffle = false});
+  EXPECT_EQ(train.info().tokens, r.train_tokens);
+  EXPECT_EQ(train.info().documents, r.train_documents);
+  const std::size_t n = static_cast<std::size_t>(r.train_tokens - 1) / 1024 * 1024 + 1;
+  std::vector<std::int32_t> stream(n);
+  // Samples of an unshuffled split overlap by one token: stitch the stream back together.
+  for (std::uint64_t k = 0; k * 1024 + 1 < n; ++k)
+    train.fill(k, 1, stream.data() + k * 1024);
+  std::ostringstream decoded;
+  std::size_t start = 0;
+  int documents = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (stream[i] == tok.eos_id()) {
+      decoded << tok.decode(std::span(stream).subspan(start, i - start)) << "\x1e";
+      start = i + 1;
+      ++documents;
+    }
+  ASSERT_GT(documents, 3);
+  // The first training documents, in corpus order (sorted relative paths), minus the held-out ones.
+  std::vector<std::string> names;
+  for (const auto& f : stdfs::recursive_directory_iterator(corpus_.path()))
+    if (f.is_regular_file()) names.push_back(stdfs::relative(f.path(), corpus_.path()).generic_string());
+  std::sort(names.begin(), names.end());
+  const std::string all = decoded.str();
+  std::size_t found = 0;
+  for (const std::string& name : names) {
+    const std::string text = read_file(corpus_ / name);
+    if (all.find(text + "\x1e") != std::string::npos) ++found;
+  }
+  EXPECT_EQ(found, static_cast<std::size_t>(documents));
+
+  std::ostringstream problems;
+  EXPECT_EQ(datatool::verify(scratch_ / "one", "", problems).problems, 0u) << problems.str();
+}
+
+TEST_F(RealText, VerifyFindsDamage) {
+  datatool::encode(encode_options(scratch_ / "ds"));
+  std::ostringstream out;
+  EXPECT_EQ(datatool::verify(scratch_ / "ds", "", out).problems, 0u) << out.str();
+  flip_byte(scratch_ / "ds/train-00001.tok", 64 + 1234);
+  flip_byte(scratch_ / "ds/tokenizer.model", 10);
+  const datatool::VerifyResult r = datatool::verify(scratch_ / "ds", "other label", out);
+  EXPECT_EQ(r.problems, 3u) << out.str();
+  EXPECT_THAT(out.str(), AllOf(HasSubstr("train-00001.tok: payload checksum mismatch"),
+                               HasSubstr("tokenizer.model: checksum mismatch"), HasSubstr("other label")));
+  EXPECT_THROW(Tokenizer::for_dataset(scratch_ / "ds"), IoError);
+}
+
+TEST_F(RealText, BadInputsAreNamedAndLeaveNothingBehind) {
+  datatool::encode(encode_options(scratch_ / "ds"));
+  EXPECT_THAT(usage_error([&] { datatool::encode(encode_options(scratch_ / "ds")); }),
+              AllOf(HasSubstr("already exists"), HasSubstr("never overwrites")));
+  auto missing = encode_options(scratch_ / "out1");
+  missing.corpus.inputs.push_back(scratch_ / "nope");
+  EXPECT_THAT(usage_error([&] { datatool::encode(missing); }), AllOf(HasSubstr("nope"), HasSubstr("does not exist")));
+  stdfs::create_directory(scratch_ / "empty");
+  auto empty = encode_options(scratch_ / "out2");
+  empty.corpus.inputs = {scratch_ / "empty"};
+  EXPECT_THAT(usage_error([&] { datatool::encode(empty); }), HasSubstr("corpus is empty"));
+  write_file(scratch_ / "empty/blank.txt", "");
+  EXPECT_THAT(usage_error([&] { datatool::encode(empty); }), HasSubstr("non-empty document"));
+  write_file(scratch_ / "latin1.txt", "caf\xe9 au lait\n");
+  auto latin1 = encode_options(scratch_ / "out3");
+  latin1.corpus.inputs.push_back(scratch_ / "latin1.txt");
+  EXPECT_THAT(usage_error([&] { datatool::encode(latin1); }),
+              AllOf(HasSubstr("latin1.txt is not UTF-8"), HasSubstr("byte 3"), HasSubstr("iconv")));
+  auto no_model = encode_options(scratch_ / "out4");
+  no_model.tokenizer = scratch_ / "latin1.txt";
+  EXPECT_THAT(usage_error([&] { datatool::encode(no_model); }), HasSubstr("not a SentencePiece model"));
+  auto fraction = encode_options(scratch_ / "out5");
+  fraction.validation_fraction = 0.7;
+  EXPECT_THAT(usage_error([&] { datatool::encode(fraction); }), HasSubstr("--validation-fraction"));
+
+  datatool::TrainTokenizerOptions t;
+  t.corpus.inputs = {std::string(kPythonDocSources) + "/about.rst.txt"};
+  t.output = scratch_ / "big.model";
+  t.vocab = 50000;
+  EXPECT_THAT(usage_error([&] { datatool::train_tokenizer(t); }),
+              AllOf(HasSubstr("--vocab 50000 is too large"), HasSubstr("or less")));
+  t.vocab = 100;
+  EXPECT_THAT(usage_error([&] { datatool::train_tokenizer(t); }),
+              AllOf(HasSubstr("--vocab 100 is too small"), HasSubstr("or more")));
+  t.output = scratch_ / "tok.model";
+  t.vocab = 1000;
+  EXPECT_THAT(usage_error([&] { datatool::train_tokenizer(t); }), HasSubstr("already exists"));
+  t.output = scratch_ / "new.model";
+  t.corpus.inputs = {scratch_ / "empty"};
+  EXPECT_THAT(usage_error([&] { datatool::train_tokenizer(t); }), HasSubstr("has no text"));
+
+  // Nothing but what the successful calls made: no outputs, no temporary directories or files.
+  std::vector<std::string> left;
+  for (const auto& f : stdfs::directory_iterator(scratch_.path()))
+    left.push_back(f.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"ds", "empty", "latin1.txt", "tok.model"}));
+}
+
+// Runs tenax-data with `args` (already quoted for the shell); returns its exit code and its stdout and stderr.
+int run_tool(const std::string& args, std::string* output) {
+  FILE* p = ::popen((std::string(TENAX_DATA_BINARY) + " " + args + " 2>&1").c_str(), "r");
+  if (!p) return -1;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
+    output->append(buf, n);
+  const int status = ::pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST_F(RealText, CommandLineExitCodesAndMessages) {
+  std::string out;
+  EXPECT_EQ(run_tool("--version", &out), 0);
+  EXPECT_THAT(out, HasSubstr("shard format 1"));
+  out.clear();
+  EXPECT_EQ(run_tool("encode --frobnicate", &out), 64);
+  EXPECT_THAT(out, AllOf(HasSubstr("usage error"), HasSubstr("frobnicate"), HasSubstr("--help")));
+  out.clear();
+  EXPECT_EQ(run_tool("frobnicate", &out), 64);
+  EXPECT_THAT(out, HasSubstr("unknown command"));
+  out.clear();
+  EXPECT_EQ(
+      run_tool("train-tokenizer --input " + corpus_.path() + " --vocab 12 --output " + (scratch_ / "x.model"), &out),
+      64);
+  EXPECT_THAT(out, HasSubstr("--vocab"));
+  out.clear();
+  const std::string ds = scratch_ / "ds";
+  EXPECT_EQ(run_tool("encode --input " + corpus_.path() + " --extension .txt --tokenizer " + (scratch_ / "tok.model") +
+                         " --output " + ds + " --threads 2",
+                     &out),
+            0)
+      << out;
+  out.clear();
+  EXPECT_EQ(run_tool("verify " + ds, &out), 0) << out;
+  out.clear();
+  EXPECT_EQ(run_tool("info " + ds, &out), 0);
+  EXPECT_THAT(out, HasSubstr("vocab size     2000"));
+  out.clear();
+  EXPECT_EQ(run_tool("decode " + ds + " --count 40", &out), 0);
+  EXPECT_FALSE(out.empty());
+  out.clear();
+  EXPECT_EQ(run_tool("decode " + ds + " --offset 999999999 --count 5", &out), 64);
+  EXPECT_THAT(out, HasSubstr("beyond"));
+  flip_byte(ds + "/train-00000.tok", 64 + 10);
+  out.clear();
+  EXPECT_EQ(run_tool("verify " + ds, &out), 1);
+  EXPECT_THAT(out, AllOf(HasSubstr("train-00000.tok: payload checksum mismatch"), HasSubstr("NOT a valid dataset")));
+  out.clear();
+  EXPECT_EQ(run_tool("verify " + (scratch_ / "nothing-here"), &out), 1);
+  EXPECT_THAT(out, HasSubstr("index.json"));
+}
+
+}  // namespace
+}  // namespace tenax::test
