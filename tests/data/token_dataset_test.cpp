@@ -103,6 +103,22 @@ TEST(TokenDataset, SamplesAreWindowsOfTheStream) {
             std::vector<std::int32_t>(synth.validation.begin() + 3 * 64, synth.validation.begin() + 4 * 64 + 1));
 }
 
+TEST(TokenDataset, IsABatchSourceForItsOwnSequenceLength) {
+  ScratchDir dir("batch-source");
+  write_synthetic(dir / "ds", 3000, 300, 1000, 1000, 333);
+  const TokenDataset ds(dir / "ds", {.split = Split::Train, .seq_len = 32, .seed = 3});
+  const BatchSource& source = ds;
+  std::vector<std::int32_t> through_source(5 * ds.sample_tokens());
+  source.fill(11, 5, 32, through_source.data());
+  EXPECT_EQ(through_source, fill(ds, 11, 5));
+  try {
+    source.fill(11, 5, 64, through_source.data());
+    FAIL() << "a sequence length other than the dataset's was served";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("opened with seq_len 32 but is asked for samples of seq_len 64"));
+  }
+}
+
 TEST(TokenDataset, EachEpochServesEverySampleOnce) {
   ScratchDir dir("epoch");
   write_synthetic(dir / "ds", 20001, 10, 1 << 20, 4096);  // 4-byte tokens

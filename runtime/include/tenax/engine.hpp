@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "tenax/batch_source.hpp"
 #include "tenax/communicator.hpp"
 #include "tenax/data_parallel.hpp"
 #include "tenax/layout.hpp"
@@ -45,16 +46,6 @@
 #include "tenax/tensor.hpp"
 
 namespace tenax {
-
-// Where training samples come from. Sample k is seq_len + 1 consecutive tokens: the inputs, and shifted by one the
-// targets. fill() must be a pure function of the positions (seed any randomness with them) and safe to call from
-// several threads at once: the engine calls it from its data loader's threads, ahead of the step.
-class BatchSource {
- public:
-  virtual ~BatchSource() = default;
-  // out receives count x (seq_len + 1) tokens: samples first, first + 1, ... (global sample positions).
-  virtual void fill(std::uint64_t first, std::size_t count, std::size_t seq_len, std::int32_t* out) const = 0;
-};
 
 // "cpu" or "cuda" (a program's --device); UsageError naming the choices otherwise.
 Device parse_device(const std::string& text);

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "tenax/engine.hpp"
+#include "tenax/batch_source.hpp"
 
 namespace tenax {
 

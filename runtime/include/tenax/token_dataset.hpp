@@ -43,6 +43,7 @@
 #include <string>
 #include <string_view>
 
+#include "tenax/batch_source.hpp"
 #include "tenax/data_loader.hpp"
 
 namespace tenax {
@@ -79,14 +80,16 @@ struct TokenDatasetCounters {
   std::uint64_t fill_calls = 0;
 };
 
-class TokenDataset {
+// A BatchSource: hand it to tenax::Engine (training or validation) as it is; the engine's positions are the ones
+// described above (tenax/batch_source.hpp).
+class TokenDataset : public BatchSource {
  public:
   // Opens `dir` (read-only): reads and validates index.json, memory-maps the split's shards and checks each header
   // against the index (and each payload's checksum with verify_checksums). Not collective.
   // Throws IoError (damaged, truncated or foreign files, naming the file) or UsageError (seq_len 0, or a split too
   // short for one sample).
   TokenDataset(const std::string& dir, TokenDatasetOptions options);
-  ~TokenDataset();
+  ~TokenDataset() override;
   TokenDataset(const TokenDataset&) = delete;
   TokenDataset& operator=(const TokenDataset&) = delete;
 
@@ -100,6 +103,8 @@ class TokenDataset {
   // tokens. Throws UsageError if the positions overflow 64 bits, IoError if a shard holds an id outside the vocabulary
   // (damage the header checksums cannot see; verify_checksums or `tenax-data verify` find it up front).
   void fill(std::uint64_t first_position, std::size_t count, std::int32_t* out) const;
+  // BatchSource: the same, for a caller that names the sequence length; UsageError unless it is options().seq_len.
+  void fill(std::uint64_t first, std::size_t count, std::size_t seq_len, std::int32_t* out) const override;
 
   TokenDatasetCounters counters() const;
 

@@ -250,6 +250,14 @@ void TokenDataset::fill(std::uint64_t first_position, std::size_t count, std::in
   s.fill_calls.fetch_add(1, std::memory_order_relaxed);
 }
 
+void TokenDataset::fill(std::uint64_t first, std::size_t count, std::size_t seq_len, std::int32_t* out) const {
+  if (seq_len != state_->options.seq_len)
+    throw UsageError("TokenDataset " + state_->info.dir + " was opened with seq_len " +
+                     std::to_string(state_->options.seq_len) + " but is asked for samples of seq_len " +
+                     std::to_string(seq_len) + ": open it with the sequence length the model trains on");
+  fill(first, count, out);
+}
+
 TokenDatasetCounters TokenDataset::counters() const {
   TokenDatasetCounters c;
   c.samples = state_->served_samples.load(std::memory_order_relaxed);
