@@ -84,21 +84,6 @@ std::vector<std::string> gpt_args(const std::string& data, const std::vector<std
   return args;
 }
 
-std::vector<std::string> launcher_args(const ScratchDir& dir, int ranks) {
-  return {"-n",
-          std::to_string(ranks),
-          "--run-dir",
-          dir / "run",
-          "--checkpoint-dir",
-          dir / "ckpt",
-          "--backoff",
-          "100ms",
-          "--heartbeat-interval",
-          "20ms",
-          "--kill-grace",
-          "500ms"};
-}
-
 // step -> loss of attempt `attempt` from the run directory's training.jsonl (exact: shortest round-trip numbers).
 std::map<long, double> losses_of(const std::string& run_dir, int attempt) {
   std::ifstream in(run_dir + "/metrics/training.jsonl");
@@ -117,7 +102,7 @@ struct Reference {
 };
 
 Reference uninterrupted(const ScratchDir& dir, int ranks, const std::vector<std::string>& args) {
-  Launch launch(launcher_args(dir, ranks), args, dir / "reference.txt");
+  Launch launch(quick_restart_launcher_args(dir, ranks), args, dir / "reference.txt");
   EXPECT_EQ(launch.wait(seconds(120)), 0) << launch.output();
   return {final_checksum(launch.output()), losses_of(dir / "run", 1)};
 }
@@ -140,7 +125,7 @@ TEST(GptDataResume, KillNineResumesAtTheExactDataPosition) {
   SCOPED_TRACE("seed " + std::to_string(seed) + ": kill -9 of rank " + std::to_string(victim) + " at step " +
                std::to_string(at_step));
   ScratchDir dir("gpt-kill9");
-  Launch launch(launcher_args(dir, 4), args, dir / "out.txt");
+  Launch launch(quick_restart_launcher_args(dir, 4), args, dir / "out.txt");
   auto beat = wait_for_step(dir / "run", victim, 1, at_step, seconds(60));
   ASSERT_TRUE(beat.has_value()) << launch.output();
   ASSERT_EQ(kill(static_cast<pid_t>(beat->pid), SIGKILL), 0);
@@ -164,7 +149,7 @@ TEST(GptDataResume, PreemptedAndResumedInAnotherLayoutTrainsOnTheSameSamples) {
   ScratchDir dir("gpt-relayout");
   long stop = 0;
   {
-    Launch first(launcher_args(dir, 4), gpt_args(data, {"--tp", "2", "--pp", "2"}), dir / "out1.txt");
+    Launch first(quick_restart_launcher_args(dir, 4), gpt_args(data, {"--tp", "2", "--pp", "2"}), dir / "out1.txt");
     auto beat = wait_for_step(dir / "run", 0, 1, 15, seconds(60));
     ASSERT_TRUE(beat.has_value()) << first.output();
     ASSERT_EQ(kill(first.pid(), SIGTERM), 0);
@@ -178,7 +163,7 @@ TEST(GptDataResume, PreemptedAndResumedInAnotherLayoutTrainsOnTheSameSamples) {
   }
   // The second invocation: the same global batch in another layout (data parallelism over two replicas, each split
   // over two tensor-parallel ranks), so each replica reads half of every step's samples.
-  Launch second(launcher_args(dir, 4), gpt_args(data, {"--tp", "2", "--dp", "2"}), dir / "out2.txt");
+  Launch second(quick_restart_launcher_args(dir, 4), gpt_args(data, {"--tp", "2", "--dp", "2"}), dir / "out2.txt");
   ASSERT_EQ(second.wait(seconds(120)), 0) << second.output();
   EXPECT_NE(second.output().find("at step " + std::to_string(stop) + " (saved with layout tp=2,pp=2,dp=1"),
             std::string::npos)

@@ -36,21 +36,6 @@ std::vector<std::string> example_args(const std::vector<std::string>& more) {
   return with(kModel, more);
 }
 
-std::vector<std::string> launcher_args(const ScratchDir& dir, int ranks) {
-  return {"-n",
-          std::to_string(ranks),
-          "--run-dir",
-          dir / "run",
-          "--checkpoint-dir",
-          dir / "ckpt",
-          "--backoff",
-          "100ms",
-          "--heartbeat-interval",
-          "20ms",
-          "--kill-grace",
-          "500ms"};
-}
-
 // "step N loss X" lines of rank 0.
 std::map<long, double> losses(const std::string& output) {
   static const std::regex pattern(R"(step (\d+) loss ([0-9.]+))");
@@ -85,7 +70,7 @@ TEST(ExampleFaultTolerance, KillNineOfARandomRankAtARandomStepRestartsToTheSameR
                std::to_string(at_step));
 
   ScratchDir dir("kill9");
-  Launch launch(launcher_args(dir, ranks), args, dir / "out.txt");
+  Launch launch(quick_restart_launcher_args(dir, ranks), args, dir / "out.txt");
   auto beat = wait_for_step(dir / "run", victim, 1, at_step, seconds(50));
   ASSERT_TRUE(beat.has_value()) << launch.output();
   ASSERT_EQ(kill(static_cast<pid_t>(beat->pid), SIGKILL), 0);
@@ -119,7 +104,7 @@ TEST(ExampleFaultTolerance, SigtermTakesAnEmergencyCheckpointAndASecondInvocatio
   ScratchDir dir("sigterm");
   long long stop_step = 0;
   {
-    Launch first(launcher_args(dir, ranks), args, dir / "out1.txt");
+    Launch first(quick_restart_launcher_args(dir, ranks), args, dir / "out1.txt");
     auto beat = wait_for_step(dir / "run", 0, 1, 8, seconds(50));
     ASSERT_TRUE(beat.has_value()) << first.output();
     ASSERT_EQ(kill(first.pid(), SIGTERM), 0);
@@ -141,7 +126,7 @@ TEST(ExampleFaultTolerance, SigtermTakesAnEmergencyCheckpointAndASecondInvocatio
     ASSERT_FALSE(saved.empty());
     EXPECT_EQ(saved.back(), "step_" + std::to_string(stop_step));
   }
-  Launch second(launcher_args(dir, ranks), args, dir / "out2.txt");
+  Launch second(quick_restart_launcher_args(dir, ranks), args, dir / "out2.txt");
   ASSERT_EQ(second.wait(seconds(60)), 0) << second.output();
   const std::string output = second.output();
   EXPECT_EQ(final_checksum(output), expected) << output;
@@ -159,20 +144,21 @@ void expect_resume_continues(const std::vector<std::string>& first_options,
   const auto common = example_args({"--checkpoint-every", "5"});
   const auto first_layout = with({"--tp", "2", "--dp", "2"}, first_options);
   ScratchDir reference_dir("reshard-reference");
-  Launch reference(launcher_args(reference_dir, 4), with(with(common, first_layout), {"--steps", "20"}),
+  Launch reference(quick_restart_launcher_args(reference_dir, 4), with(with(common, first_layout), {"--steps", "20"}),
                    reference_dir / "out.txt");
   ASSERT_EQ(reference.wait(seconds(60)), 0) << reference.output();
   const auto expected = losses(reference.output());
   ASSERT_EQ(expected.size(), 20u) << reference.output();
 
   ScratchDir dir("reshard");
-  Launch first(launcher_args(dir, 4), with(with(common, first_layout), {"--steps", "10"}), dir / "out1.txt");
+  Launch first(quick_restart_launcher_args(dir, 4), with(with(common, first_layout), {"--steps", "10"}),
+               dir / "out1.txt");
   ASSERT_EQ(first.wait(seconds(60)), 0) << first.output();
   const auto before = losses(first.output());
   for (long s = 1; s <= 10; ++s)
     EXPECT_EQ(before.at(s), expected.at(s)) << "step " << s << ": the same layout is bitwise reproducible";
 
-  Launch second(launcher_args(dir, resume_ranks), with(with(common, resume_layout), {"--steps", "20"}),
+  Launch second(quick_restart_launcher_args(dir, resume_ranks), with(with(common, resume_layout), {"--steps", "20"}),
                 dir / "out2.txt");
   ASSERT_EQ(second.wait(seconds(60)), 0) << second.output();
   const std::string output = second.output();
@@ -204,14 +190,14 @@ void expect_fallback_after(const std::function<void(const std::string&)>& damage
   const auto common = example_args({"--tp", "2", "--checkpoint-every", "10"});
   const std::string expected = reference_checksum(ranks, with(common, {"--steps", "30"}));
   ScratchDir dir("corrupt");
-  Launch first(launcher_args(dir, ranks), with(common, {"--steps", "20"}), dir / "out1.txt");
+  Launch first(quick_restart_launcher_args(dir, ranks), with(common, {"--steps", "20"}), dir / "out1.txt");
   ASSERT_EQ(first.wait(seconds(60)), 0) << first.output();
   ASSERT_EQ(checkpoint_steps(dir / "ckpt"), (std::vector<std::string>{"step_10", "step_20"}));
   const std::string shard = dir / "ckpt/step_20/rank_00001.h5";
   ASSERT_TRUE(fs::exists(shard));
   damage(shard);
 
-  Launch second(launcher_args(dir, ranks), with(common, {"--steps", "30"}), dir / "out2.txt");
+  Launch second(quick_restart_launcher_args(dir, ranks), with(common, {"--steps", "30"}), dir / "out2.txt");
   ASSERT_EQ(second.wait(seconds(60)), 0) << second.output();
   const std::string output = second.output();
   EXPECT_NE(output.find("skipped a damaged checkpoint: " + (dir / "ckpt/step_20")), std::string::npos) << output;

@@ -121,6 +121,21 @@ std::string final_checksum(const std::string& output) {
   return std::regex_search(output, m, pattern) ? m[1].str() : "";
 }
 
+std::vector<std::string> quick_restart_launcher_args(const ScratchDir& dir, int ranks) {
+  return {"-n",
+          std::to_string(ranks),
+          "--run-dir",
+          dir / "run",
+          "--checkpoint-dir",
+          dir / "ckpt",
+          "--backoff",
+          "100ms",
+          "--heartbeat-interval",
+          "20ms",
+          "--kill-grace",
+          "500ms"};
+}
+
 std::string reference_checksum(int ranks, const std::vector<std::string>& worker_args) {
   static std::map<std::string, std::string> cache;
   std::string key = std::to_string(ranks);

@@ -56,6 +56,10 @@ std::optional<RankBeat> read_beat(const std::string& run_dir, int attempt, int r
 std::optional<RankBeat> wait_for_step(const std::string& run_dir, int rank, int attempt, long long step,
                                       std::chrono::seconds limit);
 
+// tenax-launch arguments for fault tests: `ranks` ranks, the run directory dir/run and checkpoints in dir/ckpt, and
+// short back-off, heartbeat and kill-grace intervals so that a restart takes a fraction of a second.
+std::vector<std::string> quick_restart_launcher_args(const ScratchDir& dir, int ranks);
+
 // "final parameters checksum: <hex>" from the output ("" when absent).
 std::string final_checksum(const std::string& output);
 
