@@ -25,6 +25,9 @@ const std::vector<AdminKey>& admin_keys() {
   static const std::vector<AdminKey> keys = {
       {"ckpt_root", "absolute path; checkpoint directories must lie under it (default: anywhere)"},
       {"ckpt_default", "checkpoint directory of jobs that name none, %u = user, %j = job id (default: none)"},
+      {"data_stage_default",
+       "node-local directory jobs stage datasets to when they name none, %u = user, %j = job "
+       "id (default: none, datasets are read in place)"},
       {"default_restarts", "restarts a job gets when it asks for no number (default 3)"},
       {"max_restarts", "the most restarts a job may ask for (default 10)"},
       {"max_spares", "the most spare nodes a job may hold back (default 16)"},
@@ -111,6 +114,8 @@ AdminConfig AdminConfig::parse(const std::vector<std::string>& args) {
       config.ckpt_root = value;
     } else if (key == "ckpt_default") {
       ckpt_default = value;
+    } else if (key == "data_stage_default") {
+      config.data_stage_default = value.empty() ? "" : parse_dir_pattern(what, value);
     } else if (key == "default_restarts") {
       config.default_restarts = parse_int_in(what, value, 0, 1000000);
     } else if (key == "max_restarts") {

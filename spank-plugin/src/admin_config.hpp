@@ -24,6 +24,8 @@ struct AdminConfig {
   std::string ckpt_root;
   // The checkpoint directory of a job that names none (may use %u and %j); "": none, the runtime's own default.
   std::string ckpt_default;
+  // The node-local directory jobs stage their datasets to when they name none (may use %u and %j); "": no staging.
+  std::string data_stage_default;
   int default_restarts = 3;  // restarts a job gets when it asks for no number
   int max_restarts = 10;     // the most a job may ask for
   int max_spares = 16;       // the most spare nodes a job may hold back

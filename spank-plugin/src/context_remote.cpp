@@ -74,7 +74,13 @@ void plan_step(spank_t sp, PluginState& s) {
 
   // Job-wide settings: the batch script and every step see the same values.
   if (!s.settings.ckpt_dir.empty()) {
-    job_setenv(sp, kEnvCkptDir, expand_ckpt_dir(s.settings.ckpt_dir, user_name(uid), std::to_string(job_id)));
+    job_setenv(sp, kEnvCkptDir,
+               expand_dir_pattern("checkpoint directory", s.settings.ckpt_dir, user_name(uid), std::to_string(job_id)));
+  }
+  if (!s.settings.data_stage_dir.empty()) {
+    job_setenv(
+        sp, kEnvDataStageDir,
+        expand_dir_pattern("data stage directory", s.settings.data_stage_dir, user_name(uid), std::to_string(job_id)));
   }
   job_setenv(sp, kEnvPlacement, std::string(to_string(s.settings.placement)));
   job_setenv(sp, kEnvMaxRestarts, std::to_string(s.settings.max_restarts));

@@ -123,7 +123,7 @@ int parse_spares(std::string_view source, std::string_view text, const AdminConf
   return parse_int_in(source, text, 0, admin.max_spares, "admin limit max_spares");
 }
 
-std::string parse_ckpt_dir(std::string_view source, std::string_view text, const AdminConfig& admin) {
+std::string parse_dir_pattern(std::string_view source, std::string_view text) {
   const std::string shown = given(source, text);
   if (text.size() > kMaxPathLength) path_too_long(shown, text.size());
   if (text.empty() || text.front() != '/') {
@@ -141,7 +141,7 @@ std::string parse_ckpt_dir(std::string_view source, std::string_view text, const
       ++i;
     }
   }
-  // Lexical normalisation: no "." or ".." components, so that the ckpt_root test below cannot be escaped.
+  // Lexical normalisation: no "." or ".." components, so that a root test (ckpt_root) cannot be escaped.
   std::string normal;
   for (std::string_view part : split(text.substr(1), '/')) {
     if (part.empty()) continue;
@@ -152,6 +152,12 @@ std::string parse_ckpt_dir(std::string_view source, std::string_view text, const
     normal += part;
   }
   if (normal.empty()) normal = "/";
+  return normal;
+}
+
+std::string parse_ckpt_dir(std::string_view source, std::string_view text, const AdminConfig& admin) {
+  const std::string shown = given(source, text);
+  const std::string normal = parse_dir_pattern(source, text);
   if (!admin.ckpt_root.empty()) {
     std::string root = admin.ckpt_root;
     while (root.size() > 1 && root.back() == '/')
@@ -165,7 +171,8 @@ std::string parse_ckpt_dir(std::string_view source, std::string_view text, const
   return normal;
 }
 
-std::string expand_ckpt_dir(std::string_view pattern, std::string_view user, std::string_view job_id) {
+std::string expand_dir_pattern(std::string_view what, std::string_view pattern, std::string_view user,
+                               std::string_view job_id) {
   std::string out;
   for (std::size_t i = 0; i < pattern.size(); ++i) {
     if (pattern[i] == '%' && i + 1 < pattern.size()) {
@@ -182,7 +189,7 @@ std::string expand_ckpt_dir(std::string_view pattern, std::string_view user, std
     }
   }
   if (out.size() > kMaxPathLength) {
-    throw UsageError("checkpoint directory " + shown_value("pattern", pattern) + " expands to " +
+    throw UsageError(std::string(what) + " " + shown_value("pattern", pattern) + " expands to " +
                      std::to_string(out.size()) + " characters; paths have at most " + std::to_string(kMaxPathLength) +
                      " (PATH_MAX): use fewer %u and %j placeholders");
   }
@@ -207,6 +214,9 @@ void apply_option(JobRequest& request, TenaxOption option, std::string_view valu
       break;
     case TenaxOption::Spares:
       request.spares = parse_spares("--tenax-spares", value, admin);
+      break;
+    case TenaxOption::DataStageDir:
+      request.data_stage_dir = parse_dir_pattern("--tenax-data-stage-dir", value);
       break;
   }
   request.enabled = true;

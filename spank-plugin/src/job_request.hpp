@@ -24,7 +24,8 @@ struct LayoutRequest {
 // One source's answers (the command line, or the environment). Unset members were not given by that source.
 struct JobRequest {
   bool enabled = false;
-  std::optional<std::string> ckpt_dir;  // may hold %u (user name) and %j (job id), expanded in the job
+  std::optional<std::string> ckpt_dir;        // may hold %u (user name) and %j (job id), expanded in the job
+  std::optional<std::string> data_stage_dir;  // node-local dataset copies; %u and %j as for ckpt_dir
   std::optional<LayoutRequest> layout;
   std::optional<PlacementPolicy> placement;
   std::optional<int> max_restarts;
@@ -43,18 +44,22 @@ std::string layout_to_string(int tp, int pp, int dp);  // "tp=2,pp=1,dp=2", the 
 PlacementPolicy parse_placement_request(std::string_view source, std::string_view text, const AdminConfig& admin);
 int parse_max_restarts(std::string_view source, std::string_view text, const AdminConfig& admin);
 int parse_spares(std::string_view source, std::string_view text, const AdminConfig& admin);
-// An absolute path of at most kMaxPathLength characters without "." or ".." components, placeholders %u, %j and %%
-// only, under admin.ckpt_root when set.
+// A directory pattern: an absolute path of at most kMaxPathLength characters without "." or ".." components,
+// placeholders %u, %j and %% only. Returns it with repeated and trailing slashes removed.
+std::string parse_dir_pattern(std::string_view source, std::string_view text);
+// A checkpoint directory: a directory pattern under admin.ckpt_root when set.
 std::string parse_ckpt_dir(std::string_view source, std::string_view text, const AdminConfig& admin);
 
-// Replaces %u, %j and %% in a checkpoint directory pattern (already validated by parse_ckpt_dir). Throws UsageError
-// when the result is longer than kMaxPathLength.
-std::string expand_ckpt_dir(std::string_view pattern, std::string_view user, std::string_view job_id);
+// Replaces %u, %j and %% in a directory pattern (already validated by parse_dir_pattern); `what` names the setting in
+// the message ("checkpoint directory"). Throws UsageError when the result is longer than kMaxPathLength.
+std::string expand_dir_pattern(std::string_view what, std::string_view pattern, std::string_view user,
+                               std::string_view job_id);
 
 // The plugin's options (--tenax, --tenax-ckpt-dir, --tenax-layout, --tenax-placement, --tenax-max-restarts,
-// --tenax-spares) and what each option's callback does with its value: parse it into `request` with the parsers above
-// (messages name the option) and mark tenax enabled. Throws UsageError; `request` keeps its old values then.
-enum class TenaxOption { Enable = 1, CkptDir, Layout, Placement, MaxRestarts, Spares };
+// --tenax-spares, --tenax-data-stage-dir) and what each option's callback does with its value: parse it into `request`
+// with the parsers above (messages name the option) and mark tenax enabled. Throws UsageError; `request` keeps its old
+// values then.
+enum class TenaxOption { Enable = 1, CkptDir, Layout, Placement, MaxRestarts, Spares, DataStageDir };
 void apply_option(JobRequest& request, TenaxOption option, std::string_view value, const AdminConfig& admin);
 
 }  // namespace tenax::spank

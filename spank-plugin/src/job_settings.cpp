@@ -13,6 +13,7 @@ JobRequest request_from_environment(const EnvLookup& lookup, const AdminConfig& 
   if (auto value = lookup(kEnvPlacement)) request.placement = parse_placement_request(kEnvPlacement, *value, admin);
   if (auto value = lookup(kEnvMaxRestarts)) request.max_restarts = parse_max_restarts(kEnvMaxRestarts, *value, admin);
   if (auto value = lookup(kEnvSpares)) request.spares = parse_spares(kEnvSpares, *value, admin);
+  if (auto value = lookup(kEnvDataStageDir)) request.data_stage_dir = parse_dir_pattern(kEnvDataStageDir, *value);
   return request;
 }
 
@@ -24,6 +25,8 @@ JobSettings resolve_settings(const JobRequest& options, const JobRequest& enviro
   settings.placement = options.placement.value_or(environment.placement.value_or(admin.placement));
   settings.max_restarts = options.max_restarts.value_or(environment.max_restarts.value_or(admin.default_restarts));
   settings.spares = options.spares.value_or(environment.spares.value_or(0));
+  settings.data_stage_dir =
+      options.data_stage_dir.value_or(environment.data_stage_dir.value_or(admin.data_stage_default));
   return settings;
 }
 

@@ -19,6 +19,7 @@ inline constexpr const char* kEnvLayout = "TENAX_LAYOUT";
 inline constexpr const char* kEnvPlacement = "TENAX_PLACEMENT";
 inline constexpr const char* kEnvMaxRestarts = "TENAX_MAX_RESTARTS";
 inline constexpr const char* kEnvSpares = "TENAX_SPARES";
+inline constexpr const char* kEnvDataStageDir = "TENAX_DATA_STAGE_DIR";
 // Exported to tasks only (never read as a setting).
 inline constexpr const char* kEnvWorldSize = "TENAX_WORLD_SIZE";
 
@@ -29,6 +30,7 @@ struct JobSettings {
   PlacementPolicy placement = PlacementPolicy::Topology;
   int max_restarts = 0;
   int spares = 0;
+  std::string data_stage_dir;  // pattern with %u/%j; "": no staging (datasets are read where they are)
 };
 
 // Reads the environment layer through `lookup` (returns nullopt for an unset variable): getenv in sbatch/srun, the

@@ -63,12 +63,17 @@ struct spank_option option_table[] = {
                  "[tenax] Nodes of the allocation held back as spares to replace failed ones. Default: "
                  "$TENAX_SPARES, else 0.",
                  1, id_of(TenaxOption::Spares)),
+    TENAX_OPTION("tenax-data-stage-dir", "DIR",
+                 "[tenax] Node-local directory each node copies the job's token dataset to before training (absolute; "
+                 "%u = user, %j = job id); a checked copy is reused by later jobs, and a node that cannot stage reads "
+                 "the shared copy. Default: $TENAX_DATA_STAGE_DIR, else the site default.",
+                 1, id_of(TenaxOption::DataStageDir)),
 };
 #undef TENAX_OPTION
 
 int on_option(int id, const char* optarg, int /*remote*/) noexcept {
   try {
-    if (id < id_of(TenaxOption::Enable) || id > id_of(TenaxOption::Spares)) {
+    if (id < id_of(TenaxOption::Enable) || id > id_of(TenaxOption::DataStageDir)) {
       report_error("internal error: unknown option id " + std::to_string(id));
       return -1;
     }

@@ -23,8 +23,9 @@ const tenax::spank::AdminConfig& admin(int which) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace tenax::spank;
   if (size == 0) return 0;
-  const auto option = static_cast<TenaxOption>(1 + data[0] % 6);
-  const AdminConfig& config = admin((data[0] / 6) % 2);
+  constexpr int kOptions = static_cast<int>(TenaxOption::DataStageDir);
+  const auto option = static_cast<TenaxOption>(1 + data[0] % kOptions);
+  const AdminConfig& config = admin((data[0] / kOptions) % 2);
   const std::string_view value(reinterpret_cast<const char*>(data + 1), size - 1);
   JobRequest request;
   try {
@@ -39,11 +40,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (l.tp < 1 || l.pp < 1 || l.dp < 0) __builtin_trap();
     if (std::int64_t{l.tp} * l.pp * (l.dp == 0 ? 1 : l.dp) > kMaxStepTasks) __builtin_trap();
   }
-  if (request.ckpt_dir) {
-    if (request.ckpt_dir->empty() || request.ckpt_dir->size() > kMaxPathLength || request.ckpt_dir->front() != '/')
-      __builtin_trap();
+  for (const auto* dir : {&request.ckpt_dir, &request.data_stage_dir}) {
+    if (!*dir) continue;
+    if ((*dir)->empty() || (*dir)->size() > kMaxPathLength || (*dir)->front() != '/') __builtin_trap();
     try {
-      expand_ckpt_dir(*request.ckpt_dir, "user", "123");
+      expand_dir_pattern("directory", **dir, "user", "123");
     } catch (const tenax::UsageError&) {
       // a pattern whose expansion is longer than a path may be: refused with a message
     }

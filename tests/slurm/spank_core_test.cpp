@@ -41,10 +41,10 @@ TEST(AdminConfig, DefaultsWithoutArguments) {
 }
 
 TEST(AdminConfig, ParsesEveryKey) {
-  const AdminConfig config =
-      AdminConfig::parse({"ckpt_root=/scratch/ckpt", "ckpt_default=/scratch/ckpt/%u/%j", "default_restarts=2",
-                          "max_restarts=4", "max_spares=1", "topology_file=/etc/slurm/topology.conf", "placement=block",
-                          "allow_placement_none=no", "bind_gpus=no", "bind_numa=0", "hw_root=/host"});
+  const AdminConfig config = AdminConfig::parse(
+      {"ckpt_root=/scratch/ckpt", "ckpt_default=/scratch/ckpt/%u/%j", "default_restarts=2", "max_restarts=4",
+       "max_spares=1", "topology_file=/etc/slurm/topology.conf", "placement=block", "allow_placement_none=no",
+       "bind_gpus=no", "bind_numa=0", "hw_root=/host", "data_stage_default=/local/%u"});
   EXPECT_EQ(config.ckpt_root, "/scratch/ckpt");
   EXPECT_EQ(config.ckpt_default, "/scratch/ckpt/%u/%j");
   EXPECT_EQ(config.default_restarts, 2);
@@ -56,7 +56,8 @@ TEST(AdminConfig, ParsesEveryKey) {
   EXPECT_FALSE(config.bind_gpus);
   EXPECT_FALSE(config.bind_numa);
   EXPECT_EQ(config.hw_root, "/host");
-  EXPECT_EQ(admin_keys().size(), 11u);
+  EXPECT_EQ(config.data_stage_default, "/local/%u");
+  EXPECT_EQ(admin_keys().size(), 12u);
 }
 
 TEST(AdminConfig, RefusesMistakes) {
@@ -125,7 +126,7 @@ TEST(CheckpointDir, AbsoluteNormalisedAndUnderTheRoot) {
   EXPECT_EQ(parse_ckpt_dir("d", "/scratch/ckpt", rooted), "/scratch/ckpt");
   // A sibling that merely shares the prefix is outside the root.
   expect_usage_error([&] { parse_ckpt_dir("d", "/scratch/ckpt2/x", rooted); }, {"must lie under /scratch/ckpt "});
-  EXPECT_EQ(expand_ckpt_dir("/s/%u/%j/100%%", "alice", "42"), "/s/alice/42/100%");
+  EXPECT_EQ(expand_dir_pattern("checkpoint directory", "/s/%u/%j/100%%", "alice", "42"), "/s/alice/42/100%");
 }
 
 TEST(Settings, OptionBeatsEnvironmentBeatsAdminDefault) {
@@ -162,6 +163,41 @@ TEST(Settings, OptionBeatsEnvironmentBeatsAdminDefault) {
             admin);
       },
       {"TENAX_CHECKPOINT_DIR=/elsewhere", "ckpt_root"});
+}
+
+TEST(Settings, DataStageDirectoryFromOptionEnvironmentOrSiteDefault) {
+  const AdminConfig admin = AdminConfig::parse({"ckpt_root=/c", "data_stage_default=/local/%u/stage"});
+  EXPECT_EQ(admin.data_stage_default, "/local/%u/stage");
+  std::map<std::string, std::string> env;
+  auto lookup = [&](const char* name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+  // Not under ckpt_root: that policy is for checkpoints, and staged data lives on node-local disks.
+  JobRequest options;
+  apply_option(options, TenaxOption::DataStageDir, "/tmp//nvme/%u/%j/", admin);
+  EXPECT_TRUE(options.enabled);
+  EXPECT_EQ(options.data_stage_dir, "/tmp/nvme/%u/%j");
+  env = {{"TENAX_DATA_STAGE_DIR", "/scratch/env"}};
+  EXPECT_EQ(resolve_settings(options, request_from_environment(lookup, admin), admin).data_stage_dir,
+            "/tmp/nvme/%u/%j");  // option
+  EXPECT_EQ(resolve_settings(JobRequest{}, request_from_environment(lookup, admin), admin).data_stage_dir,
+            "/scratch/env");  // environment
+  env.clear();
+  EXPECT_EQ(resolve_settings(JobRequest{}, request_from_environment(lookup, admin), admin).data_stage_dir,
+            "/local/%u/stage");                                                                        // site default
+  EXPECT_EQ(resolve_settings(JobRequest{}, JobRequest{}, AdminConfig::parse({})).data_stage_dir, "");  // no staging
+  EXPECT_EQ(expand_dir_pattern("data stage directory", "/local/%u/%j", "alice", "42"), "/local/alice/42");
+
+  expect_usage_error([&] { apply_option(options, TenaxOption::DataStageDir, "stage", admin); },
+                     {"--tenax-data-stage-dir=stage", "absolute"});
+  expect_usage_error([&] { apply_option(options, TenaxOption::DataStageDir, "/a/../b", admin); },
+                     {"'..' components are not allowed"});
+  env = {{"TENAX_DATA_STAGE_DIR", "/a/%q"}};
+  expect_usage_error([&] { request_from_environment(lookup, admin); },
+                     {"TENAX_DATA_STAGE_DIR=/a/%q", "unknown placeholder '%q'"});
+  expect_usage_error([] { AdminConfig::parse({"data_stage_default=local"}); },
+                     {"plugstack.conf: data_stage_default=local", "absolute"});
 }
 
 TEST(Settings, LayoutExportedToATaskIsNotARequestForANestedStep) {

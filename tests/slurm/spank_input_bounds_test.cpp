@@ -149,7 +149,7 @@ TEST(HostileOptions, CheckpointPathsAreBounded) {
   for (int i = 0; i < 200; ++i)
     many_users += "/%u";
   const std::string pattern = parse_ckpt_dir("d", many_users, open);
-  expect_refused([&] { expand_ckpt_dir(pattern, std::string(32, 'u'), "1"); }, {"/c/%u/%u", "at most 4095"});
+  expect_refused([&] { expand_dir_pattern("checkpoint directory", pattern, std::string(32, 'u'), "1"); }, {"/c/%u/%u", "at most 4095"});
 }
 
 TEST(HostileAdminConfig, PathsAreBoundedAndMessagesQuoteInPart) {

@@ -5,7 +5,8 @@ configuration refused when Slurm loads the plugin."""
 from slurm_lab import expect, expect_refused
 
 OPTIONS = ["--tenax ", "--tenax-ckpt-dir=DIR", "--tenax-layout=tp=N,pp=N[,dp=N]",
-           "--tenax-placement=topology|block|none", "--tenax-max-restarts=N", "--tenax-spares=N"]
+           "--tenax-placement=topology|block|none", "--tenax-max-restarts=N", "--tenax-spares=N",
+           "--tenax-data-stage-dir=DIR"]
 
 
 def check_help(lab):
@@ -28,6 +29,8 @@ def check_refusals(lab, ckpt_root):
         (["--tenax-ckpt-dir=relative/dir"], {}, ["--tenax-ckpt-dir=relative/dir: expected an absolute path"]),
         (["--tenax-ckpt-dir=/var/tmp/x"], {}, [f"checkpoints must lie under {ckpt_root}", "ckpt_root"]),
         ([f"--tenax-ckpt-dir={ckpt_root}/../escape"], {}, ["'.' and '..' components are not allowed"]),
+        (["--tenax-data-stage-dir=local/stage"], {}, ["--tenax-data-stage-dir=local/stage: expected an absolute path"]),
+        (["--tenax"], {"TENAX_DATA_STAGE_DIR": "/local/%x"}, ["TENAX_DATA_STAGE_DIR=/local/%x: unknown placeholder"]),
         # The environment layer is validated at submission too, and names the variable.
         (["--tenax"], {"TENAX_LAYOUT": "2x2"}, ["TENAX_LAYOUT=2x2: not three degrees"]),
         (["--tenax"], {"TENAX_MAX_RESTARTS": "50"}, ["TENAX_MAX_RESTARTS=50", "admin limit max_restarts"]),
@@ -59,13 +62,18 @@ def check_refusals(lab, ckpt_root):
 def check_precedence(lab, ckpt_root):
     """option > environment > admin default, seen from inside the job's batch script."""
     script = "#!/bin/bash\necho CKPT=$TENAX_CHECKPOINT_DIR MAXR=$TENAX_MAX_RESTARTS PLACE=$TENAX_PLACEMENT " \
-             "SPARES=$TENAX_SPARES RESTARTS=$SLURM_RESTART_COUNT RANK=${TENAX_RANK-unset}\n"
+             "SPARES=$TENAX_SPARES RESTARTS=$SLURM_RESTART_COUNT RANK=${TENAX_RANK-unset} " \
+             "STAGE=${TENAX_DATA_STAGE_DIR-unset}\n"
     cases = [
-        ([], {}, {"CKPT": f"{ckpt_root}/root/%j", "MAXR": "1", "PLACE": "topology", "SPARES": "0"}),
+        ([], {}, {"CKPT": f"{ckpt_root}/root/%j", "MAXR": "1", "PLACE": "topology", "SPARES": "0",
+                  "STAGE": "/var/tmp/stage/root"}),
         ([], {"TENAX_MAX_RESTARTS": "4", "TENAX_PLACEMENT": "block"}, {"MAXR": "4", "PLACE": "block"}),
         (["--tenax-max-restarts=2", f"--tenax-ckpt-dir={ckpt_root}/mine"], {"TENAX_MAX_RESTARTS": "4"},
          {"MAXR": "2", "CKPT": f"{ckpt_root}/mine"}),
         (["--tenax-spares=2"], {"TENAX_SPARES": "1"}, {"SPARES": "2"}),
+        (["--tenax-data-stage-dir=/var/tmp/mine/%j"], {"TENAX_DATA_STAGE_DIR": "/var/tmp/env"},
+         {"STAGE": "/var/tmp/mine/%j"}),
+        ([], {"TENAX_DATA_STAGE_DIR": "/var/tmp/env"}, {"STAGE": "/var/tmp/env"}),
     ]
     for args, env, wanted in cases:
         job = lab.sbatch(["-N1", "--tenax", "-o", "prec-%j.out", *args], script, env=env)
@@ -98,7 +106,8 @@ def run(tools):
         ckpt_root = lab.path("ckpt")
         lab.set_plugstack(lab.plugin_line(
             f"ckpt_root={ckpt_root} ckpt_default={ckpt_root}/%u/%j default_restarts=1 max_restarts=5 max_spares=2 "
-            f"allow_placement_none=no topology_file={lab.path('etc', 'topology.conf')}"))
+            f"allow_placement_none=no topology_file={lab.path('etc', 'topology.conf')} "
+            f"data_stage_default=/var/tmp/stage/%u"))
         check_help(lab)
         check_refusals(lab, ckpt_root)
         check_precedence(lab, ckpt_root)
