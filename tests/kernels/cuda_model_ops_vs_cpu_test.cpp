@@ -81,6 +81,43 @@ TEST_F(CudaModelOpsTest, EmbeddingMatchesTheCpuAndPoisonsABadToken) {
   }
 }
 
+TEST_F(CudaModelOpsTest, EmbeddingSliceMatchesTheCpuAndPoisonsABadToken) {
+  const std::size_t vocab = 97, rows = 211, vocab_begin = 40, vocab_local = 30;
+  for (std::size_t features : kColsCases) {
+    const std::vector<float> table = random_floats(vocab_local * features, -1.0f, 1.0f, 25);
+    const std::vector<float> dy = random_floats(rows * features, -1.0f, 1.0f, 26);
+    std::vector<std::int32_t> tokens = random_tokens(rows, vocab, 27);
+    std::vector<float> y(rows * features), grad(vocab_local * features, 0.25f);
+    cpu::embedding_slice_forward(tokens.data(), table.data(), y.data(), rows, features, vocab, vocab_begin,
+                                 vocab_local);
+    cpu::embedding_slice_backward(tokens.data(), dy.data(), grad.data(), rows, features, vocab_begin, vocab_local);
+    DeviceBuffer<std::int32_t> d_tokens(tokens);
+    DeviceBuffer<float> d_table(table), d_dy(dy), d_y(rows * features),
+        d_grad(std::vector<float>(vocab_local * features, 0.25f));
+    cuda::embedding_slice_forward(d_tokens.get(), d_table.get(), d_y.get(), rows, features, vocab, vocab_begin,
+                                  vocab_local, nullptr);
+    cuda::embedding_slice_backward(d_tokens.get(), d_dy.get(), d_grad.get(), rows, features, vocab_begin, vocab_local,
+                                   nullptr);
+    EXPECT_TRUE(all_close(d_y.download(), to_double(y), 0.0, 0.0)) << "features " << features << ": copies and zeros";
+    EXPECT_TRUE(all_close(d_grad.download(), to_double(grad), 1e-5, 1e-6)) << "features " << features;
+
+    // A token outside the vocabulary: its row is NaN on every slice (held or not), and its gradient is dropped.
+    tokens[3] = -2;
+    d_tokens.upload(tokens);
+    cuda::embedding_slice_forward(d_tokens.get(), d_table.get(), d_y.get(), rows, features, vocab, vocab_begin,
+                                  vocab_local, nullptr);
+    const std::vector<float> poisoned = d_y.download();
+    for (std::size_t c = 0; c < features; ++c)
+      ASSERT_TRUE(std::isnan(poisoned[3 * features + c])) << c;
+    EXPECT_EQ(poisoned[4 * features], y[4 * features]);
+    d_grad.upload(std::vector<float>(vocab_local * features, 0.0f));
+    cuda::embedding_slice_backward(d_tokens.get(), d_dy.get(), d_grad.get(), rows, features, vocab_begin, vocab_local,
+                                   nullptr);
+    for (float g : d_grad.download())
+      ASSERT_FALSE(std::isnan(g));
+  }
+}
+
 TEST_F(CudaModelOpsTest, VocabParallelPhasesMatchTheCpu) {
   const std::size_t rows = 67;
   for (std::size_t vocab_local : kColsCases) {

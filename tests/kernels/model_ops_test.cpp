@@ -84,6 +84,56 @@ TEST(ModelOpsCpu, EmbeddingRejectsATokenOutsideTheVocabularyNamingTheRow) {
   }
 }
 
+// Three ranks' slices of one table: each gives the held rows and zeros elsewhere, so their sum is the whole lookup, and
+// each slice's gradient is the whole gradient's rows of that slice.
+TEST(ModelOpsCpu, EmbeddingSlicesSumToTheWholeLookupAndSplitItsGradient) {
+  const std::size_t vocab = 13, features = 5, rows = 31;
+  const std::size_t begins[] = {0, 5, 9}, locals[] = {5, 4, 4};
+  const std::vector<float> table = random_floats(vocab * features, -1.0f, 1.0f, 15);
+  const std::vector<float> dy = random_floats(rows * features, -1.0f, 1.0f, 16);
+  const std::vector<std::int32_t> tokens = random_tokens(rows, vocab, 17);
+  std::vector<float> whole(rows * features), whole_grad(vocab * features, 0.0f);
+  cpu::embedding_forward(tokens.data(), table.data(), whole.data(), rows, features, vocab);
+  cpu::embedding_backward(tokens.data(), dy.data(), whole_grad.data(), rows, features);
+  std::vector<double> sum(rows * features, 0.0);
+  for (int s = 0; s < 3; ++s) {
+    std::vector<float> y(rows * features, 7.0f), grad(locals[s] * features, 0.0f);
+    cpu::embedding_slice_forward(tokens.data(), table.data() + begins[s] * features, y.data(), rows, features, vocab,
+                                 begins[s], locals[s]);
+    for (std::size_t r = 0; r < rows; ++r) {
+      const bool held = static_cast<std::size_t>(tokens[r]) >= begins[s] &&
+                        static_cast<std::size_t>(tokens[r]) < begins[s] + locals[s];
+      for (std::size_t c = 0; c < features; ++c) {
+        ASSERT_EQ(y[r * features + c], held ? whole[r * features + c] : 0.0f) << "slice " << s << " row " << r;
+        sum[r * features + c] += y[r * features + c];
+      }
+    }
+    cpu::embedding_slice_backward(tokens.data(), dy.data(), grad.data(), rows, features, begins[s], locals[s]);
+    for (std::size_t i = 0; i < grad.size(); ++i)
+      ASSERT_EQ(grad[i], whole_grad[begins[s] * features + i]) << "slice " << s << " element " << i;
+  }
+  EXPECT_TRUE(all_close(whole, sum, 0.0, 0.0));
+}
+
+TEST(ModelOpsCpu, EmbeddingSliceRejectsABadTokenOrASliceOutsideTheVocabulary) {
+  const std::vector<float> table(2 * 3, 1.0f);
+  std::vector<float> y(3 * 3);
+  const std::vector<std::int32_t> bad = {0, 5, 1};
+  try {
+    cpu::embedding_slice_forward(bad.data(), table.data(), y.data(), 3, 3, 4, 2, 2);
+    ADD_FAILURE() << "a token outside the vocabulary was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("token 5 at row 1"), std::string::npos) << e.what();
+  }
+  const std::vector<std::int32_t> good = {0, 3, 1};
+  try {
+    cpu::embedding_slice_forward(good.data(), table.data(), y.data(), 3, 3, 4, 3, 2);
+    ADD_FAILURE() << "a slice past the vocabulary was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("not inside the vocabulary"), std::string::npos) << e.what();
+  }
+}
+
 // The phases over two vocabulary halves, with the reductions between them done here as tensor parallelism would, give
 // the float64 softmax cross-entropy and its gradient.
 TEST(ModelOpsCpu, VocabParallelPhasesOverTwoShardsMatchFloat64) {

@@ -96,6 +96,37 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
+__global__ void __launch_bounds__(kRowThreads)
+    embedding_slice_forward_kernel(const std::int32_t* tokens, const float* table, float* y, std::size_t rows,
+                                   std::size_t features, std::size_t vocab, std::size_t vocab_begin,
+                                   std::size_t vocab_local) {
+  for (std::size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const std::int32_t t = tokens[r];
+    const bool valid = t >= 0 && static_cast<std::size_t>(t) < vocab;
+    const bool held =
+        valid && static_cast<std::size_t>(t) >= vocab_begin && static_cast<std::size_t>(t) - vocab_begin < vocab_local;
+    const float* src = table + (held ? (static_cast<std::size_t>(t) - vocab_begin) * features : 0);
+    float* dst = y + r * features;
+    for (std::size_t c = threadIdx.x; c < features; c += blockDim.x)
+      dst[c] = held ? src[c] : (valid ? 0.0f : NAN);
+  }
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    embedding_slice_backward_kernel(const std::int32_t* tokens, const float* dy, float* table_grad, std::size_t rows,
+                                    std::size_t features, std::size_t vocab_begin, std::size_t vocab_local) {
+  for (std::size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const std::int32_t t = tokens[r];
+    // Uniform per block: no barrier is skipped.
+    if (t < 0 || static_cast<std::size_t>(t) < vocab_begin || static_cast<std::size_t>(t) - vocab_begin >= vocab_local)
+      continue;
+    float* g = table_grad + (static_cast<std::size_t>(t) - vocab_begin) * features;
+    const float* d = dy + r * features;
+    for (std::size_t c = threadIdx.x; c < features; c += blockDim.x)
+      atomicAdd(g + c, d[c]);
+  }
+}
+
 struct Max {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
@@ -205,6 +236,31 @@ void embedding_backward(const std::int32_t* tokens, const float* dy, float* tabl
   embedding_backward_kernel<<<row_blocks(rows), kRowThreads, 0, detail::to_stream(stream)>>>(tokens, dy, table_grad,
                                                                                              rows, features, vocab);
   TENAX_CUDA_CHECK_LAUNCH(embedding_backward_kernel);
+}
+
+void embedding_slice_forward(const std::int32_t* tokens, const float* table, float* y, std::size_t rows,
+                             std::size_t features, std::size_t vocab, std::size_t vocab_begin, std::size_t vocab_local,
+                             void* stream) {
+  detail::require_pointer("embedding_slice_forward", tokens, rows, "tokens");
+  detail::require_pointer("embedding_slice_forward", table, rows ? vocab_local * features : 0, "table");
+  detail::require_pointer("embedding_slice_forward", y, rows * features, "y");
+  if (vocab_begin > vocab || vocab_local > vocab - vocab_begin)
+    detail::usage_error("embedding_slice_forward", "the slice is not inside the vocabulary");
+  if (rows == 0 || features == 0) return;
+  embedding_slice_forward_kernel<<<row_blocks(rows), kRowThreads, 0, detail::to_stream(stream)>>>(
+      tokens, table, y, rows, features, vocab, vocab_begin, vocab_local);
+  TENAX_CUDA_CHECK_LAUNCH(embedding_slice_forward_kernel);
+}
+
+void embedding_slice_backward(const std::int32_t* tokens, const float* dy, float* table_grad, std::size_t rows,
+                              std::size_t features, std::size_t vocab_begin, std::size_t vocab_local, void* stream) {
+  detail::require_pointer("embedding_slice_backward", tokens, rows, "tokens");
+  detail::require_pointer("embedding_slice_backward", dy, rows * features, "dy");
+  detail::require_pointer("embedding_slice_backward", table_grad, rows ? vocab_local * features : 0, "table_grad");
+  if (rows == 0 || features == 0) return;
+  embedding_slice_backward_kernel<<<row_blocks(rows), kRowThreads, 0, detail::to_stream(stream)>>>(
+      tokens, dy, table_grad, rows, features, vocab_begin, vocab_local);
+  TENAX_CUDA_CHECK_LAUNCH(embedding_slice_backward_kernel);
 }
 
 void ce_row_max(const float* logits, std::size_t rows, std::size_t vocab_local, float* row_max, void* stream) {

@@ -91,6 +91,11 @@ void embedding_forward(ExecutionContext& ctx, const std::int32_t* tokens, const 
                        std::size_t rows, std::size_t features, std::size_t vocab);
 void embedding_backward(ExecutionContext& ctx, const std::int32_t* tokens, const float* dy, float* table_grad,
                         std::size_t rows, std::size_t features, std::size_t vocab);
+void embedding_slice_forward(ExecutionContext& ctx, const std::int32_t* tokens, const float* table, float* y,
+                             std::size_t rows, std::size_t features, std::size_t vocab, std::size_t vocab_begin,
+                             std::size_t vocab_local);
+void embedding_slice_backward(ExecutionContext& ctx, const std::int32_t* tokens, const float* dy, float* table_grad,
+                              std::size_t rows, std::size_t features, std::size_t vocab_begin, std::size_t vocab_local);
 
 // kernels/cast.hpp
 void cast_to_f32(ExecutionContext& ctx, const void* in, DType in_type, float* out, std::size_t n);

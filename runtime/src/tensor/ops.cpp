@@ -246,6 +246,24 @@ void embedding_backward(ExecutionContext& ctx, const std::int32_t* tokens, const
   TENAX_DEVICE_CALL(kernels::cuda::embedding_backward(tokens, dy, table_grad, rows, features, vocab, ctx.stream()));
 }
 
+void embedding_slice_forward(ExecutionContext& ctx, const std::int32_t* tokens, const float* table, float* y,
+                             std::size_t rows, std::size_t features, std::size_t vocab, std::size_t vocab_begin,
+                             std::size_t vocab_local) {
+  if (!ctx.on_device())
+    return kernels::cpu::embedding_slice_forward(tokens, table, y, rows, features, vocab, vocab_begin, vocab_local);
+  TENAX_DEVICE_CALL(kernels::cuda::embedding_slice_forward(tokens, table, y, rows, features, vocab, vocab_begin,
+                                                           vocab_local, ctx.stream()));
+}
+
+void embedding_slice_backward(ExecutionContext& ctx, const std::int32_t* tokens, const float* dy, float* table_grad,
+                              std::size_t rows, std::size_t features, std::size_t vocab_begin,
+                              std::size_t vocab_local) {
+  if (!ctx.on_device())
+    return kernels::cpu::embedding_slice_backward(tokens, dy, table_grad, rows, features, vocab_begin, vocab_local);
+  TENAX_DEVICE_CALL(kernels::cuda::embedding_slice_backward(tokens, dy, table_grad, rows, features, vocab_begin,
+                                                            vocab_local, ctx.stream()));
+}
+
 void cast_to_f32(ExecutionContext& ctx, const void* in, DType in_type, float* out, std::size_t n) {
   if (!ctx.on_device()) return kernels::cpu::cast_to_f32(in, in_type, out, n);
   TENAX_DEVICE_CALL(kernels::cuda::cast_to_f32(in, in_type, out, n, ctx.stream()));
