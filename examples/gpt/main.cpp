@@ -43,7 +43,8 @@ cxxopts::Options make_options() {
     ("layers", "transformer blocks", cxxopts::value<std::size_t>()->default_value("4"))
     ("heads", "attention heads", cxxopts::value<std::size_t>()->default_value("4"))
     ("seq-len", "tokens per sequence", cxxopts::value<std::uint32_t>()->default_value("128"))
-    ("recompute", "recompute the attention probabilities in backward (less memory)");
+    ("recompute", "recompute the attention probabilities in backward (less memory)")
+    ("tie-embeddings", "the output head uses the token embedding's table (GPT-2's tied weights)");
   o.add_options("training")
     ("precision", "fp32, bf16 or fp16 (fp32 master weights in every mode)", cxxopts::value<std::string>()->default_value("fp32"))
     ("device", "cpu, or cuda: one GPU per rank, NCCL groups", cxxopts::value<std::string>()->default_value("cpu"))
@@ -132,7 +133,8 @@ int body(int argc, char** argv) {
                                  .layers = a["layers"].as<std::size_t>(),
                                  .heads = a["heads"].as<std::size_t>(),
                                  .max_positions = c.seq_len,
-                                 .recompute_attention = a.count("recompute") > 0};
+                                 .recompute_attention = a.count("recompute") > 0,
+                                 .tie_embeddings = a.count("tie-embeddings") > 0};
   tenax::Engine engine(runtime.world(), c, tenax::models::gpt(model), train);
   const bool talk = engine.rank() == 0;
   if (talk) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -61,7 +62,11 @@ void check_gradients(nn::Module& m, const nn::TensorSpec& input_spec, bool loss_
   SCOPED_TRACE(m.name());
   std::unique_ptr<Communicator> self = world().split(world().rank(), 0, "self");
   ExecutionContext& ctx = ExecutionContext::host();
-  ParameterBuffers buffers(m.parameters(), DType::F32, *self, 0, {}, ctx);
+  // A borrowed parameter (a tied weight) is the owner's: one buffer, whose gradient both users add into.
+  std::vector<ParameterSpec> owned;
+  for (const ParameterSpec& p : m.parameters())
+    if (!p.borrowed) owned.push_back(p);
+  ParameterBuffers buffers(owned, DType::F32, *self, 0, {}, ctx);
   buffers.initialize(11);
   m.bind(buffers);
   const nn::Geometry g{kSequences, kSeq};
@@ -154,8 +159,24 @@ TEST(ModuleGradients, LibraryLayers) {
   check_gradients(positions, kActivations);
   nn::Embedding embedding("embedding", kVocab, kFeatures, 1.0f);
   check_gradients(embedding, {{static_cast<std::int64_t>(kSequences * kSeq)}, DType::I32});
+  nn::VocabParallelEmbedding vocab_embedding("wte", kVocab, kFeatures, *tp, 1.0f);
+  check_gradients(vocab_embedding, {{static_cast<std::int64_t>(kSequences * kSeq)}, DType::I32});
   nn::VocabParallelLoss head("head", kFeatures, kVocab, *tp, 0.5f);
   check_gradients(head, kActivations, /*loss_module=*/true);
+}
+
+// An output head tied to the input embedding: one table, whose gradient is the sum of both uses.
+TEST(ModuleGradients, AHeadTiedToTheEmbedding) {
+  std::unique_ptr<Communicator> tp = world().split(world().rank(), 0, "tp-self");
+  std::vector<std::unique_ptr<nn::Module>> parts;
+  parts.push_back(std::make_unique<nn::VocabParallelEmbedding>("wte", kVocab, kFeatures, *tp, 0.5f));
+  parts.push_back(std::make_unique<nn::LayerNorm>("ln", kFeatures));
+  parts.push_back(std::make_unique<nn::VocabParallelLoss>("head", kFeatures, kVocab, *tp, 0.5f, "wte.weight"));
+  nn::Sequential tied("tied", std::move(parts));
+  const std::vector<ParameterSpec> specs = tied.parameters();
+  ASSERT_EQ(std::count_if(specs.begin(), specs.end(), [](const ParameterSpec& p) { return p.name == "wte.weight"; }),
+            2);
+  check_gradients(tied, {{static_cast<std::int64_t>(kSequences * kSeq)}, DType::I32}, /*loss_module=*/true);
 }
 
 TEST(ModuleGradients, ResidualBlockOfSequentialModules) {

@@ -33,6 +33,18 @@ struct ParameterSpec {
   bool tp_sharded = false;  // false: every tensor-parallel rank holds the same whole tensor
   ParameterInit init = ParameterInit::Zeros;
   float init_std = 0.0f;  // Normal only
+  // Declared by a module that uses another module's parameter (a tied weight, tenax/nn.hpp): the one declaration of a
+  // name that may repeat another. Without it, two declarations of a name are a mistake the engine refuses.
+  bool borrowed = false;
+  // Set by the engine for a tied parameter whose canonical copy lives on an earlier pipeline stage (tenax/nn.hpp):
+  // this copy is kept equal to it, and checkpoints, checksums and the gradient norm count the canonical one only.
+  bool stage_replica = false;
+
+  // Every field but borrowed and stage_replica: a borrowing declaration must describe the same tensor.
+  bool same_parameter_as(const ParameterSpec& other) const {
+    return name == other.name && global_shape == other.global_shape && offset == other.offset && shape == other.shape &&
+           tp_sharded == other.tp_sharded && init == other.init && init_std == other.init_std;
+  }
 
   // Throws UsageError unless offset+shape lies inside global_shape (naming the parameter).
   void validate() const;

@@ -4,6 +4,8 @@
 //
 // Shapes (rows = tokens of a micro-batch; tp = the tensor-parallel group's size):
 //   Embedding             I32 [rows]              -> F32 [rows, features]   (the table is replicated over tp)
+//   VocabParallelEmbedding I32 [rows]             -> F32 [rows, features]   (vocab / tp rows of the table per rank,
+//                                                    all-reduce over tp)
 //   PositionalEmbedding   F32 [rows, features]    -> same, plus a learned [seq_len, features] table per sequence
 //   LayerNorm             F32 [rows, features]    -> same
 //   Linear                F32 [rows, in]          -> F32 [rows, out]        (replicated over tp)
@@ -18,6 +20,11 @@
 //
 // Initialisation: weights are N(0, init_std^2) and biases zero, as a function of (seed, name, global index) only, so
 // every layout starts from the same global weights (ParameterBuffers::initialize).
+//
+// Tied weights: two modules that declare a parameter with the same name and the same ParameterSpec share it, e.g. a
+// VocabParallelEmbedding and a VocabParallelLoss given the embedding's weight name (GPT's tied input and output
+// embeddings). The engine keeps one copy per rank that uses it, adds every use's gradient, and when the users sit on
+// different pipeline stages sums the copies' gradients each step, so the copies stay equal.
 #pragma once
 
 #include <cstddef>
@@ -52,6 +59,30 @@ class Embedding : public Module {
  private:
   std::size_t vocab_, features_;
   std::unique_ptr<tenax::Embedding> layer_;
+  TensorSpec in_, out_;
+};
+
+// Megatron's vocabulary-parallel embedding: tensor-parallel rank r holds rows [r * vocab / tp, (r + 1) * vocab / tp)
+// of the table (parameter "<name>.weight", split like VocabParallelLoss's projection, so the two can be tied); each
+// rank looks up the tokens it holds, zeros for the others, and an all-reduce over tp completes the lookup. Backward
+// adds each rank's rows' gradients locally (no communication). With tp = 1 it is Embedding. Throws UsageError when tp
+// does not divide the vocabulary.
+class VocabParallelEmbedding : public Module {
+ public:
+  VocabParallelEmbedding(std::string name, std::size_t vocab, std::size_t features, Communicator& tp, float init_std);
+  std::vector<ParameterSpec> parameters() const override;
+  void bind(ParameterBuffers& buffers) override;
+  TensorSpec prepare(const TensorSpec& input, const Geometry& geometry, int slots, ExecutionContext& context) override;
+  void forward(StepState& step, int slot, const Tensor& input, const Tensor& output) override;
+  void backward(StepState& step, int slot, const Tensor& input, const Tensor& output, const Tensor& output_grad,
+                const Tensor& input_grad) override;
+
+ private:
+  std::size_t vocab_, features_, local_, begin_;
+  Communicator& tp_;
+  float init_std_;
+  const float* table_ = nullptr;
+  float* table_grad_ = nullptr;
   TensorSpec in_, out_;
 };
 
@@ -214,7 +245,10 @@ std::unique_ptr<Module> transformer_block(const std::string& name, std::size_t h
 // from the logits' gradient kept by forward (scaled by StepState::grad_scale); output_grad is ignored.
 class VocabParallelLoss : public Module {
  public:
-  VocabParallelLoss(std::string name, std::size_t hidden, std::size_t vocab, Communicator& tp, float init_std);
+  // weight_name: the projection's parameter ("": "<name>.weight"); a VocabParallelEmbedding's "<name>.weight" of the
+  // same vocabulary and width ties the output head to the input embedding.
+  VocabParallelLoss(std::string name, std::size_t hidden, std::size_t vocab, Communicator& tp, float init_std,
+                    std::string weight_name = "");
   ~VocabParallelLoss() override;
   std::vector<ParameterSpec> parameters() const override;
   void bind(ParameterBuffers& buffers) override;

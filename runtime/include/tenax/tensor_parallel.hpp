@@ -36,11 +36,13 @@ namespace tenax {
 
 class ColumnParallelLinear {
  public:
-  // Throws UsageError if tp.size() does not divide out_features (naming the layer and the sizes).
+  // Throws UsageError if tp.size() does not divide out_features (naming the layer and the sizes). weight_name: ""
+  // for its own weight "<name>.weight"; any other name (even "<name>.weight") borrows that layer's [out, in] weight,
+  // split the same way (tied weights, tenax/nn.hpp).
   ColumnParallelLinear(std::string name, std::size_t in_features, std::size_t out_features, Communicator& tp,
-                       bool with_bias, float init_std);
+                       bool with_bias, float init_std, std::string weight_name = "");
 
-  std::vector<ParameterSpec> parameters() const;  // "<name>.weight" [, "<name>.bias"]
+  std::vector<ParameterSpec> parameters() const;  // weight_name [, "<name>.bias"]
   void bind(ParameterBuffers& buffers);
 
   std::size_t in_features() const { return in_; }
@@ -59,7 +61,8 @@ class ColumnParallelLinear {
   std::vector<std::size_t> parameter_indices() const;
 
  private:
-  std::string name_;
+  std::string name_, weight_name_;
+  bool borrows_weight_;  // weight_name was given: another layer owns the weight
   std::size_t in_, out_, out_local_, out_begin_;
   Communicator& tp_;
   bool with_bias_;

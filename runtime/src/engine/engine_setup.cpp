@@ -1,7 +1,10 @@
 // The engine's construction: the layout and its groups, the model chunks with their activation slots, the parameter
 // buffers, the optimizer and the pipeline channel.
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdio>
+#include <map>
 #include <set>
 
 #include "checkpoint/agreement.hpp"
@@ -177,6 +180,132 @@ void Engine::Impl::build_chunks(const ChunkBuilder& build) {
   }
 }
 
+namespace {
+
+// Every rank's text over `comm`, in rank order: the lengths first, then the bytes padded to the longest.
+std::vector<std::string> all_gather_text(Communicator& comm, const std::string& mine) {
+  const auto ranks = static_cast<std::size_t>(comm.size());
+  std::int64_t length = static_cast<std::int64_t>(mine.size());
+  std::vector<std::int64_t> lengths(ranks);
+  comm.all_gather(&length, lengths.data(), 1, DType::I64);
+  const auto longest =
+      static_cast<std::size_t>(std::max<std::int64_t>(1, *std::max_element(lengths.begin(), lengths.end())));
+  std::string padded = mine;
+  padded.resize(longest, '\0');
+  std::vector<char> all(longest * ranks);
+  comm.all_gather(padded.data(), all.data(), longest, DType::U8);
+  std::vector<std::string> out;
+  for (std::size_t r = 0; r < ranks; ++r)
+    out.emplace_back(all.data() + r * longest, static_cast<std::size_t>(lengths[r]));
+  return out;
+}
+
+// What must agree between the copies of a tied parameter on different stages: the global tensor, this rank's block
+// of it, its tensor-parallel split and its initialisation.
+std::string signature(const ParameterSpec& p) {
+  std::string out;
+  for (const Shape* s : {&p.global_shape, &p.offset, &p.shape}) {
+    for (std::int64_t d : *s)
+      out += std::to_string(d) + ",";
+    out += ";";
+  }
+  char init[64];
+  std::snprintf(init, sizeof init, "%d;%d;%.9g", p.tp_sharded ? 1 : 0, static_cast<int>(p.init),
+                static_cast<double>(p.init_std));
+  return out + init;
+}
+
+// The stages' declarations of one name agree with a tie: the same tensor everywhere, borrowed somewhere (which is how
+// a model says the sharing is meant), owned somewhere (else nobody defines it).
+struct Declarations {
+  std::vector<int> stages;
+  std::string signature;
+  bool borrowed = false, owned = false;
+};
+
+// (name, signature, "b"orrowed or "o"wned) triples as "<length>:<text>" fields one after another (a name may hold any
+// character).
+std::string encode_specs(const std::vector<ParameterSpec>& specs) {
+  std::string out;
+  for (const ParameterSpec& p : specs)
+    for (const std::string& field : {p.name, signature(p), std::string(p.borrowed ? "b" : "o")})
+      out += std::to_string(field.size()) + ":" + field;
+  return out;
+}
+std::vector<std::array<std::string, 3>> decode_specs(const std::string& text) {
+  std::vector<std::string> fields;
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t colon = text.find(':', at);
+    const std::size_t length = std::stoull(text.substr(at, colon - at));
+    fields.push_back(text.substr(colon + 1, length));
+    at = colon + 1 + length;
+  }
+  std::vector<std::array<std::string, 3>> out;
+  for (std::size_t i = 0; i + 2 < fields.size(); i += 3)
+    out.push_back({fields[i], fields[i + 1], fields[i + 2]});
+  return out;
+}
+
+}  // namespace
+
+// A parameter that several pipeline stages declare is tied across them: each stage keeps a copy, the lowest stage's is
+// the canonical one (checkpoints, checksums and the gradient norm count it alone), and each step the copies'
+// gradients are summed over the stages holding them before the data-parallel reduction (both sums are linear, so
+// their order does not matter), which keeps the copies equal: every copy then takes the same optimizer update.
+void Engine::Impl::find_tied_parameters(std::vector<ParameterSpec>& specs,
+                                        const std::map<std::string, int>& local_users) {
+  // One rank per stage in the pipeline group, all with this rank's tp and dp coordinates: every pipeline group sees
+  // the same names per stage, so every rank finds the same sets below, in the same order.
+  const std::vector<std::string> per_stage = all_gather_text(*groups.pp, encode_specs(specs));
+  std::map<std::string, Declarations> declared;  // name order
+  for (std::size_t s = 0; s < per_stage.size(); ++s)
+    for (const auto& [name, sig, kind] : decode_specs(per_stage[s])) {
+      Declarations& d = declared[name];
+      d.stages.push_back(static_cast<int>(s));
+      (kind == "b" ? d.borrowed : d.owned) = true;
+      // Every rank of the group sees the same gathered text, so all of them refuse together.
+      if (d.stages.size() > 1 && d.signature != sig)
+        throw UsageError("engine: pipeline stages " + std::to_string(d.stages.front()) + " and " + std::to_string(s) +
+                         " declare parameter '" + name +
+                         "' with different shapes, splits or initialisation; a tied weight must be the same tensor");
+      d.signature = sig;
+    }
+  std::map<std::string, std::vector<int>> holders;  // name -> stages declaring it, ascending
+  for (const auto& [name, d] : declared) {
+    if (d.stages.size() > 1 && !d.borrowed)
+      throw UsageError("engine: pipeline stages " + std::to_string(d.stages.front()) + " and " +
+                       std::to_string(d.stages[1]) + " both declare a parameter named '" + name +
+                       "'; every parameter needs its own name (a module that uses another's weight declares it "
+                       "borrowed, as nn::VocabParallelLoss does for a tied embedding)");
+    if (!d.owned)
+      throw UsageError("engine: parameter '" + name +
+                       "' is borrowed but no module declares it as its own; add the module that owns it");
+    holders[name] = d.stages;
+  }
+  std::vector<std::vector<int>> sets;
+  std::map<std::vector<int>, std::vector<std::string>> names_of_set;
+  for (const auto& [name, stages] : holders) {
+    if (stages.size() < 2) continue;
+    if (std::find(sets.begin(), sets.end(), stages) == sets.end()) sets.push_back(stages);
+    names_of_set[stages].push_back(name);
+  }
+  const int stage = groups.coords.pp;
+  for (ParameterSpec& p : specs) {
+    const std::vector<int>& stages = holders.at(p.name);
+    p.stage_replica = stages.size() > 1 && stages.front() != stage;
+  }
+  tied.clear();
+  for (const std::vector<int>& set : sets) {
+    const bool member = std::find(set.begin(), set.end(), stage) != set.end();
+    // Collective over the pipeline group: every stage takes part, the ones outside the set get no communicator.
+    std::unique_ptr<Communicator> comm = compute->pp->split(member ? 0 : -1, stage, "tied");
+    if (member) tied.push_back({std::move(comm), names_of_set.at(set), {}});
+  }
+  tied_local_names.clear();
+  for (const auto& [name, users] : local_users)
+    if (users > 1) tied_local_names.push_back(name);
+}
+
 void Engine::Impl::make_state() {
   // Gradients become final chunk by chunk, last chunk first, and within a chunk from its last module to its first:
   // the buffers' order, so that buckets fill (and reduce) in that order.
@@ -186,18 +315,47 @@ void Engine::Impl::make_state() {
     for (auto p = forward_order.rbegin(); p != forward_order.rend(); ++p)
       specs.push_back(*p);
   }
+  std::map<std::string, int> local_users;  // modules of this rank declaring each parameter
   ckpt::run_agreed(world, [&] {
-    std::set<std::string> names;
+    // A name declared twice is one parameter used by two modules when one declaration borrows it (tied weights) and
+    // both describe the same tensor; anything else is a naming mistake.
+    std::map<std::string, std::size_t> seen;  // name -> its place in `unique`
+    std::vector<ParameterSpec> unique;
     for (const ParameterSpec& p : specs) {
       p.validate();
-      if (!names.insert(p.name).second)
-        throw UsageError("engine: two parameters are named '" + p.name + "'; every parameter needs its own name");
+      auto [it, fresh] = seen.emplace(p.name, unique.size());
+      if (fresh) {
+        unique.push_back(p);
+        continue;
+      }
+      ParameterSpec& first = unique[it->second];
+      if (!p.borrowed && !first.borrowed)
+        throw UsageError("engine: two parameters are named '" + p.name +
+                         "'; every parameter needs its own name (a module that uses another's weight declares it "
+                         "borrowed, as nn::VocabParallelLoss does for a tied embedding)");
+      if (!first.same_parameter_as(p))
+        throw UsageError("engine: a module borrows parameter '" + p.name +
+                         "' with another shape, split or initialisation than the module that owns it; borrow a "
+                         "weight of the same size and split");
+      first.borrowed = first.borrowed && p.borrowed;  // borrowed only if nobody here owns it
     }
+    for (const ParameterSpec& p : specs)
+      ++local_users[p.name];
+    specs = std::move(unique);
   });
+  find_tied_parameters(specs, local_users);
   const DType param_dtype = config.precision.param_dtype();
   buffers = std::make_unique<ParameterBuffers>(std::move(specs), param_dtype, *compute->dp, groups.coords.tp,
                                                config.data_parallel, *ctx);
   buffers->initialize(config.seed);
+  deferred_ready.assign(buffers->size(), false);
+  for (const std::string& name : tied_local_names)
+    deferred_ready[buffers->index_of(name)] = true;
+  for (TiedGroup& g : tied)
+    for (const std::string& name : g.names) {
+      g.indices.push_back(buffers->index_of(name));
+      deferred_ready[g.indices.back()] = true;
+    }
   for (Chunk& c : chunks) {
     c.module->bind(*buffers);
     c.parameter_indices = c.module->parameter_indices(*buffers);

@@ -89,6 +89,22 @@ struct Engine::Impl {
   std::vector<Chunk> chunks;  // this rank's, chunk c holds virtual stage c * pp + stage
   bool holds_first = false, holds_last = false;
 
+  // Tied parameters (tenax/nn.hpp). deferred_ready[i]: parameter i's gradient is complete only after the whole
+  // program (several modules on this rank use it, or copies on other pipeline stages add to it), so the engine marks it
+  // ready itself. One TiedGroup per set of pipeline stages sharing parameters: the group of this rank's peers on those
+  // stages and the indices it sums, in name order (the same order on every stage).
+  struct TiedGroup {
+    std::unique_ptr<Communicator> comm;
+    std::vector<std::string> names;  // sorted
+    std::vector<std::size_t> indices;
+  };
+  std::vector<bool> deferred_ready;
+  std::vector<std::string> tied_local_names;  // parameters two or more modules of this rank declare
+  std::vector<TiedGroup> tied;
+  void find_tied_parameters(std::vector<ParameterSpec>& specs,
+                            const std::map<std::string, int>& local_users);  // engine_setup.cpp
+  void sum_tied_gradients();                                                 // step_executor.cpp
+
   std::unique_ptr<ParameterBuffers> buffers;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<DynamicLossScaler> scaler;

@@ -35,7 +35,7 @@ ChunkBuilder mlp_lm(const MlpLmConfig& config) {
 std::size_t GptConfig::parameters() const {
   const std::size_t h = hidden;
   const std::size_t block = 2 * 2 * h + (3 * h * h + 3 * h) + (h * h + h) + (4 * h * h + 4 * h) + (4 * h * h + h);
-  return vocab * h + max_positions * h + layers * block + 2 * h + vocab * h;
+  return vocab * h + max_positions * h + layers * block + 2 * h + (tie_embeddings ? 0 : vocab * h);
 }
 
 ChunkBuilder gpt(const GptConfig& config) {
@@ -44,7 +44,7 @@ ChunkBuilder gpt(const GptConfig& config) {
     const std::size_t h = config.hidden;
     std::vector<std::unique_ptr<nn::Module>> m;
     if (chunk.first()) {
-      m.push_back(std::make_unique<nn::Embedding>("wte", config.vocab, h, config.init_std));
+      m.push_back(std::make_unique<nn::VocabParallelEmbedding>("wte", config.vocab, h, tp, config.init_std));
       m.push_back(std::make_unique<nn::PositionalEmbedding>("wpe", config.max_positions, h, config.init_std / 2));
     }
     const auto [first, end] = chunk.blocks(config.layers);
@@ -53,7 +53,8 @@ ChunkBuilder gpt(const GptConfig& config) {
                                         config.recompute_attention));
     if (chunk.last()) {
       m.push_back(std::make_unique<nn::LayerNorm>("ln_f", h));
-      m.push_back(std::make_unique<nn::VocabParallelLoss>("lm_head", h, config.vocab, tp, config.init_std));
+      m.push_back(std::make_unique<nn::VocabParallelLoss>("lm_head", h, config.vocab, tp, config.init_std,
+                                                          config.tie_embeddings ? "wte.weight" : ""));
     }
     return std::make_unique<nn::Sequential>("chunk" + std::to_string(chunk.virtual_stage), std::move(m));
   };

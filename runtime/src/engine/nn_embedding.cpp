@@ -1,4 +1,5 @@
 // Token and learned position embeddings.
+#include "parallel/collective.hpp"
 #include "tenax/error.hpp"
 #include "tenax/layers.hpp"
 #include "tenax/nn.hpp"
@@ -43,6 +44,65 @@ void Embedding::backward(StepState& step, int, const Tensor& input, const Tensor
   check_tensor(input, in_, step.ctx(), "the input");
   check_tensor(output_grad, out_, step.ctx(), "the output gradient");
   layer_->backward(input.as<std::int32_t>(), output_grad.as<float>(), step.geometry.rows());
+}
+
+VocabParallelEmbedding::VocabParallelEmbedding(std::string name, std::size_t vocab, std::size_t features,
+                                               Communicator& tp, float init_std)
+    : Module(std::move(name)), vocab_(vocab), features_(features), tp_(tp), init_std_(init_std) {
+  if (vocab < 1 || features < 1) throw UsageError(this->name() + ": vocabulary and features must be >= 1");
+  const auto ranks = static_cast<std::size_t>(tp.size());
+  if (vocab % ranks != 0)
+    throw UsageError(this->name() + ": tensor-parallel size " + std::to_string(ranks) + " does not divide the " +
+                     "vocabulary (" + std::to_string(vocab) +
+                     "); choose --tp among its divisors or pad the vocabulary");
+  local_ = vocab / ranks;
+  begin_ = local_ * static_cast<std::size_t>(tp.rank());
+}
+
+std::vector<ParameterSpec> VocabParallelEmbedding::parameters() const {
+  const auto v = static_cast<std::int64_t>(vocab_), f = static_cast<std::int64_t>(features_);
+  const auto local = static_cast<std::int64_t>(local_), begin = static_cast<std::int64_t>(begin_);
+  return {{name() + ".weight", {v, f}, {begin, 0}, {local, f}, true, ParameterInit::Normal, init_std_}};
+}
+
+void VocabParallelEmbedding::bind(ParameterBuffers& buffers) {
+  const std::size_t i = buffers.index_of(name() + ".weight");
+  table_ = buffers.weight(i);
+  table_grad_ = buffers.grad(i);
+}
+
+TensorSpec VocabParallelEmbedding::prepare(const TensorSpec& input, const Geometry& geometry, int, ExecutionContext&) {
+  in_ = {{static_cast<std::int64_t>(geometry.rows())}, DType::I32};
+  if (!(input == in_))
+    throw UsageError(name() + ": takes token ids " + to_string(in_) + " but is given " + to_string(input) +
+                     " (an embedding starts the model's first stage)");
+  out_ = {{static_cast<std::int64_t>(geometry.rows()), static_cast<std::int64_t>(features_)}, DType::F32};
+  return out_;
+}
+
+void VocabParallelEmbedding::forward(StepState& step, int, const Tensor& input, const Tensor& output) {
+  check_tensor(input, in_, step.ctx(), "the input");
+  check_tensor(output, out_, step.ctx(), "the output");
+  const std::size_t rows = step.geometry.rows();
+  try {
+    ops::embedding_slice_forward(step.ctx(), input.as<std::int32_t>(), table_, output.as<float>(), rows, features_,
+                                 vocab_, begin_, local_);
+  } catch (const UsageError& e) {
+    throw UsageError(name() + ": " + e.what());
+  }
+  // The sum of one rank's row and the others' zeros: exact in any order.
+  if (tp_.size() > 1)
+    detail::all_reduce_in_context(step.ctx(), tp_, output.data(), rows * features_, DType::F32, ReduceOp::Sum);
+}
+
+void VocabParallelEmbedding::backward(StepState& step, int, const Tensor& input, const Tensor&,
+                                      const Tensor& output_grad, const Tensor&) {
+  // The output gradient is the same on every tp rank (the layers after the all-reduce are replicated): each rank adds
+  // it to the rows it holds. Token ids have no gradient.
+  check_tensor(input, in_, step.ctx(), "the input");
+  check_tensor(output_grad, out_, step.ctx(), "the output gradient");
+  ops::embedding_slice_backward(step.ctx(), input.as<std::int32_t>(), output_grad.as<float>(), table_grad_,
+                                step.geometry.rows(), features_, begin_, local_);
 }
 
 PositionalEmbedding::PositionalEmbedding(std::string name, std::size_t max_positions, std::size_t features,

@@ -9,12 +9,13 @@
 namespace tenax::nn {
 
 VocabParallelLoss::VocabParallelLoss(std::string name, std::size_t hidden, std::size_t vocab, Communicator& tp,
-                                     float init_std)
+                                     float init_std, std::string weight_name)
     : Module(name),
       hidden_(hidden),
       vocab_(vocab),
       tp_(tp),
-      proj_(std::make_unique<tenax::ColumnParallelLinear>(name, hidden, vocab, tp, false, init_std)) {}
+      proj_(std::make_unique<tenax::ColumnParallelLinear>(name, hidden, vocab, tp, false, init_std,
+                                                          std::move(weight_name))) {}
 VocabParallelLoss::~VocabParallelLoss() = default;
 
 std::vector<ParameterSpec> VocabParallelLoss::parameters() const {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "engine/engine_state.hpp"
+#include "parallel/collective.hpp"
 #include "tenax/error.hpp"
 #include "tenax/kernels/reduction.hpp"
 #include "tenax/log.hpp"
@@ -63,7 +64,20 @@ void micro_batch_tokens(const std::int32_t* samples, std::size_t first_sample, s
 void Engine::Impl::mark_ready(const std::vector<std::size_t>& indices) {
   auto t = phase(Phase::Comm);
   for (std::size_t i : indices)
-    buffers->mark_grad_ready(i);
+    if (!deferred_ready[i]) buffers->mark_grad_ready(i);
+}
+
+// After the whole program: tied copies on other stages add their gradients (tenax/nn.hpp), then the tied and shared
+// parameters' gradients are final.
+void Engine::Impl::sum_tied_gradients() {
+  auto t = phase(Phase::Comm);
+  for (TiedGroup& g : tied)
+    for (std::size_t i : g.indices)
+      detail::all_reduce_in_context(*ctx, *g.comm, buffers->grad(i),
+                                    static_cast<std::size_t>(shape_numel(buffers->spec(i).shape)), DType::F32,
+                                    ReduceOp::Sum);
+  for (std::size_t i = 0; i < deferred_ready.size(); ++i)
+    if (deferred_ready[i]) buffers->mark_grad_ready(i);
 }
 
 void Engine::Impl::run_program(const std::vector<std::int32_t>* batch) {
@@ -159,7 +173,7 @@ static double global_grad_norm(Engine::Impl& e) {
     const FlatLayout& layout = e.buffers->layout();
     for (std::size_t i = 0; i < e.buffers->size(); ++i) {
       const ParameterSpec& p = e.buffers->spec(i);
-      if (!p.tp_sharded && e.groups.coords.tp != 0) continue;
+      if ((!p.tp_sharded && e.groups.coords.tp != 0) || p.stage_replica) continue;
       const std::size_t begin = layout.param_offset[i], end = begin + static_cast<std::size_t>(shape_numel(p.shape));
       for (const FlatRange& r : e.buffers->owned_ranges()) {
         const std::size_t lo = std::max(begin, r.begin), hi = std::min(end, r.begin + r.count);
@@ -241,6 +255,7 @@ StepResult Engine::Impl::train_step() {
     std::memcpy(batch.data(), b.host.data(), b.host.size());
   }
   run_program(&batch);
+  sum_tied_gradients();
   result.buckets_reduced_early = buffers->buckets_reduced_during_backward();
   {
     auto t = phase(Phase::Comm);

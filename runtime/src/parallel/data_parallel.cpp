@@ -201,7 +201,8 @@ void ParameterBuffers::refresh_weights() {
 }
 
 bool ParameterBuffers::is_primary_holder(std::size_t i) const {
-  return (specs_.at(i).tp_sharded || tp_rank_ == 0) && dp_.rank() == 0;
+  const ParameterSpec& s = specs_.at(i);
+  return (s.tp_sharded || tp_rank_ == 0) && dp_.rank() == 0 && !s.stage_replica;
 }
 
 std::vector<StateEntry> ParameterBuffers::parameter_entries() {
@@ -231,7 +232,7 @@ std::vector<StateEntry> ParameterBuffers::owned_entries(const std::string& prefi
       const std::size_t lo = std::max(p_begin, r.begin);
       const std::size_t hi = std::min(p_end, r.begin + r.count);
       if (lo >= hi) continue;
-      const bool primary = (s.tp_sharded || tp_rank_ == 0) && (config_.zero1 || dp_.rank() == 0);
+      const bool primary = (s.tp_sharded || tp_rank_ == 0) && (config_.zero1 || dp_.rank() == 0) && !s.stage_replica;
       for (const LocalBox& box :
            boxes_of_flat_range(s.shape, static_cast<std::int64_t>(lo - p_begin), static_cast<std::int64_t>(hi - lo))) {
         StateEntry e;

@@ -24,8 +24,10 @@ std::size_t split(const std::string& layer, const char* what, std::size_t featur
 }  // namespace
 
 ColumnParallelLinear::ColumnParallelLinear(std::string name, std::size_t in_features, std::size_t out_features,
-                                           Communicator& tp, bool with_bias, float init_std)
+                                           Communicator& tp, bool with_bias, float init_std, std::string weight_name)
     : name_(std::move(name)),
+      weight_name_(weight_name.empty() ? name_ + ".weight" : weight_name),
+      borrows_weight_(!weight_name.empty()),
       in_(in_features),
       out_(out_features),
       tp_(tp),
@@ -39,7 +41,8 @@ std::vector<ParameterSpec> ColumnParallelLinear::parameters() const {
   const auto out = static_cast<std::int64_t>(out_), in = static_cast<std::int64_t>(in_);
   const auto local = static_cast<std::int64_t>(out_local_), begin = static_cast<std::int64_t>(out_begin_);
   std::vector<ParameterSpec> specs;
-  specs.push_back({name_ + ".weight", {out, in}, {begin, 0}, {local, in}, true, ParameterInit::Normal, init_std_});
+  specs.push_back({weight_name_, {out, in}, {begin, 0}, {local, in}, true, ParameterInit::Normal, init_std_});
+  specs.back().borrowed = borrows_weight_;
   if (with_bias_) specs.push_back({name_ + ".bias", {out}, {begin}, {local}, true, ParameterInit::Zeros, 0.0f});
   return specs;
 }
@@ -47,7 +50,7 @@ std::vector<ParameterSpec> ColumnParallelLinear::parameters() const {
 void ColumnParallelLinear::bind(ParameterBuffers& buffers) {
   ctx_ = &buffers.context();
   weight_dtype_ = buffers.param_dtype();
-  weight_index_ = buffers.index_of(name_ + ".weight");
+  weight_index_ = buffers.index_of(weight_name_);
   weight_ = buffers.weight(weight_index_);
   weight_lowp_ = buffers.param(weight_index_);
   weight_grad_ = buffers.grad(weight_index_);
