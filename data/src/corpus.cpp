@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <system_error>
 
-#include "checkpoint/fs_util.hpp"
+#include "core/file_system.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax::datatool {
@@ -102,7 +102,7 @@ std::string read_document(const Document& doc) {
                      std::to_string(kMaxDocumentBytes) + "): split it into smaller files");
   std::string text;
   try {
-    text = ckpt::fs::read_file(doc.path);
+    text = fs::read_file(doc.path);
   } catch (const IoError& e) {
     throw UsageError(std::string("cannot read input: ") + e.what());
   }

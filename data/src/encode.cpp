@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "checkpoint/crc32c.hpp"
-#include "checkpoint/fs_util.hpp"
 #include "commands.hpp"
+#include "core/file_system.hpp"
 #include "corpus.hpp"
 #include "data/dataset_writer.hpp"
 #include "tenax/error.hpp"
@@ -61,11 +61,11 @@ EncodeResult encode(const EncodeOptions& o) {
     throw UsageError("--validation-fraction " + std::to_string(o.validation_fraction) +
                      " is outside [0, 0.5): it is the share of the corpus held out, e.g. 0.01");
   if (o.shard_tokens == 0) throw UsageError("--shard-tokens must be at least 1 (e.g. 67108864)");
-  if (ckpt::fs::exists(o.output))
+  if (fs::exists(o.output))
     throw UsageError("--output " + o.output +
                      " already exists; tenax-data never overwrites a dataset: remove it or "
                      "name a new directory");
-  if (!ckpt::fs::exists(o.tokenizer))
+  if (!fs::exists(o.tokenizer))
     throw UsageError("--tokenizer " + o.tokenizer + " does not exist: train one with `tenax-data train-tokenizer`");
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<Tokenizer> tokenizers;
@@ -75,7 +75,7 @@ EncodeResult encode(const EncodeOptions& o) {
   } catch (const IoError& e) {
     throw UsageError(std::string("--tokenizer: ") + e.what());
   }
-  const std::string model_bytes = ckpt::fs::read_file(o.tokenizer);
+  const std::string model_bytes = fs::read_file(o.tokenizer);
   const std::vector<Document> docs = collect_documents(o.corpus);
   std::uint64_t total_bytes = 0;
   for (const Document& d : docs)

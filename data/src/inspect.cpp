@@ -7,10 +7,10 @@
 #include <ostream>
 
 #include "commands.hpp"
+#include "core/file_system.hpp"
 #include "data/byte_order.hpp"
 #include "data/dataset_check.hpp"
 #include "data/dataset_index.hpp"
-#include "data/file_util.hpp"
 #include "tenax/error.hpp"
 #include "tenax/tokenizer.hpp"
 
@@ -52,7 +52,7 @@ std::vector<std::int32_t> read_stream(const std::string& dir, const data::Datase
       if (fd < 0) throw IoError("cannot open token shard " + path);
       std::vector<unsigned char> buf(static_cast<std::size_t>((hi - lo) * index.token_bytes));
       try {
-        data::read_exact(fd, buf.data(), buf.size(), data::kShardHeaderBytes + (lo - start) * index.token_bytes, path);
+        fs::read_exact(fd, buf.data(), buf.size(), data::kShardHeaderBytes + (lo - start) * index.token_bytes, path);
       } catch (...) {
         ::close(fd);
         throw;

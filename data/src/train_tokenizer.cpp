@@ -15,10 +15,9 @@
 #include <thread>
 #include <unordered_map>
 
-#include "checkpoint/fs_util.hpp"
 #include "commands.hpp"
+#include "core/file_system.hpp"
 #include "corpus.hpp"
-#include "data/file_util.hpp"
 #include "tenax/error.hpp"
 
 // Declared in SentencePiece's logging header, which Debian does not install; exported by libsentencepiece.
@@ -111,7 +110,7 @@ class LineIterator : public sentencepiece::SentenceIterator {
 TrainTokenizerResult train_tokenizer(const TrainTokenizerOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   if (o.output.empty()) throw UsageError("--output is missing: name the model file to create (e.g. tokenizer.model)");
-  if (ckpt::fs::exists(o.output))
+  if (fs::exists(o.output))
     throw UsageError("--output " + o.output +
                      " already exists; tenax-data never overwrites a model: remove it or "
                      "name a new file");
@@ -154,12 +153,12 @@ TrainTokenizerResult train_tokenizer(const TrainTokenizerOptions& o) {
     throw IoError("SentencePiece returned a model that does not load back with " + std::to_string(o.vocab) + " pieces");
 
   const std::string tmp = o.output + ".tmp-" + std::to_string(::getpid());
-  ckpt::fs::write_file_durable(tmp, model);
-  if (!data::rename_no_replace(tmp, o.output)) {
-    ckpt::fs::remove_tree(tmp);
+  fs::write_file_durable(tmp, model);
+  if (!fs::rename_no_replace(tmp, o.output)) {
+    fs::remove_tree(tmp);
     throw UsageError("--output " + o.output + " appeared while the model was trained; it was left alone");
   }
-  ckpt::fs::fsync_path(ckpt::fs::parent_of(o.output));
+  fs::fsync_path(fs::parent_of(o.output));
   TrainTokenizerResult r;
   r.sentences = lines.lines();
   r.bytes = lines.bytes();

@@ -1,13 +1,11 @@
 #include "bad_nodes.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "core/file_system.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax::launch {
@@ -17,36 +15,7 @@ namespace {
   throw IoError(what + " '" + path + "' failed: " + std::strerror(errno));
 }
 
-void write_all(int fd, const std::string& content, const std::string& path) {
-  std::size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) io_fail("writing", path);
-    done += static_cast<std::size_t>(n);
-  }
-}
-
 }  // namespace
-
-void write_file_durably(const std::string& path, const std::string& content) {
-  const std::string temporary = path + ".tmp";
-  int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) io_fail("creating", temporary);
-  write_all(fd, content, temporary);
-  if (fsync(fd) != 0) io_fail("fsync of", temporary);
-  if (close(fd) != 0) io_fail("closing", temporary);
-  if (rename(temporary.c_str(), path.c_str()) != 0) io_fail("renaming into", path);
-  auto slash = path.find_last_of('/');
-  std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) io_fail("opening", dir);
-  if (fsync(dir_fd) != 0) {
-    close(dir_fd);
-    io_fail("fsync of", dir);
-  }
-  close(dir_fd);
-}
 
 BadNodes::BadNodes(std::string path) : path_(std::move(path)) {
   std::ifstream in(path_);
@@ -111,7 +80,7 @@ void BadNodes::save() const {
     }
     content += node + "\t" + std::to_string(entry.strikes) + "\t" + (entry.excluded ? "1" : "0") + "\t" + reason + "\n";
   }
-  write_file_durably(path_, content);
+  fs::replace_file_atomically(path_, content, fs::Durability::ContentsAndName);
 }
 
 }  // namespace tenax::launch

@@ -36,8 +36,4 @@ class BadNodes {
   std::map<std::string, Entry> entries_;
 };
 
-// Writes `content` to `path` through a temporary, fsync and rename, then fsyncs the directory: after a crash the file
-// holds the old or the new content, never a mix. Throws IoError naming the path.
-void write_file_durably(const std::string& path, const std::string& content);
-
 }  // namespace tenax::launch

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "core/file_system.hpp"
 #include "core/json.hpp"
 #include "tenax/error.hpp"
 
@@ -131,16 +132,11 @@ void Ledger::append(const std::string& record) {
   const std::string line = record + "\n";
   int fd = open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) throw IoError("opening the ledger '" + path_ + "' failed: " + std::strerror(errno));
-  std::size_t done = 0;
-  while (done < line.size()) {
-    ssize_t n = write(fd, line.data() + done, line.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int saved = errno;
-      close(fd);
-      throw IoError("appending to the ledger '" + path_ + "' failed: " + std::strerror(saved));
-    }
-    done += static_cast<std::size_t>(n);
+  try {
+    fs::write_all(fd, line, path_);
+  } catch (const IoError& e) {
+    close(fd);
+    throw IoError("appending to the ledger failed: " + std::string(e.what()));
   }
   fsync(fd);  // best effort: a lost ledger line costs accounting, not training
   close(fd);

@@ -9,9 +9,9 @@
 #include <fstream>
 #include <optional>
 
-#include "checkpoint/fs_util.hpp"
 #include "checkpoint/manifest.hpp"
 #include "common/mpi_test.hpp"
+#include "core/file_system.hpp"
 #include "test_dirs.hpp"
 #include "test_model.hpp"
 
@@ -66,7 +66,7 @@ TEST(CheckpointFaults, CorruptTruncatedAndMissingShardsFallBack) {
   if (world.rank() == 0) {
     flip_byte_in_dataset(dir / ("step_3/" + victim), "/tensors/layers.2.w1");
     ::truncate((dir / "step_2/rank_00000.h5").c_str(),
-               static_cast<off_t>(ckpt::fs::file_size(dir / "step_2/rank_00000.h5") / 2));
+               static_cast<off_t>(fs::file_size(dir / "step_2/rank_00000.h5") / 2));
   }
   world.barrier();
   scramble(model);
@@ -190,8 +190,8 @@ TEST(CheckpointFaults, FullDiskGivesAClearErrorAndLosesNothing) {
     EXPECT_TRUE(has(message, "committed checkpoints are untouched")) << message;
     world.barrier();
     if (world.rank() == 0) {
-      EXPECT_FALSE(ckpt::fs::exists(dir / "fs/step_2.tmp"));
-      EXPECT_EQ(ckpt::fs::read_file(dir / "fs/latest"), "step_1\n");
+      EXPECT_FALSE(fs::exists(dir / "fs/step_2.tmp"));
+      EXPECT_EQ(fs::read_file(dir / "fs/latest"), "step_1\n");
     }
     scramble(model);
     LoadResult r = ckpt.load();
@@ -224,7 +224,7 @@ template <class Edit>
 void edit_manifest(Communicator& world, const std::string& dir, std::uint64_t step, Edit edit) {
   if (world.rank() == 0) {
     const std::string path = dir + "/step_" + std::to_string(step) + "/manifest.json";
-    std::string text = ckpt::fs::read_file(path);
+    std::string text = fs::read_file(path);
     edit(text);
     std::ofstream(path, std::ios::trunc) << text;
   }
@@ -364,9 +364,9 @@ TEST(CheckpointFaults, AFailedCommitKeepsTheNextCheckpoint) {
   ckpt.wait();  // commits step 2
   EXPECT_EQ(ckpt.last_committed_step(), std::optional<std::uint64_t>(2));
   if (world.rank() == 0) {
-    EXPECT_FALSE(ckpt::fs::exists(dir / "step_1"));
-    EXPECT_FALSE(ckpt::fs::exists(dir / "step_1.tmp"));
-    EXPECT_TRUE(ckpt::fs::exists(dir / "step_2/manifest.json"));
+    EXPECT_FALSE(fs::exists(dir / "step_1"));
+    EXPECT_FALSE(fs::exists(dir / "step_1.tmp"));
+    EXPECT_TRUE(fs::exists(dir / "step_2/manifest.json"));
   }
   t.fill(0);
   LoadResult r = ckpt.load();
@@ -390,8 +390,8 @@ TEST(CheckpointFaults, ALatestThatCannotBeMovedLosesNothing) {
   EXPECT_NO_THROW(ckpt.wait());
   EXPECT_EQ(ckpt.last_committed_step(), std::optional<std::uint64_t>(1));
   if (world.rank() == 0) {
-    EXPECT_TRUE(ckpt::fs::exists(dir / "step_1/manifest.json"));
-    EXPECT_FALSE(ckpt::fs::exists(dir / "latest.tmp")) << "latest.tmp left behind";
+    EXPECT_TRUE(fs::exists(dir / "step_1/manifest.json"));
+    EXPECT_FALSE(fs::exists(dir / "latest.tmp")) << "latest.tmp left behind";
   }
   t.fill(0);
   EXPECT_EQ(ckpt.load().step, 1u);
@@ -417,18 +417,18 @@ TEST(CheckpointFaults, SupersededCopiesAreRemovedByRetention) {
   ckpt.save(2);
   ckpt.wait();
   if (world.rank() == 0) {
-    EXPECT_TRUE(ckpt::fs::exists(dir / "step_2.superseded"));
-    EXPECT_TRUE(ckpt::fs::exists(dir / "step_1"));
+    EXPECT_TRUE(fs::exists(dir / "step_2.superseded"));
+    EXPECT_TRUE(fs::exists(dir / "step_1"));
   }
   world.barrier();
   t.fill(3);
   ckpt.save(3);
   ckpt.wait();  // keep 3: step_3, step_2, step_1 stay; the superseded copy goes before any of them
   if (world.rank() == 0) {
-    EXPECT_FALSE(ckpt::fs::exists(dir / "step_2.superseded"));
-    EXPECT_TRUE(ckpt::fs::exists(dir / "step_1/manifest.json"));
-    EXPECT_TRUE(ckpt::fs::exists(dir / "step_2/manifest.json"));
-    EXPECT_TRUE(ckpt::fs::exists(dir / "step_3/manifest.json"));
+    EXPECT_FALSE(fs::exists(dir / "step_2.superseded"));
+    EXPECT_TRUE(fs::exists(dir / "step_1/manifest.json"));
+    EXPECT_TRUE(fs::exists(dir / "step_2/manifest.json"));
+    EXPECT_TRUE(fs::exists(dir / "step_3/manifest.json"));
   }
   t.fill(0);
   EXPECT_EQ(ckpt.load(LoadOptions{-1, 2}).step, 2u);

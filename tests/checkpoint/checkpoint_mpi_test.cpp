@@ -14,9 +14,9 @@
 #include <thread>
 
 #include "checkpoint/commit.hpp"
-#include "checkpoint/fs_util.hpp"
 #include "checkpoint/manifest.hpp"
 #include "common/mpi_test.hpp"
+#include "core/file_system.hpp"
 #include "tenax/build_config.hpp"
 #include "test_dirs.hpp"
 #include "test_model.hpp"
@@ -115,7 +115,7 @@ TEST(CheckpointMpi, ReplicatedBlocksAreWrittenOnceSpreadOverTheirHolders) {
   Checkpointer ckpt(world, options_for(dir.path(), layout), model.shards);
   ckpt.save(1);
   ckpt.wait();
-  auto m = ckpt::Manifest::from_json(ckpt::fs::read_file(dir / "step_1/manifest.json"));
+  auto m = ckpt::Manifest::from_json(fs::read_file(dir / "step_1/manifest.json"));
   ASSERT_NE(m.find("layers.0.bias"), nullptr);
   EXPECT_EQ(m.find("layers.0.bias")->blocks.size(), 1u);  // held by all 4 ranks, written once
   EXPECT_EQ(m.find("embed")->blocks.size(), 2u);          // one per tp rank, replicated over dp
@@ -302,9 +302,9 @@ TEST(CheckpointMpi, RetentionProgressEmergencySaveAndBlobs) {
     ASSERT_EQ(all.size(), 2u);
     EXPECT_EQ(all[0].step, 9u);
     EXPECT_EQ(all[1].step, 6u);
-    EXPECT_EQ(ckpt::fs::read_file(dir / "latest"), "step_9\n");
-    EXPECT_FALSE(ckpt::fs::exists(dir / "latest.tmp"));
-    EXPECT_FALSE(ckpt::fs::exists(dir / "step_9.tmp"));
+    EXPECT_EQ(fs::read_file(dir / "latest"), "step_9\n");
+    EXPECT_FALSE(fs::exists(dir / "latest.tmp"));
+    EXPECT_FALSE(fs::exists(dir / "step_9.tmp"));
   }
   scramble(model);
   LoadResult r = ckpt.load();
@@ -425,7 +425,7 @@ TEST(CheckpointMpi, WriteErrorIsRaisedAtTheNextSaveAndTheCheckpointerRecovers) {
   EXPECT_FALSE(ckpt.in_flight());
   world.barrier();
   if (world.rank() == 0) {
-    EXPECT_FALSE(ckpt::fs::exists(dir / "step_2.tmp")) << "the partial checkpoint is removed";
+    EXPECT_FALSE(fs::exists(dir / "step_2.tmp")) << "the partial checkpoint is removed";
   }
   fill(model, 4);
   ckpt.save(4);

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/agreement.hpp"
+#include "comm/agreement.hpp"
 #include "tenax/communicator.hpp"
 
 namespace tenax::test {
@@ -25,7 +25,7 @@ class SharedTempDir {
       std::string templ = "/tmp/tenax-ckpt-" + tag + "-XXXXXX";
       if (::mkdtemp(templ.data())) made = templ;
     }
-    path_ = ckpt::broadcast_string(comm, made, 0);
+    path_ = broadcast_string(comm, made, 0);
   }
   ~SharedTempDir() {
     comm_.barrier();
@@ -56,7 +56,7 @@ class SmallTmpfs {
       else
         error = std::string("mount -t tmpfs -o ") + options + " tmpfs " + dir + ": " + std::strerror(errno);
     }
-    error_ = ckpt::broadcast_string(comm, error, 0);
+    error_ = broadcast_string(comm, error, 0);
   }
   ~SmallTmpfs() {
     comm_.barrier();

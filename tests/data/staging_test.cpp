@@ -10,7 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "checkpoint/agreement.hpp"
+#include "comm/agreement.hpp"
 #include "common/mpi_test.hpp"
 #include "data/staging_copy.hpp"
 #include "data_test_util.hpp"
@@ -30,7 +30,7 @@ class SharedScratch {
   explicit SharedScratch(const std::string& tag) {
     std::unique_ptr<ScratchDir> made;
     if (world().rank() == 0) dir_ = std::make_unique<ScratchDir>(tag);
-    path_ = ckpt::broadcast_string(world(), dir_ ? dir_->path() : std::string(), 0);
+    path_ = broadcast_string(world(), dir_ ? dir_->path() : std::string(), 0);
   }
   ~SharedScratch() { world().barrier(); }
   const std::string& path() const { return path_; }
@@ -203,7 +203,7 @@ class Tmpfs {
       else
         error = "mount -t tmpfs -o " + options + " tmpfs " + dir + ": " + std::strerror(errno);
     }
-    error_ = ckpt::broadcast_string(world(), error, 0);
+    error_ = broadcast_string(world(), error, 0);
   }
   ~Tmpfs() {
     world().barrier();

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "checkpoint/fs_util.hpp"
 #include "checkpoint/manifest.hpp"
 #include "common/mpi_test.hpp"
+#include "core/file_system.hpp"
 #include "tenax/checkpoint.hpp"
 #include "test_dirs.hpp"
 
@@ -122,8 +122,8 @@ TEST_F(DeviceCheckpoint, DeviceShardsSaveLikeHostShardsAndLoadBackResharded) {
     ckpt.wait();
   }
   // The same bytes give the same checksums whichever memory they came from.
-  const auto from_device = ckpt::Manifest::from_json(ckpt::fs::read_file(device_dir / "step_1/manifest.json"));
-  const auto from_host = ckpt::Manifest::from_json(ckpt::fs::read_file(host_dir / "step_1/manifest.json"));
+  const auto from_device = ckpt::Manifest::from_json(fs::read_file(device_dir / "step_1/manifest.json"));
+  const auto from_host = ckpt::Manifest::from_json(fs::read_file(host_dir / "step_1/manifest.json"));
   ASSERT_EQ(from_device.tensors.size(), from_host.tensors.size());
   for (std::size_t t = 0; t < from_host.tensors.size(); ++t) {
     ASSERT_EQ(from_device.tensors[t].blocks.size(), from_host.tensors[t].blocks.size());

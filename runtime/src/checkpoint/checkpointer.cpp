@@ -7,15 +7,13 @@
 #include "checkpoint/commit.hpp"
 #include "checkpoint/crc32c.hpp"
 #include "checkpoint/dir_probe.hpp"
-#include "checkpoint/fs_util.hpp"
 #include "checkpoint/names.hpp"
 #include "checkpoint/shard_file.hpp"
+#include "core/file_system.hpp"
 #include "tenax/env.hpp"
 #include "tenax/log.hpp"
 
 namespace tenax {
-
-using ckpt::Outcome;
 
 TensorShard TensorShard::whole(std::string name, DType dtype, std::vector<std::uint64_t> shape, void* data) {
   return TensorShard{std::move(name), dtype, std::move(shape), {}, {}, data, MemoryKind::Host};
@@ -63,7 +61,7 @@ std::size_t round_up(std::size_t n, std::size_t to) {
 Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::vector<TensorShard> shards)
     : state_(std::make_unique<State>(world, std::move(options))) {
   State& s = *state_;
-  ckpt::run_agreed(world, [&] {
+  run_agreed(world, [&] {
     if (s.options.dir.empty())
       throw UsageError("checkpoint: no directory given (set CheckpointOptions::dir or TENAX_CHECKPOINT_DIR)");
     if (s.options.keep < 1)
@@ -84,7 +82,7 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
     if (device_shards) s.cuda_device = ckpt::current_device();
   });
   s.shards = std::move(shards);
-  s.plan = ckpt::make_plan(ckpt::all_gather_strings(world, ckpt::describe_shards(s.shards)));
+  s.plan = ckpt::make_plan(all_gather_strings(world, ckpt::describe_shards(s.shards)));
 
   std::size_t offset = 0;
   for (int b = 0; b < static_cast<int>(s.plan.blocks.size()); ++b) {
@@ -107,7 +105,7 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
     // rank, is a usage error now rather than a failed first save or a failed restart.
     ckpt::probe_checkpoint_dir(world, s.options.dir);
   }
-  ckpt::run_agreed(world, [&] {
+  run_agreed(world, [&] {
     if (world.rank() == 0 && !s.options.read_only) ckpt::remove_leftovers(s.options.dir);
     s.arena.allocate(s.options.read_only ? 0 : offset, s.any_device);
     if (s.any_device) s.fence = std::make_unique<ckpt::DeviceCopyFence>();
@@ -131,7 +129,7 @@ void Checkpointer::save(std::uint64_t step, const Blobs& blobs) {
   if (s.writing) s.finish_write();  // at most one checkpoint in flight; its failure surfaces here
   // Inside an agreement: a rank whose blobs are refused, or whose copy fails, must not leave the others to go on
   // into the next collective alone.
-  ckpt::run_agreed(s.world, [&] {
+  run_agreed(s.world, [&] {
     if (s.options.read_only)
       throw UsageError("checkpoint: save() on a read-only checkpointer (CheckpointOptions::read_only) of " +
                        s.options.dir);
@@ -158,14 +156,12 @@ void Checkpointer::save(std::uint64_t step, const Blobs& blobs) {
 bool Checkpointer::progress() {
   State& s = *state_;
   if (s.writing) {
-    std::int32_t done = s.write_done.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-    s.world.all_reduce(&done, &done, 1, DType::I32, ReduceOp::Min);
-    if (done) s.finish_write();
+    if (every_rank(s.world, s.write_done.wait_for(std::chrono::seconds(0)) == std::future_status::ready))
+      s.finish_write();
   } else if (s.committing) {
-    std::int32_t done =
-        s.world.rank() != 0 || s.commit_done.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-    s.world.all_reduce(&done, &done, 1, DType::I32, ReduceOp::Min);
-    if (done) s.finish_commit();
+    if (every_rank(s.world,
+                   s.world.rank() != 0 || s.commit_done.wait_for(std::chrono::seconds(0)) == std::future_status::ready))
+      s.finish_commit();
   }
   return !in_flight();
 }
@@ -198,8 +194,8 @@ std::uint64_t Checkpointer::staged_bytes() const {
 Checkpointer::State::WriteResult Checkpointer::State::write_job(std::uint64_t step) {
   WriteResult result;
   try {
-    const std::string path = ckpt::fs::join(ckpt::temp_dir_path(options.dir, step), ckpt::rank_file_name(rank));
-    ckpt::fs::make_dirs(ckpt::temp_dir_path(options.dir, step));
+    const std::string path = fs::join(ckpt::temp_dir_path(options.dir, step), ckpt::rank_file_name(rank));
+    fs::make_dirs(ckpt::temp_dir_path(options.dir, step));
     if (fence) {
       ckpt::use_device(cuda_device);
       fence->wait();
@@ -254,7 +250,7 @@ Outcome take_outcome(std::future<Outcome>& done) {
 }  // namespace
 
 void Checkpointer::State::finish_write() {
-  ckpt::wait_on_every_rank(
+  wait_on_every_rank(
       world, [this](std::chrono::milliseconds t) { return write_done.wait_for(t) == std::future_status::ready; });
   WriteResult result = take(write_done, WriteResult{});
   // Rank 0's I/O thread ran the previous checkpoint's commit before this write: its outcome is known by now.
@@ -265,8 +261,8 @@ void Checkpointer::State::finish_write() {
   writing.reset();
   committing.reset();
   // Two separate verdicts: a failed commit of the previous step must not throw away this step's good write.
-  const Outcome written = ckpt::agree(world, result.outcome);
-  const Outcome committed = previous ? ckpt::agree(world, previous_commit) : Outcome{};
+  const Outcome written = agree(world, result.outcome);
+  const Outcome committed = previous ? agree(world, previous_commit) : Outcome{};
   if (previous && committed.code == 0) last_committed = previous;
   const std::string previous_failure =
       committed.code == 0 ? std::string()
@@ -274,7 +270,7 @@ void Checkpointer::State::finish_write() {
   if (written.code != 0) {
     if (world.rank() == 0) {
       try {
-        ckpt::fs::remove_tree(ckpt::temp_dir_path(options.dir, step));
+        fs::remove_tree(ckpt::temp_dir_path(options.dir, step));
       } catch (const std::exception& e) {
         TENAX_LOG(Warn, "ckpt") << "could not remove the failed checkpoint: " << e.what();
       }
@@ -289,7 +285,7 @@ void Checkpointer::State::finish_write() {
     report << "C " << crc << "\n";
   for (const auto& b : result.blobs)
     report << "B " << b.bytes << " " << b.crc32c << " " << b.name << "\n";
-  std::vector<std::string> reports = ckpt::gather_strings(world, report.str());
+  std::vector<std::string> reports = gather_strings(world, report.str());
   committing = step;
   if (world.rank() == 0) {
     ckpt::Manifest manifest = build_manifest(step, reports);
@@ -309,14 +305,14 @@ void Checkpointer::State::finish_write() {
 }
 
 void Checkpointer::State::finish_commit() {
-  ckpt::wait_on_every_rank(world, [this](std::chrono::milliseconds t) {
+  wait_on_every_rank(world, [this](std::chrono::milliseconds t) {
     return world.rank() != 0 || commit_done.wait_for(t) == std::future_status::ready;
   });
   Outcome local;
   if (world.rank() == 0) local = take_outcome(commit_done);
   const std::uint64_t step = *committing;
   committing.reset();
-  Outcome all = ckpt::agree(world, local);
+  Outcome all = agree(world, local);
   if (all.code != 0) throw IoError("checkpoint step " + std::to_string(step) + ": " + all.message);
   last_committed = step;
 }

@@ -11,11 +11,11 @@
 #include <optional>
 #include <vector>
 
-#include "checkpoint/agreement.hpp"
 #include "checkpoint/io_thread.hpp"
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/shard_plan.hpp"
 #include "checkpoint/staging.hpp"
+#include "comm/agreement.hpp"
 #include "tenax/checkpoint.hpp"
 
 namespace tenax {
@@ -30,7 +30,7 @@ struct Checkpointer::State {
   };
   // What a write job reports back: the outcome and, on success, what the manifest needs from this rank.
   struct WriteResult {
-    ckpt::Outcome outcome;
+    Outcome outcome;
     std::uint64_t file_bytes = 0;
     std::vector<std::uint32_t> crcs;  // per LocalWrite
     std::vector<ckpt::ManifestBlob> blobs;
@@ -55,7 +55,7 @@ struct Checkpointer::State {
   std::optional<std::uint64_t> writing;
   std::future<WriteResult> write_done;
   std::optional<std::uint64_t> committing;
-  std::future<ckpt::Outcome> commit_done;  // rank 0 only
+  std::future<Outcome> commit_done;  // rank 0 only
   std::optional<std::uint64_t> last_committed;
 
   // Declared last so that it is destroyed first: its queued jobs use everything above.

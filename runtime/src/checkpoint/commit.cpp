@@ -6,8 +6,8 @@
 
 #include "checkpoint/crc32c.hpp"
 #include "checkpoint/dir_probe.hpp"
-#include "checkpoint/fs_util.hpp"
 #include "checkpoint/vds_file.hpp"
+#include "core/file_system.hpp"
 #include "tenax/error.hpp"
 #include "tenax/log.hpp"
 

@@ -5,8 +5,8 @@
 #include <cerrno>
 #include <random>
 
-#include "checkpoint/agreement.hpp"
-#include "checkpoint/fs_util.hpp"
+#include "comm/agreement.hpp"
+#include "core/file_system.hpp"
 
 namespace tenax::ckpt {
 namespace {

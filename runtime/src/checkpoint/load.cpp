@@ -9,8 +9,8 @@
 #include "checkpoint/checkpointer_state.hpp"
 #include "checkpoint/commit.hpp"
 #include "checkpoint/crc32c.hpp"
-#include "checkpoint/fs_util.hpp"
 #include "checkpoint/shard_file.hpp"
+#include "core/file_system.hpp"
 #include "tenax/log.hpp"
 
 namespace tenax {
@@ -169,9 +169,9 @@ class Attempt {
     for (const auto& f : m_.files)
       if (f.rank == rank) entry = &f;
     if (!entry) throw IoError(dir_ + "/" + ckpt::kManifestName + ": no file listed for rank " + std::to_string(rank));
-    const std::string path = ckpt::fs::join(dir_, entry->name);
-    if (!ckpt::fs::exists(path)) throw IoError(path + ": missing");
-    const std::uint64_t size = ckpt::fs::file_size(path);
+    const std::string path = fs::join(dir_, entry->name);
+    if (!fs::exists(path)) throw IoError(path + ": missing");
+    const std::uint64_t size = fs::file_size(path);
     if (size != entry->bytes)
       throw IoError(path + ": " + std::to_string(size) + " bytes, the manifest recorded " +
                     std::to_string(entry->bytes) + (size < entry->bytes ? " (truncated)" : ""));
@@ -187,9 +187,9 @@ class Attempt {
 
 // checkpoint.h5 is what people and other tools read: it must be the one that was committed.
 void verify_vds(const std::string& dir, const ckpt::FileDigest& recorded) {
-  const std::string path = ckpt::fs::join(dir, recorded.name);
-  if (!ckpt::fs::exists(path)) throw IoError(path + ": missing");
-  const std::string bytes = ckpt::fs::read_file(path);
+  const std::string path = fs::join(dir, recorded.name);
+  if (!fs::exists(path)) throw IoError(path + ": missing");
+  const std::string bytes = fs::read_file(path);
   const std::uint32_t crc = ckpt::crc32c_extend(0, bytes.data(), bytes.size());
   if (bytes.size() != recorded.bytes || crc != recorded.crc32c)
     throw IoError(path + ": " + std::to_string(bytes.size()) + " bytes with CRC32C " + hex(crc) +
@@ -198,7 +198,7 @@ void verify_vds(const std::string& dir, const ckpt::FileDigest& recorded) {
 }
 
 struct AttemptResult {
-  ckpt::Outcome outcome;
+  Outcome outcome;
   LoadResult result;
 };
 
@@ -208,7 +208,7 @@ AttemptResult attempt(const std::string& dir, const std::vector<TensorShard>& sh
   try {
     ckpt::Manifest m;
     try {
-      m = ckpt::Manifest::from_json(ckpt::fs::read_file(ckpt::fs::join(dir, ckpt::kManifestName)));
+      m = ckpt::Manifest::from_json(fs::read_file(fs::join(dir, ckpt::kManifestName)));
     } catch (const std::exception& e) {
       throw IoError(dir + "/" + ckpt::kManifestName + " is unreadable: " + e.what());
     }
@@ -230,9 +230,9 @@ AttemptResult attempt(const std::string& dir, const std::vector<TensorShard>& sh
     out.result.saved_world_size = m.world_size;
     out.result.blob_rank = blob_rank;
   } catch (const UsageError& e) {
-    out.outcome = ckpt::Outcome{2, e.what()};
+    out.outcome = Outcome{2, e.what()};
   } catch (const std::exception& e) {
-    out.outcome = ckpt::Outcome{1, e.what()};
+    out.outcome = Outcome{1, e.what()};
   }
   return out;
 }
@@ -246,7 +246,7 @@ LoadResult Checkpointer::load(const LoadOptions& options) {
   if (s.world.rank() == 0)
     for (const auto& c : ckpt::complete_checkpoints(s.options.dir))
       if (!options.step || c.step == *options.step) listing += std::to_string(c.step) + "\n";
-  listing = ckpt::broadcast_string(s.world, listing, 0);
+  listing = broadcast_string(s.world, listing, 0);
   std::vector<std::uint64_t> steps;
   for (std::size_t at = 0, nl; (nl = listing.find('\n', at)) != std::string::npos; at = nl + 1)
     steps.push_back(std::stoull(listing.substr(at, nl - at)));
@@ -266,15 +266,15 @@ LoadResult Checkpointer::load(const LoadOptions& options) {
       return attempt(dir, s.shards, rank, options.blob_rank, s.cuda_device, s.options.cuda_stream);
     });
     // A rank with much to read must not leave the others in one long collective (the watchdog would end them).
-    ckpt::wait_on_every_rank(
-        s.world, [&done](std::chrono::milliseconds t) { return done.wait_for(t) == std::future_status::ready; });
+    wait_on_every_rank(s.world,
+                       [&done](std::chrono::milliseconds t) { return done.wait_for(t) == std::future_status::ready; });
     AttemptResult local;
     try {
       local = done.get();
     } catch (const std::exception& e) {
-      local.outcome = ckpt::Outcome{1, e.what()};
+      local.outcome = Outcome{1, e.what()};
     }
-    ckpt::Outcome all = ckpt::agree(s.world, local.outcome);
+    Outcome all = agree(s.world, local.outcome);
     if (all.code == 0) {
       local.result.rejected = std::move(rejected);
       TENAX_LOG(Info, "ckpt") << "loaded " << dir << " (saved by " << local.result.saved_world_size << " ranks)";

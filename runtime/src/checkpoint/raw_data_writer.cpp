@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "checkpoint/fs_util.hpp"
+#include "core/file_system.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax::ckpt {

@@ -4,9 +4,9 @@
 
 #include <chrono>
 
-#include "checkpoint/fs_util.hpp"
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/raw_data_writer.hpp"
+#include "core/file_system.hpp"
 #include "tenax/error.hpp"
 #include "tenax/log.hpp"
 

@@ -2,8 +2,8 @@
 
 #include <unistd.h>
 
-#include "checkpoint/fs_util.hpp"
 #include "checkpoint/hdf5_util.hpp"
+#include "core/file_system.hpp"
 
 namespace tenax::ckpt {
 namespace {

@@ -10,7 +10,7 @@
 #include <future>
 #include <sstream>
 
-#include "checkpoint/agreement.hpp"
+#include "comm/agreement.hpp"
 #include "data/staging_copy.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
@@ -30,7 +30,7 @@ std::string default_node_name() {
 
 // Ranks with the same node name, ordered by rank in `comm`.
 std::unique_ptr<Communicator> split_by_node(Communicator& comm, const std::string& node) {
-  const std::vector<std::string> names = ckpt::all_gather_strings(comm, node);
+  const std::vector<std::string> names = all_gather_strings(comm, node);
   int color = comm.rank();
   for (int r = 0; r < comm.size(); ++r)
     if (names[r] == node) {
@@ -102,7 +102,7 @@ StagingResult stage_dataset(Communicator& comm, const std::string& dataset_dir, 
   std::string node = options.node_name.empty() ? default_node_name() : options.node_name;
   std::string usage;
   if (node.size() > kMaxNodeName) usage = "the node name has more than 255 bytes: " + node.substr(0, 64) + "...";
-  ckpt::run_agreed(comm, [&] {
+  run_agreed(comm, [&] {
     if (!usage.empty()) throw UsageError("stage_dataset: " + usage);
   });
   std::unique_ptr<Communicator> node_comm = split_by_node(comm, node);
@@ -111,21 +111,21 @@ StagingResult stage_dataset(Communicator& comm, const std::string& dataset_dir, 
   std::future<data::LocalStageResult> work;
   if (copier)
     work = std::async(std::launch::async, [&] { return data::stage_on_this_node(dataset_dir, stage_root, node); });
-  ckpt::wait_on_every_rank(comm, [&](std::chrono::milliseconds timeout) {
+  wait_on_every_rank(comm, [&](std::chrono::milliseconds timeout) {
     return !copier || work.wait_for(timeout) == std::future_status::ready;
   });
-  ckpt::Outcome source_error;
+  Outcome source_error;
   data::LocalStageResult local;
   if (copier) {
     try {
       local = work.get();
     } catch (const std::exception& e) {
-      source_error = ckpt::Outcome{1, e.what()};
+      source_error = Outcome{1, e.what()};
     }
   }
-  const ckpt::Outcome agreed = ckpt::agree(comm, source_error);
+  const Outcome agreed = agree(comm, source_error);
   if (agreed.code != 0) throw IoError("staging the dataset " + dataset_dir + ": " + agreed.message);
-  local = decode(ckpt::broadcast_string(*node_comm, copier ? encode(local) : std::string(), 0));
+  local = decode(broadcast_string(*node_comm, copier ? encode(local) : std::string(), 0));
 
   result.dir = local.dir;
   result.outcome = local.outcome;

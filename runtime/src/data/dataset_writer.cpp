@@ -12,15 +12,12 @@
 #include <vector>
 
 #include "checkpoint/crc32c.hpp"
-#include "checkpoint/fs_util.hpp"
+#include "core/file_system.hpp"
 #include "data/byte_order.hpp"
-#include "data/file_util.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax::data {
 namespace {
-
-namespace fs = ckpt::fs;
 
 void write_all(int fd, const void* data, std::size_t size, const std::string& path) {
   const auto* p = static_cast<const char*>(data);
@@ -261,7 +258,7 @@ DatasetIndex DatasetWriter::commit() {
   fs::write_file_durable(fs::join(s.temp, index.tokenizer_file), s.tokenizer);
   fs::write_file_durable(fs::join(s.temp, kIndexName), text);
   fs::fsync_path(s.temp);
-  if (!rename_no_replace(s.temp, s.output))
+  if (!fs::rename_no_replace(s.temp, s.output))
     throw IoError("the output " + s.output +
                   " appeared while the dataset was written; it was left alone and the new "
                   "dataset discarded: remove it or name a new directory");

@@ -16,15 +16,12 @@
 #include <vector>
 
 #include "checkpoint/crc32c.hpp"
-#include "checkpoint/fs_util.hpp"
+#include "core/file_system.hpp"
 #include "data/dataset_check.hpp"
 #include "data/dataset_index.hpp"
-#include "data/file_util.hpp"
 
 namespace tenax::data {
 namespace {
-
-namespace fs = ckpt::fs;
 
 constexpr std::size_t kChunk = 4 << 20;
 
@@ -259,7 +256,7 @@ LocalStageResult stage_on_this_node(const std::string& dataset_dir, const std::s
     tmp = target + ".tmp-" + node_name + "-" + std::to_string(::getpid()) + "-" + std::to_string(g_serial++);
     if (::mkdir(tmp.c_str(), 0755) != 0) local_errno("create directory", tmp, errno);
     copy_dataset(dataset_dir, tmp, index, index_text, after_copy, r);
-    if (!rename_no_replace(tmp, target)) {
+    if (!fs::rename_no_replace(tmp, target)) {
       // Another job on this node staged the same dataset meanwhile: use theirs if it is valid.
       std::uint64_t verified = 0;
       const std::string problem = staged_copy_problem(target, index_text, &verified);

@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "checkpoint/crc32c.hpp"
-#include "checkpoint/fs_util.hpp"
+#include "core/file_system.hpp"
 #include "data/dataset_index.hpp"
 #include "tenax/error.hpp"
 
@@ -20,7 +20,7 @@ constexpr std::uint64_t kMaxModelBytes = 1ull << 30;
 std::string read_model(const std::string& path) {
   std::uint64_t size = 0;
   try {
-    size = ckpt::fs::file_size(path);
+    size = fs::file_size(path);
   } catch (const IoError& e) {
     throw IoError(std::string("cannot read tokenizer model: ") + e.what());
   }
@@ -28,7 +28,7 @@ std::string read_model(const std::string& path) {
     throw IoError("tokenizer model " + path + " has " + std::to_string(size) +
                   " bytes; a SentencePiece model is far "
                   "smaller: is this the tokenizer.model written by tenax-data train-tokenizer?");
-  return ckpt::fs::read_file(path);
+  return fs::read_file(path);
 }
 
 }  // namespace

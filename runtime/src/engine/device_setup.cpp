@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
 
+#include "comm/agreement.hpp"
 #include "tenax/error.hpp"
 #include "tenax/log.hpp"
 
@@ -16,23 +16,6 @@ namespace tenax::detail {
 namespace {
 
 constexpr std::size_t kNameBytes = 64;
-
-// Fixed-size, zero-padded strings, so that one all_gather of bytes carries every rank's value.
-std::array<char, kNameBytes> padded(const std::string& text) {
-  std::array<char, kNameBytes> out{};
-  std::memcpy(out.data(), text.data(), std::min(text.size(), kNameBytes - 1));
-  return out;
-}
-
-std::vector<std::string> gather_strings(Communicator& world, const std::string& mine) {
-  const std::array<char, kNameBytes> local = padded(mine);
-  std::vector<char> all(kNameBytes * static_cast<std::size_t>(world.size()));
-  world.all_gather(local.data(), all.data(), kNameBytes, DType::U8);
-  std::vector<std::string> out;
-  for (int r = 0; r < world.size(); ++r)
-    out.emplace_back(all.data() + kNameBytes * static_cast<std::size_t>(r));
-  return out;
-}
 
 std::string host_name() {
   std::array<char, kNameBytes> name{};
@@ -43,7 +26,7 @@ std::string host_name() {
 }  // namespace
 
 LocalRank node_local_rank(Communicator& world) {
-  const std::vector<std::string> hosts = gather_strings(world, host_name());
+  const std::vector<std::string> hosts = all_gather_strings(world, host_name());
   LocalRank local{0, 0};
   for (int r = 0; r < world.size(); ++r) {
     if (hosts[static_cast<std::size_t>(r)] != hosts[static_cast<std::size_t>(world.rank())]) continue;
@@ -80,7 +63,7 @@ std::unique_ptr<ExecutionContext> make_cuda_context(Communicator& world) {
   }
 
   // Each physical GPU at most once: two ranks on one device would make NCCL fail (or hang) at initialisation.
-  const std::vector<std::string> uuids = gather_strings(world, ctx->device_uuid());
+  const std::vector<std::string> uuids = all_gather_strings(world, ctx->device_uuid());
   for (int r = 0; r < world.size(); ++r)
     for (int q = 0; q < r; ++q)
       if (uuids[static_cast<std::size_t>(q)] == uuids[static_cast<std::size_t>(r)])

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "comm/agreement.hpp"
 #include "engine/engine_state.hpp"
 #include "tenax/error.hpp"
 #include "tenax/log.hpp"
@@ -15,13 +16,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// Every rank must stop at the same step, so the flag of any rank stops all of them.
-bool any_rank(Communicator& world, bool local) {
-  std::int32_t flag = local ? 1 : 0;
-  world.all_reduce(&flag, &flag, 1, DType::I32, ReduceOp::Max);
-  return flag != 0;
 }
 
 int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCallback& on_step) {
@@ -84,6 +78,7 @@ int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCal
     if (on_step) on_step(r);
     worker.heartbeat(r.step);
     report_commits();
+    // Every rank must stop at the same step, so the flag of any rank stops all of them.
     if (any_rank(e.world, worker.preemption_requested())) {
       if (e.writer) {
         const Clock::time_point start = Clock::now();

@@ -7,7 +7,7 @@
 #include <map>
 #include <set>
 
-#include "checkpoint/agreement.hpp"
+#include "comm/agreement.hpp"
 #include "engine/device_setup.hpp"
 #include "engine/engine_state.hpp"
 #include "tenax/env.hpp"
@@ -128,7 +128,7 @@ void Engine::Impl::build_chunks(const ChunkBuilder& build) {
   holds_first = stage == 0;
   holds_last = spec.stage_of(total - 1) == stage;
   chunks.resize(static_cast<std::size_t>(spec.virtual_stages));
-  ckpt::run_agreed(world, [&] {
+  run_agreed(world, [&] {
     for (int c = 0; c < spec.virtual_stages; ++c) {
       Chunk& chunk = chunks[static_cast<std::size_t>(c)];
       chunk.virtual_stage = c * pp + stage;
@@ -144,7 +144,7 @@ void Engine::Impl::build_chunks(const ChunkBuilder& build) {
   nn::TensorSpec incoming{{rows}, DType::I32};
   for (int vs = 0; vs < total; ++vs) {
     const int owner = spec.stage_of(vs);
-    ckpt::run_agreed(world, [&] {
+    run_agreed(world, [&] {
       if (owner != stage) return;
       Chunk& chunk = chunks[static_cast<std::size_t>(spec.chunk_of(vs))];
       const int slots = std::max(1, activation_slots(program, spec, spec.chunk_of(vs)));
@@ -316,7 +316,7 @@ void Engine::Impl::make_state() {
       specs.push_back(*p);
   }
   std::map<std::string, int> local_users;  // modules of this rank declaring each parameter
-  ckpt::run_agreed(world, [&] {
+  run_agreed(world, [&] {
     // A name declared twice is one parameter used by two modules when one declaration borrows it (tied weights) and
     // both describe the same tensor; anything else is a naming mistake.
     std::map<std::string, std::size_t> seen;  // name -> its place in `unique`
@@ -392,7 +392,7 @@ Engine::Engine(Communicator& world, EngineConfig config, ChunkBuilder build, std
   if (world.backend() != Backend::Mpi)
     throw UsageError("engine: the world communicator must be a host (MPI) one, such as Runtime::world()");
   Impl& e = *impl_;
-  ckpt::run_agreed(e.world, [&] { e.resolve_layout(); });
+  run_agreed(e.world, [&] { e.resolve_layout(); });
   // Determinism of the CPU path: one BLAS thread makes every matrix product's summation order fixed.
   set_deterministic_cpu_math();
   e.make_groups();

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/file_system.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax::metrics::detail {
@@ -17,22 +18,6 @@ namespace {
 
 [[noreturn]] void fail(const std::string& what, const std::string& path, int err) {
   throw IoError("metrics: " + what + " " + path + ": " + std::strerror(err));
-}
-
-void write_all(int fd, std::string_view content, const std::string& path) {
-  const char* p = content.data();
-  std::size_t left = content.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      fail("cannot write", path, err);
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
 }
 
 void close_file(int fd, const std::string& path, Sync sync) {
@@ -61,23 +46,15 @@ void make_directories(const std::string& path) {
     throw IoError("metrics: " + path + " exists but is not a directory: point TENAX_RUN_DIR at a directory");
 }
 
-void replace_atomically(const std::string& path, std::string_view content, Sync sync) {
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("cannot create", temporary, errno);
-  write_all(fd, content, temporary);
-  close_file(fd, temporary, sync);
-  if (::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(temporary.c_str());
-    fail("cannot rename " + temporary + " to", path, err);
-  }
-}
-
 void append(const std::string& path, std::string_view content, Sync sync) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) fail("cannot open", path, errno);
-  write_all(fd, content, path);
+  try {
+    fs::write_all(fd, content, path);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
   close_file(fd, path, sync);
 }
 

@@ -9,14 +9,11 @@ namespace tenax::metrics::detail {
 // Creates `path` and its missing parents (like mkdir -p). Throws IoError naming the path.
 void make_directories(const std::string& path);
 
-// Whether a write waits for the disk. The per-window outputs do not: they are monitoring data, rewritten or extended
-// every few seconds, a process crash loses nothing that reached the page cache, and an fsync per window costs
-// milliseconds on a network file system, far more than the measurement itself. Once-per-run files do.
+// Whether a write waits for the disk (for a whole-file replacement: fs::replace_file_atomically with
+// fs::Durability::None or Contents, for the same reasons). The per-window outputs do not: they are monitoring data,
+// rewritten or extended every few seconds, a process crash loses nothing that reached the page cache, and an fsync per
+// window costs milliseconds on a network file system, far more than the measurement itself. Once-per-run files do.
 enum class Sync { No, Yes };
-
-// Replaces `path` with `content` so that a reader (node_exporter's textfile collector, the report command) sees the
-// old file or the new one, never a partial one: write a temporary in the same directory, rename it over.
-void replace_atomically(const std::string& path, std::string_view content, Sync sync);
 
 // Appends `content` (whole lines) with one write(2) on an O_APPEND descriptor: earlier lines are never rewritten.
 void append(const std::string& path, std::string_view content, Sync sync);

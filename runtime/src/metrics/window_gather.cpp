@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "core/file_system.hpp"
 #include "metrics/ledger.hpp"
 #include "metrics/run_files.hpp"
 #include "metrics/step_metrics_state.hpp"
@@ -99,7 +100,7 @@ void StepMetrics::State::gather_window() {
       prom.hosts = hosts;
       prom.stragglers = stragglers.size();
       prom.unix_time = unix_now();
-      detail::replace_atomically(prom_path, detail::format_prometheus(prom), detail::Sync::No);
+      fs::replace_file_atomically(prom_path, detail::format_prometheus(prom), fs::Durability::None);
     }
   });
   window.clear();
@@ -138,7 +139,7 @@ void StepMetrics::State::write_trace() {
     const std::string path = metrics_dir + "/trace-steps" + std::to_string(options.trace_first) + "-" +
                              std::to_string(options.trace_end) + "-attempt" + std::to_string(identity.attempt) +
                              ".json";
-    detail::replace_atomically(path, detail::format_chrome_trace(per_rank, hosts), detail::Sync::Yes);
+    fs::replace_file_atomically(path, detail::format_chrome_trace(per_rank, hosts), fs::Durability::Contents);
     TENAX_LOG(Info, "metrics") << "trace of steps " << options.trace_first << "-" << options.trace_end - 1
                                << " written to " << path;
   });
@@ -189,9 +190,9 @@ Summary StepMetrics::State::finish() {
   if (!metrics_dir.empty())
     write_files([&] {
       const std::string base = metrics_dir + "/summary-attempt" + std::to_string(identity.attempt);
-      detail::replace_atomically(base + ".txt", summary.table, detail::Sync::Yes);
-      detail::replace_atomically(base + ".json", detail::summary_json(summary, totals, goodput, identity),
-                                 detail::Sync::Yes);
+      fs::replace_file_atomically(base + ".txt", summary.table, fs::Durability::Contents);
+      fs::replace_file_atomically(base + ".json", detail::summary_json(summary, totals, goodput, identity),
+                                  fs::Durability::Contents);
       detail::append(steps_path, detail::end_line(identity, unix_now(), totals.steps), detail::Sync::Yes);
     });
   return summary;

@@ -1,24 +1,12 @@
 #include "worker/heartbeat_file.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <string>
 
+#include "core/file_system.hpp"
 #include "core/json.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax::worker {
-namespace {
-
-[[noreturn]] void fail(const std::string& what, const std::string& path) {
-  throw IoError(what + " '" + path + "' failed: " + std::strerror(errno) +
-                " (the run directory must be writable by every rank)");
-}
-
-}  // namespace
 
 std::string format_heartbeat(const HeartbeatRecord& r) {
   // Core's JSON writer: the node name (SLURMD_NODENAME, any length and any bytes) is escaped and never cut.
@@ -50,24 +38,12 @@ std::string heartbeat_path(const std::string& run_dir, int attempt, int rank) {
   return heartbeat_dir(run_dir, attempt) + "/rank-" + std::to_string(rank) + ".json";
 }
 
-void replace_file_atomically(const std::string& path, const std::string& content) {
-  const std::string temporary = path + ".tmp." + std::to_string(getpid());
-  int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("creating", temporary);
-  std::size_t written = 0;
-  while (written < content.size()) {
-    ssize_t n = write(fd, content.data() + written, content.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int saved = errno;
-      close(fd);
-      errno = saved;
-      fail("writing", temporary);
-    }
-    written += static_cast<std::size_t>(n);
+void write_heartbeat_file(const std::string& path, const std::string& content) {
+  try {
+    fs::replace_file_atomically(path, content, fs::Durability::None);
+  } catch (const IoError& e) {
+    throw IoError(std::string(e.what()) + " (the run directory must be writable by every rank)");
   }
-  if (close(fd) != 0) fail("closing", temporary);
-  if (rename(temporary.c_str(), path.c_str()) != 0) fail("renaming into", path);
 }
 
 }  // namespace tenax::worker

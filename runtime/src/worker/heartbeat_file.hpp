@@ -35,6 +35,6 @@ std::string heartbeat_path(const std::string& run_dir, int attempt, int rank);
 // Replaces `path` atomically (write a temporary beside it, then rename), so a reader sees the old or the new record,
 // never a torn one. No fsync: a heartbeat is worth nothing after a crash of the node, and fsync per beat would cost
 // far more than the beat on a parallel file system. Throws IoError naming the path.
-void replace_file_atomically(const std::string& path, const std::string& content);
+void write_heartbeat_file(const std::string& path, const std::string& content);
 
 }  // namespace tenax::worker

@@ -126,7 +126,7 @@ class Worker::Impl {
       const std::string text = next_record_locked();
       lock.unlock();
       try {
-        replace_file_atomically(path_, text);
+        write_heartbeat_file(path_, text);
       } catch (const IoError& error) {
         // A full or vanished run directory must not kill training; the launcher will see the silence.
         TENAX_LOG(Warn, "worker") << "heartbeat not written: " << error.what();
@@ -140,7 +140,7 @@ class Worker::Impl {
     std::unique_lock lock(mutex_);
     const std::string text = next_record_locked();
     lock.unlock();
-    replace_file_atomically(path_, text);
+    write_heartbeat_file(path_, text);
   }
 
   // The next record, formatted from the state under mutex_.

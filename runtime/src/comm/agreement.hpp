@@ -1,5 +1,7 @@
-// Collective agreement on an outcome, over the training thread's communicator. Every rank learns the worst outcome
-// and, when there is a failure, the message of the lowest rank that has it, so that every rank raises the same error.
+// Agreements over a communicator, used wherever the ranks must take the same branch (checkpoints, data staging, the
+// engine's set-up and its stop flags): one place for the all-reduce of a flag, the gather of strings, and the
+// agreement on an outcome, in which every rank learns the worst outcome and, when there is a failure, the message of
+// the lowest rank that has it, so that every rank raises the same error.
 #pragma once
 
 #include <chrono>
@@ -11,7 +13,7 @@
 #include "tenax/communicator.hpp"
 #include "tenax/error.hpp"
 
-namespace tenax::ckpt {
+namespace tenax {
 
 struct Outcome {
   int code = 0;         // 0 = fine; larger is worse (the meaning is the caller's)
@@ -48,6 +50,11 @@ void run_agreed(Communicator& comm, F local) {
 // 1 ms to 100 ms apart: no collective call lasts longer than a round.
 void wait_on_every_rank(Communicator& comm, const std::function<bool(std::chrono::milliseconds)>& ready);
 
+// Collective: true on every rank when `local` is true on at least one rank (a stop flag any rank may raise).
+bool any_rank(Communicator& comm, bool local);
+// Collective: true on every rank when `local` is true on every rank (a condition all must reach).
+bool every_rank(Communicator& comm, bool local);
+
 // Collective: rank 0 receives every rank's string (index = rank); other ranks receive an empty vector.
 std::vector<std::string> gather_strings(Communicator& comm, const std::string& mine);
 
@@ -57,4 +64,4 @@ std::vector<std::string> all_gather_strings(Communicator& comm, const std::strin
 // Collective: every rank returns root's `text`.
 std::string broadcast_string(Communicator& comm, const std::string& text, int root);
 
-}  // namespace tenax::ckpt
+}  // namespace tenax

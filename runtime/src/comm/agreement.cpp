@@ -1,9 +1,9 @@
-#include "checkpoint/agreement.hpp"
+#include "comm/agreement.hpp"
 
 #include <algorithm>
 #include <cstdint>
 
-namespace tenax::ckpt {
+namespace tenax {
 
 Outcome agree(Communicator& comm, const Outcome& local) {
   std::int32_t code = local.code;
@@ -20,11 +20,21 @@ void wait_on_every_rank(Communicator& comm, const std::function<bool(std::chrono
   bool mine = false;
   while (true) {
     if (!mine) mine = ready(round);
-    std::int32_t all = mine ? 1 : 0;
-    comm.all_reduce(&all, &all, 1, DType::I32, ReduceOp::Min);
-    if (all) return;
+    if (every_rank(comm, mine)) return;
     round = std::min(round * 2, std::chrono::milliseconds(100));
   }
+}
+
+bool any_rank(Communicator& comm, bool local) {
+  std::int32_t flag = local ? 1 : 0;
+  comm.all_reduce(&flag, &flag, 1, DType::I32, ReduceOp::Max);
+  return flag != 0;
+}
+
+bool every_rank(Communicator& comm, bool local) {
+  std::int32_t flag = local ? 1 : 0;
+  comm.all_reduce(&flag, &flag, 1, DType::I32, ReduceOp::Min);
+  return flag != 0;
 }
 
 std::string broadcast_string(Communicator& comm, const std::string& text, int root) {
@@ -69,4 +79,4 @@ std::vector<std::string> gather_strings(Communicator& comm, const std::string& m
   return out;
 }
 
-}  // namespace tenax::ckpt
+}  // namespace tenax

@@ -1,6 +1,7 @@
-#include "checkpoint/fs_util.hpp"
+#include "core/file_system.hpp"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,7 +12,7 @@
 
 #include "tenax/error.hpp"
 
-namespace tenax::ckpt::fs {
+namespace tenax::fs {
 
 void throw_errno(std::string_view what, const std::string& path, int err) {
   throw FsError(std::string(what) + " " + path + ": " + std::strerror(err) + " (errno " + std::to_string(err) + ")",
@@ -46,16 +47,11 @@ void write_file_durable(const std::string& path, std::string_view contents) {
     fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   while (fd < 0 && errno == EINTR);
   if (fd < 0) throw_errno("create", path, errno);
-  std::size_t done = 0;
-  while (done < contents.size()) {
-    ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      throw_errno("write", path, err);
-    }
-    done += static_cast<std::size_t>(n);
+  try {
+    write_all(fd, contents, path);
+  } catch (...) {
+    ::close(fd);
+    throw;
   }
   int rc;
   do
@@ -67,6 +63,85 @@ void write_file_durable(const std::string& path, std::string_view contents) {
     err = errno;
   }
   if (rc != 0) throw_errno("fsync", path, err);
+}
+
+void write_all(int fd, std::string_view data, const std::string& path) {
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_errno("write", path, errno);
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+void read_exact(int fd, void* out, std::size_t size, std::uint64_t offset, const std::string& path) {
+  auto* p = static_cast<char*>(out);
+  while (size > 0) {
+    const ssize_t n = ::pread(fd, p, size, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_errno("read", path, errno);
+    if (n == 0) throw IoError("read " + path + ": the file ends early (truncated?) at byte " + std::to_string(offset));
+    p += n;
+    size -= static_cast<std::size_t>(n);
+    offset += static_cast<std::uint64_t>(n);
+  }
+}
+
+void replace_file_atomically(const std::string& path, std::string_view contents, Durability durability) {
+  // The process id keeps two writers of one file (two attempts of a rank, say) off each other's temporary.
+  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  int fd;
+  do
+    fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0) throw_errno("create", temporary, errno);
+  int err = 0;
+  std::string step;
+  try {
+    write_all(fd, contents, temporary);
+  } catch (const FsError& e) {
+    err = e.error_number();
+    step = "write";
+  }
+  if (err == 0 && durability != Durability::None) {
+    int rc;
+    do
+      rc = ::fsync(fd);
+    while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+      err = errno;
+      step = "fsync";
+    }
+  }
+  if (::close(fd) != 0 && err == 0) {
+    err = errno;
+    step = "close";
+  }
+  if (err == 0 && ::rename(temporary.c_str(), path.c_str()) != 0) {
+    err = errno;
+    step = "rename " + temporary + " to";
+  }
+  if (err != 0) {
+    ::unlink(temporary.c_str());
+    throw_errno(step, step == "write" || step == "fsync" || step == "close" ? temporary : path, err);
+  }
+  if (durability == Durability::ContentsAndName) fsync_path(parent_of(path));
+}
+
+bool rename_no_replace(const std::string& from, const std::string& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return true;
+  const int err = errno;
+  if (err == EEXIST || err == ENOTEMPTY) return false;
+  if (err != EINVAL && err != ENOSYS) throw_errno("rename " + from + " to", to, err);
+  // The file system cannot do RENAME_NOREPLACE (some network file systems).
+  struct stat st {};
+  if (::lstat(to.c_str(), &st) == 0) return false;
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    if (errno == EEXIST || errno == ENOTEMPTY) return false;
+    throw_errno("rename " + from + " to", to, errno);
+  }
+  return true;
 }
 
 std::string read_file(const std::string& path) {
@@ -127,4 +202,4 @@ std::string join(const std::string& dir, std::string_view name) {
   return dir + "/" + std::string(name);
 }
 
-}  // namespace tenax::ckpt::fs
+}  // namespace tenax::fs
