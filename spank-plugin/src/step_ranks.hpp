@@ -18,7 +18,7 @@
 #include "admin_config.hpp"
 #include "job_request.hpp"
 #include "job_settings.hpp"
-#include "tenax/layout.hpp"
+#include "tenax/parallel_layout.hpp"
 #include "tenax/placement.hpp"
 #include "tenax/topology.hpp"
 

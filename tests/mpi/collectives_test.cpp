@@ -114,8 +114,8 @@ TEST_P(LayoutGroups, EveryCollectiveOnEveryGroup) {
 INSTANTIATE_TEST_SUITE_P(FourRanks, LayoutGroups,
                          ::testing::Values(ParallelLayout{1, 1, 4}, ParallelLayout{2, 1, 2}, ParallelLayout{2, 2, 1},
                                            ParallelLayout{1, 2, 2}),
-                         [](const auto& info) {
-                           const ParallelLayout& l = info.param;
+                         [](const ::testing::TestParamInfo<ParallelLayout>& param_info) {
+                           const ParallelLayout& l = param_info.param;
                            return "tp" + std::to_string(l.tp) + "pp" + std::to_string(l.pp) + "dp" +
                                   std::to_string(l.dp);
                          });
@@ -123,8 +123,8 @@ INSTANTIATE_TEST_SUITE_P(FourRanks, LayoutGroups,
 INSTANTIATE_TEST_SUITE_P(TwoAndThreeRanks, LayoutGroups,
                          ::testing::Values(ParallelLayout{2, 1, 1}, ParallelLayout{1, 2, 1}, ParallelLayout{1, 1, 3},
                                            ParallelLayout{3, 1, 1}),
-                         [](const auto& info) {
-                           const ParallelLayout& l = info.param;
+                         [](const ::testing::TestParamInfo<ParallelLayout>& param_info) {
+                           const ParallelLayout& l = param_info.param;
                            return "tp" + std::to_string(l.tp) + "pp" + std::to_string(l.pp) + "dp" +
                                   std::to_string(l.dp);
                          });

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "tenax/error.hpp"
-#include "tenax/layout.hpp"
+#include "tenax/parallel_layout.hpp"
 
 namespace tenax {
 namespace {

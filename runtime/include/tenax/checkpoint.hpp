@@ -51,7 +51,7 @@
 #include "tenax/communicator.hpp"
 #include "tenax/dtype.hpp"
 #include "tenax/error.hpp"
-#include "tenax/layout.hpp"
+#include "tenax/parallel_layout.hpp"
 
 namespace tenax {
 

@@ -10,7 +10,7 @@
 
 #include "checkpoint/geometry.hpp"
 #include "tenax/dtype.hpp"
-#include "tenax/layout.hpp"
+#include "tenax/parallel_layout.hpp"
 
 namespace tenax::ckpt {
 

@@ -9,7 +9,7 @@
 #include "checkpoint/geometry.hpp"
 #include "checkpoint/hdf5_util.hpp"
 #include "tenax/dtype.hpp"
-#include "tenax/layout.hpp"
+#include "tenax/parallel_layout.hpp"
 
 namespace tenax::ckpt {
 

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "tenax/hostlist.hpp"
-#include "tenax/layout.hpp"
+#include "tenax/parallel_layout.hpp"
 #include "tenax/topology.hpp"
 
 namespace tenax {

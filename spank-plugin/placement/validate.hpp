@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "tenax/layout.hpp"
+#include "tenax/parallel_layout.hpp"
 
 namespace tenax::placement_detail {
 
