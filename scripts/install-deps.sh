@@ -22,16 +22,31 @@ for p in "${packages[@]}"; do
   [[ "$status" == "install ok installed" ]] || missing+=("$p")
 done
 
-if ((${#missing[@]} == 0)); then
-  exit 0
-fi
+# promtool (Prometheus's own checker of the textfile format the metrics write) comes from Debian's prometheus
+# package, whose server the tests do not want: its binary alone is unpacked into /usr/local/bin.
+install_promtool() {
+  command -v promtool >/dev/null 2>&1 && return 0
+  local work
+  work=$(mktemp -d)
+  (cd "$work" && apt-get download -q -o DPkg::Lock::Timeout=300 prometheus >/dev/null 2>&1) ||
+    { $sudo apt-get update -q -o DPkg::Lock::Timeout=300 && (cd "$work" && apt-get download -q prometheus); }
+  dpkg-deb --fsys-tarfile "$work"/prometheus_*.deb | tar -x -C "$work" ./usr/bin/promtool
+  $sudo install -m 0755 "$work/usr/bin/promtool" /usr/local/bin/promtool
+  rm -rf "$work"
+}
 
-echo "tenax: installing ${missing[*]}" >&2
 if [[ $(id -u) -ne 0 ]]; then
   sudo=sudo
 else
   sudo=
 fi
+
+if ((${#missing[@]} == 0)); then
+  install_promtool
+  exit 0
+fi
+
+echo "tenax: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 # Another process may hold the dpkg lock on a fresh machine; wait for it rather than fail.
 apt_opts=(-y -q --no-install-recommends -o DPkg::Lock::Timeout=300)
@@ -40,3 +55,4 @@ if ! $sudo apt-get install "${apt_opts[@]}" "${missing[@]}"; then
   $sudo apt-get update -q -o DPkg::Lock::Timeout=300
   $sudo apt-get install "${apt_opts[@]}" "${missing[@]}"
 fi
+install_promtool
