@@ -1,4 +1,5 @@
-// The Prometheus textfile: checked by the strict parser written for these tests and, where installed, by promtool.
+// The Prometheus textfile: checked by the strict parser written for these tests and by promtool, Prometheus's own
+// checker (scripts/install-deps.sh installs it).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -51,8 +52,42 @@ TEST(MetricsPrometheus, FormatParsesStrictlyWithTheExpectedValues) {
   }
 }
 
+// Under Slurm every series carries the job, user and step, so that a site can join them with its per-job GPU telemetry.
+TEST(MetricsPrometheus, UnderSlurmEverySeriesNamesTheJobUserAndStep) {
+  ::unsetenv("SLURM_JOB_ID");
+  EXPECT_TRUE(slurm_job_labels().empty()) << "labels outside Slurm";
+  ::setenv("SLURM_JOB_ID", "4242", 1);
+  ::setenv("SLURM_JOB_USER", "ada \"l\"", 1);
+  ::setenv("SLURM_STEP_ID", "3", 1);
+  PromSnapshot s = snapshot();
+  s.job_labels = slurm_job_labels();
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"job", "4242"}, {"user", "ada \"l\""}, {"step", "3"}};
+  EXPECT_EQ(s.job_labels, expected);
+  const test::PromParse p = test::parse_prometheus(format_prometheus(s));
+  ASSERT_TRUE(p.ok) << p.error;
+  for (const auto& [name, family] : p.families)
+    for (const auto& sample : family.samples) {
+      EXPECT_EQ(sample.labels.at("job"), "4242") << name;
+      EXPECT_EQ(sample.labels.at("user"), "ada \"l\"") << name;
+      EXPECT_EQ(sample.labels.at("step"), "3") << name;
+    }
+  EXPECT_EQ(p.value("tenax_rank_busy_seconds", {{"rank", "2"}, {"job", "4242"}}), 0.15);
+  // An array task is named as squeue names it; a hostile value is cut, not copied whole into every series.
+  ::setenv("SLURM_ARRAY_JOB_ID", "4240", 1);
+  ::setenv("SLURM_ARRAY_TASK_ID", "2", 1);
+  ::setenv("SLURM_STEP_ID", std::string(100000, 'x').c_str(), 1);
+  const auto labels = slurm_job_labels();
+  EXPECT_EQ(labels.at(0).second, "4240_2");
+  EXPECT_EQ(labels.at(2).second.size(), 256u);
+  for (const char* name :
+       {"SLURM_JOB_ID", "SLURM_JOB_USER", "SLURM_STEP_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID"})
+    ::unsetenv(name);
+}
+
 TEST(MetricsPrometheus, PromtoolAcceptsTheFile) {
-  if (std::system("command -v promtool >/dev/null 2>&1") != 0) GTEST_SKIP() << "promtool is not installed";
+  ASSERT_EQ(std::system("command -v promtool >/dev/null 2>&1"), 0)
+      << "promtool is not installed: scripts/install-deps.sh unpacks it from Debian's prometheus package";
   const test::ScratchDir dir;
   const auto path = dir.path() / "tenax.prom";
   std::ofstream(path) << format_prometheus(snapshot());

@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "metrics/aggregate.hpp"
@@ -32,8 +33,14 @@ std::string end_line(const RunIdentity& run, double unix_time, std::int64_t step
 std::string progress_line(const RunIdentity& run, double unix_time, const Progress& progress);
 
 // ---- Prometheus text format --------------------------------------------------------------------------------------
+// The labels that join tenax's series with a site's per-job monitoring (as NVIDIA's DCGM exporter labels GPU
+// telemetry with the HPC job): under Slurm job (SLURM_JOB_ID, or <array job>_<task> for an array task), user
+// (SLURM_JOB_USER) and step (SLURM_STEP_ID); nothing outside Slurm. Values longer than 256 bytes are cut there.
+std::vector<std::pair<std::string, std::string>> slurm_job_labels();
+
 struct PromSnapshot {
-  std::string run;  // value of the `run` label (the run directory's name)
+  std::string run;                                              // value of the `run` label (the run directory's name)
+  std::vector<std::pair<std::string, std::string>> job_labels;  // on every series after `run` (slurm_job_labels())
   RunIdentity identity;
   std::int64_t steps_total = 0;
   std::int64_t last_step = 0;

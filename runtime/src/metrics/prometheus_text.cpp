@@ -1,5 +1,7 @@
 // The Prometheus text exposition format (version 0.0.4), as node_exporter's textfile collector reads it: every family
 // has HELP and TYPE lines before its samples, counters end in _total, label values are escaped.
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "core/json.hpp"
@@ -25,28 +27,55 @@ std::string label_value(std::string_view text) {
 
 class Family {
  public:
-  Family(std::string& out, std::string_view run, const char* name, const char* type, const char* help)
-      : out_(out), run_(run), name_(name) {
+  // `common`: the labels of every series (run and the job's), formatted once.
+  Family(std::string& out, const std::string& common, const char* name, const char* type, const char* help)
+      : out_(out), common_(common), name_(name) {
     out_ += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
   }
   // `labels`: extra labels already formatted as `key="value"` pairs separated by commas, or "".
   void sample(double value, const std::string& labels = "") {
     std::string number = json::number(value);
     if (number == "null") number = "NaN";
-    out_ += name_ + "{run=\"" + label_value(run_) + "\"" + (labels.empty() ? "" : "," + labels) + "} " + number + "\n";
+    out_ += name_ + "{" + common_ + (labels.empty() ? "" : "," + labels) + "} " + number + "\n";
   }
 
  private:
   std::string& out_;
-  std::string_view run_;
+  const std::string& common_;
   std::string name_;
 };
 
+std::string common_labels(const PromSnapshot& s) {
+  std::string out = "run=\"" + label_value(s.run) + "\"";
+  for (const auto& [name, value] : s.job_labels)
+    out += "," + name + "=\"" + label_value(value) + "\"";
+  return out;
+}
+
+std::string bounded_env(const char* name) {
+  constexpr std::size_t kMaxLabelBytes = 256;
+  const char* value = std::getenv(name);
+  if (value == nullptr) return {};
+  std::string text(value, ::strnlen(value, kMaxLabelBytes));
+  return text;
+}
+
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> slurm_job_labels() {
+  std::vector<std::pair<std::string, std::string>> labels;
+  const std::string job = bounded_env("SLURM_JOB_ID");
+  if (job.empty()) return labels;
+  const std::string array_job = bounded_env("SLURM_ARRAY_JOB_ID"), array_task = bounded_env("SLURM_ARRAY_TASK_ID");
+  labels.emplace_back("job", !array_job.empty() && !array_task.empty() ? array_job + "_" + array_task : job);
+  if (std::string user = bounded_env("SLURM_JOB_USER"); !user.empty()) labels.emplace_back("user", user);
+  if (std::string step = bounded_env("SLURM_STEP_ID"); !step.empty()) labels.emplace_back("step", step);
+  return labels;
+}
 
 std::string format_prometheus(const PromSnapshot& s) {
   std::string out;
-  const std::string_view run = s.run;
+  const std::string run = common_labels(s);
   Family(out, run, "tenax_steps_total", "counter", "Training steps measured in this attempt.")
       .sample(static_cast<double>(s.steps_total));
   Family(out, run, "tenax_last_step", "gauge", "Number of the last step measured.")

@@ -92,6 +92,7 @@ void StepMetrics::State::gather_window() {
     if (!prom_path.empty()) {
       prom.run = std::filesystem::path(options.run_dir.empty() ? prom_path : options.run_dir).filename().string();
       prom.identity = identity;
+      prom.job_labels = detail::slurm_job_labels();
       prom.steps_total = totals.steps;
       prom.last_step = last_step;
       prom.step_seconds_total = totals.step_seconds;
