@@ -22,6 +22,9 @@ SPANK_PLUGIN(tenax, 1)
 }
 #pragma GCC visibility pop
 
+// Readable with `strings`: the Slurm release this plugin was built against (spank-plugin/src/CMakeLists.txt).
+[[gnu::used]] static const char kBuiltFor[] = "tenax SPANK plugin built for Slurm " TENAX_SLURM_RELEASE;
+
 namespace {
 
 using tenax::spank::report_error;

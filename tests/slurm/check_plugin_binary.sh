@@ -28,4 +28,17 @@ grep -q 'BIND_NOW' <<<"$dynamic" || fail "not linked with -z now"
 grep -q 'GNU_RELRO' <<<"$segments" || fail "not linked with -z relro"
 if grep 'GNU_STACK' <<<"$segments" | grep -q 'RWE'; then fail "executable stack"; fi
 grep -q '__stack_chk_fail' <<<"$symbols" || fail "not compiled with a stack protector"
+# The release it was built for, readable by an admin (docs/admin-guide.md): CMake derives it from the header's
+# SLURM_VERSION_NUMBER, the number plugin_version holds.
+release=$(strings "$plugin" | sed -n 's/^tenax SPANK plugin built for Slurm //p')
+[[ -n "$release" ]] || fail "no 'built for Slurm' string"
+if [[ $# -ge 2 ]]; then
+  [[ "$release" == "$2" ]] || fail "says it was built for Slurm $release, the header is $2"
+fi
+# And the Slurm installed here (the lab's) is the release it was built for, as an admin would check on a node.
+if command -v slurmd >/dev/null; then
+  installed=$(slurmd -V | awk '{print $2}')
+  [[ "$release" == "$installed" ]] || fail "built for Slurm $release, but slurmd here is $installed"
+fi
+echo "check_plugin_binary: built for Slurm $release"
 echo "check_plugin_binary: $plugin exports the 9 SPANK symbols, needs only: $needed; RELRO+BIND_NOW, stack protector"
