@@ -18,6 +18,6 @@ install(CODE "
   set(CMAKE_INSTALL_INCLUDEDIR \"${CMAKE_INSTALL_INCLUDEDIR}\")
   set(PROJECT_DESCRIPTION \"${PROJECT_DESCRIPTION}\")
   set(PROJECT_VERSION \"${PROJECT_VERSION}\")
-  configure_file(\"${PROJECT_SOURCE_DIR}/packaging/tenax.pc.in\" \"${CMAKE_CURRENT_BINARY_DIR}/tenax.pc\" @ONLY)
+  configure_file(\"${PROJECT_SOURCE_DIR}/cmake/tenax.pc.in\" \"${CMAKE_CURRENT_BINARY_DIR}/tenax.pc\" @ONLY)
   file(INSTALL \"${CMAKE_CURRENT_BINARY_DIR}/tenax.pc\" DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig\")
 " COMPONENT development)
