@@ -1,9 +1,6 @@
 #include "engine/device_setup.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <array>
 #include <exception>
 #include <string>
 #include <vector>
@@ -13,28 +10,6 @@
 #include "tenax/log.hpp"
 
 namespace tenax::detail {
-namespace {
-
-constexpr std::size_t kNameBytes = 64;
-
-std::string host_name() {
-  std::array<char, kNameBytes> name{};
-  if (gethostname(name.data(), name.size() - 1) != 0) return "unknown-host";
-  return name.data();
-}
-
-}  // namespace
-
-LocalRank node_local_rank(Communicator& world) {
-  const std::vector<std::string> hosts = all_gather_strings(world, host_name());
-  LocalRank local{0, 0};
-  for (int r = 0; r < world.size(); ++r) {
-    if (hosts[static_cast<std::size_t>(r)] != hosts[static_cast<std::size_t>(world.rank())]) continue;
-    if (r < world.rank()) ++local.rank;
-    ++local.size;
-  }
-  return local;
-}
 
 std::unique_ptr<ExecutionContext> make_cuda_context(Communicator& world) {
   const LocalRank local = node_local_rank(world);

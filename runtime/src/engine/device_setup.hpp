@@ -4,18 +4,11 @@
 #include <memory>
 #include <string>
 
+#include "comm/node_local.hpp"  // node_local_rank: the GPU slot
 #include "tenax/communicator.hpp"
 #include "tenax/execution.hpp"
 
 namespace tenax::detail {
-
-// Rank r's node-local index among the ranks of `world` on the same host (by host name), and how many there are.
-struct LocalRank {
-  int rank = 0;
-  int size = 1;
-};
-// Collective over `world`.
-LocalRank node_local_rank(Communicator& world);
 
 // The execution context of this rank for a device run: CUDA device (node-local rank mod the devices this process
 // sees). Collective over `world`, and every rank throws the same way: UsageError on every rank when any rank has no
