@@ -75,11 +75,7 @@ void RawDataWriter::write(std::uint64_t offset, const std::uint8_t* data, std::u
 }
 
 void RawDataWriter::sync_and_close() {
-  int rc;
-  do
-    rc = ::fsync(buffered_fd_);
-  while (rc != 0 && errno == EINTR);
-  if (rc != 0) fs::throw_errno("fsync", path_, errno);
+  fs::fsync_fd(buffered_fd_, path_);
   if (direct_fd_ >= 0 && ::close(direct_fd_) != 0) {
     direct_fd_ = -1;
     fs::throw_errno("close", path_, errno);

@@ -13,6 +13,50 @@
 #include "tenax/error.hpp"
 
 namespace tenax::fs {
+namespace {
+
+// The one place that retries a system call interrupted by a signal (EINTR): every open and fsync here goes through
+// these two.
+int open_retrying(const std::string& path, int flags, mode_t mode) {
+  int fd;
+  do
+    fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);
+  while (fd < 0 && errno == EINTR);
+  return fd;
+}
+
+int fsync_retrying(int fd) {
+  int rc;
+  do
+    rc = ::fsync(fd);
+  while (rc != 0 && errno == EINTR);
+  return rc;
+}
+
+}  // namespace
+
+int open_file(const std::string& path, int flags, mode_t mode) {
+  const int fd = open_retrying(path, flags, mode);
+  if (fd < 0) throw_errno((flags & O_CREAT) != 0 ? "create" : "open", path, errno);
+  return fd;
+}
+
+void fsync_fd(int fd, const std::string& path) {
+  if (fsync_retrying(fd) != 0) throw_errno("fsync", path, errno);
+}
+
+void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset, const std::string& path) {
+  const auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::pwrite(fd, p, size, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_errno("write at byte " + std::to_string(offset) + " of", path, errno);
+    if (n == 0) throw_errno("write (no progress) at byte " + std::to_string(offset) + " of", path, ENOSPC);
+    p += n;
+    size -= static_cast<std::size_t>(n);
+    offset += static_cast<std::uint64_t>(n);
+  }
+}
 
 void throw_errno(std::string_view what, const std::string& path, int err) {
   throw FsError(std::string(what) + " " + path + ": " + std::strerror(err) + " (errno " + std::to_string(err) + ")",
@@ -27,36 +71,23 @@ void make_dirs(const std::string& path) {
 }
 
 void fsync_path(const std::string& path) {
-  int fd;
-  do
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  while (fd < 0 && errno == EINTR);
+  const int fd = open_retrying(path, O_RDONLY, 0);
   if (fd < 0) throw_errno("open for fsync", path, errno);
-  int rc;
-  do
-    rc = ::fsync(fd);
-  while (rc != 0 && errno == EINTR);
-  int err = errno;
+  const int rc = fsync_retrying(fd);
+  const int err = errno;
   ::close(fd);
   if (rc != 0) throw_errno("fsync", path, err);
 }
 
 void write_file_durable(const std::string& path, std::string_view contents) {
-  int fd;
-  do
-    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  while (fd < 0 && errno == EINTR);
-  if (fd < 0) throw_errno("create", path, errno);
+  const int fd = open_file(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
   try {
     write_all(fd, contents, path);
   } catch (...) {
     ::close(fd);
     throw;
   }
-  int rc;
-  do
-    rc = ::fsync(fd);
-  while (rc != 0 && errno == EINTR);
+  int rc = fsync_retrying(fd);
   int err = errno;
   if (::close(fd) != 0 && rc == 0) {
     rc = -1;
@@ -91,11 +122,7 @@ void read_exact(int fd, void* out, std::size_t size, std::uint64_t offset, const
 void replace_file_atomically(const std::string& path, std::string_view contents, Durability durability) {
   // The process id keeps two writers of one file (two attempts of a rank, say) off each other's temporary.
   const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  int fd;
-  do
-    fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  while (fd < 0 && errno == EINTR);
-  if (fd < 0) throw_errno("create", temporary, errno);
+  const int fd = open_file(temporary, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   int err = 0;
   std::string step;
   try {
@@ -105,11 +132,7 @@ void replace_file_atomically(const std::string& path, std::string_view contents,
     step = "write";
   }
   if (err == 0 && durability != Durability::None) {
-    int rc;
-    do
-      rc = ::fsync(fd);
-    while (rc != 0 && errno == EINTR);
-    if (rc != 0) {
+    if (fsync_retrying(fd) != 0) {
       err = errno;
       step = "fsync";
     }
@@ -145,8 +168,7 @@ bool rename_no_replace(const std::string& from, const std::string& to) {
 }
 
 std::string read_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw_errno("open", path, errno);
+  const int fd = open_file(path, O_RDONLY);
   std::string out;
   char buf[65536];
   while (true) {

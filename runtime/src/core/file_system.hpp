@@ -3,6 +3,8 @@
 // (an IoError) naming the step, the path and the system's error text. MPI-free: part of tenax_core.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -33,6 +35,12 @@ void fsync_path(const std::string& path);
 void write_file_durable(const std::string& path, std::string_view contents);
 std::string read_file(const std::string& path);
 
+// open(2) with O_CLOEXEC added, retried on EINTR; throws FsError ("create" or "open" <path>) on failure.
+int open_file(const std::string& path, int flags, mode_t mode = 0);
+// fsync(2), retried on EINTR; throws FsError naming `path`.
+void fsync_fd(int fd, const std::string& path);
+// Writes all of `data` at `offset` of `fd` (retrying EINTR and short writes; no progress is ENOSPC).
+void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset, const std::string& path);
 // Writes all of `data` to `fd` at its current offset (retrying EINTR and short writes); `path` names it in errors.
 void write_all(int fd, std::string_view data, const std::string& path);
 // Reads exactly `size` bytes at `offset` of `fd` (retrying short reads); throws IoError naming `path` when the file

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "checkpoint/crc32c.hpp"
+#include "core/file_system.hpp"
 #include "core/json.hpp"
 #include "tenax/error.hpp"
 
@@ -229,16 +230,11 @@ DatasetIndex read_index(const std::string& dir, std::string* text_out) {
                       std::to_string(kIndexMaxBytes) + ")");
   }
   text.resize(static_cast<std::size_t>(st.st_size));
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::read(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : 0;
-      ::close(fd);
-      throw IoError("reading dataset index " + file + ": " + (n < 0 ? std::strerror(err) : "file shrank while read"));
-    }
-    done += static_cast<std::size_t>(n);
+  try {
+    fs::read_exact(fd, text.data(), text.size(), 0, file);
+  } catch (const IoError& e) {
+    ::close(fd);
+    throw IoError(std::string("reading dataset index: ") + e.what());
   }
   ::close(fd);
   DatasetIndex index = parse_index(text, file);

@@ -19,17 +19,6 @@
 namespace tenax::data {
 namespace {
 
-void write_all(int fd, const void* data, std::size_t size, const std::string& path) {
-  const auto* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fs::throw_errno("write", path, errno);
-    p += n;
-    size -= static_cast<std::size_t>(n);
-  }
-}
-
 // One shard being written: a header placeholder, then the payload through a buffer; close() writes the real header
 // (with the payload's checksum) over the placeholder and fsyncs. The file lives in the writer's temporary directory,
 // which nobody reads before commit().
@@ -41,12 +30,8 @@ class OpenShard {
     header_.shard_number = number;
     header_.vocab_size = vocab_size;
     header_.token_bytes = token_bytes_for_vocab(vocab_size);
-    do
-      fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    while (fd_ < 0 && errno == EINTR);
-    if (fd_ < 0) fs::throw_errno("create token shard", path_, errno);
-    const std::string placeholder(kShardHeaderBytes, '\0');
-    write_all(fd_, placeholder.data(), placeholder.size(), path_);
+    fd_ = fs::open_file(path_, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    fs::write_all(fd_, std::string(kShardHeaderBytes, '\0'), path_);
     buffer_.reserve(kBufferBytes);
   }
   ~OpenShard() {
@@ -78,16 +63,8 @@ class OpenShard {
   ShardEntry close() {
     flush();
     const std::string header = encode_shard_header(header_);
-    ssize_t n;
-    do
-      n = ::pwrite(fd_, header.data(), header.size(), 0);
-    while (n < 0 && errno == EINTR);
-    if (n != static_cast<ssize_t>(header.size())) fs::throw_errno("write header of", path_, n < 0 ? errno : EIO);
-    int rc;
-    do
-      rc = ::fsync(fd_);
-    while (rc != 0 && errno == EINTR);
-    if (rc != 0) fs::throw_errno("fsync", path_, errno);
+    fs::pwrite_all(fd_, header.data(), header.size(), 0, path_);
+    fs::fsync_fd(fd_, path_);
     const int fd = fd_;
     fd_ = -1;
     if (::close(fd) != 0) fs::throw_errno("close", path_, errno);
@@ -99,7 +76,7 @@ class OpenShard {
 
   void flush() {
     header_.payload_crc32c = ckpt::crc32c_extend(header_.payload_crc32c, buffer_.data(), buffer_.size());
-    write_all(fd_, buffer_.data(), buffer_.size(), path_);
+    fs::write_all(fd_, std::string_view(reinterpret_cast<const char*>(buffer_.data()), buffer_.size()), path_);
     buffer_.clear();
   }
 
