@@ -14,6 +14,7 @@ packages=(
   iproute2 procps
   clang libclang-rt-14-dev
   libsentencepiece-dev python3.11-doc python3-numpy
+  libisal-dev
 )
 
 missing=()

@@ -19,6 +19,7 @@ namespace {
 TEST(CheckpointCrc32c, KnownVectors) {
   EXPECT_EQ(crc32c_extend(0, "123456789", 9), 0xE3069283u);
   EXPECT_EQ(crc32c_extend_software(0, "123456789", 9), 0xE3069283u);
+  EXPECT_EQ(crc32c_extend_in_house(0, "123456789", 9), 0xE3069283u);
   std::vector<std::uint8_t> zeros(32, 0), ones(32, 0xff);
   EXPECT_EQ(crc32c_extend(0, zeros.data(), 32), 0x8A9136AAu);  // RFC 3720 B.4
   EXPECT_EQ(crc32c_extend(0, ones.data(), 32), 0x62A8AB43u);
@@ -39,7 +40,9 @@ TEST(CheckpointCrc32c, FastPathsMatchTablesForEveryLengthAndAlignment) {
     for (std::size_t align : {0ul, 1ul, 3ul, 8ul}) {
       const std::uint8_t* p = src.data() + align;
       const std::uint32_t want = crc32c_extend_software(0x1234, p, len);
-      EXPECT_EQ(crc32c_extend(0x1234, p, len), want) << "len " << len << " align " << align;
+      EXPECT_EQ(crc32c_extend(0x1234, p, len), want)
+          << "len " << len << " align " << align << (crc32c_uses_isal() ? " (ISA-L)" : " (in-house)");
+      EXPECT_EQ(crc32c_extend_in_house(0x1234, p, len), want) << "len " << len << " align " << align;
       for (std::size_t dst_offset : {0ul, 32ul, align ^ 1, 8ul}) {
         std::memset(dst.get(), 0, 200000 + 128);
         EXPECT_EQ(crc32c_copy(dst.get() + dst_offset, p, len, 0x1234), want)
