@@ -65,9 +65,11 @@ cxxopts::Options make_parser() {
       cxxopts::value<std::string>());
   parser.add_options("Files and programs")(
       "run-dir", "Directory for heartbeats, the ledger and the bad-node list; reuse it to resume [tenax-run]",
-      cxxopts::value<std::string>())(
-      "checkpoint-dir", "Checkpoint directory, passed to the program as TENAX_CHECKPOINT_DIR",
-      cxxopts::value<std::string>())("mpirun", "Local mode: the mpirun to use [mpirun]", cxxopts::value<std::string>())(
+      cxxopts::value<std::string>())("checkpoint-dir",
+                                     "Checkpoint directory, passed to the program as TENAX_CHECKPOINT_DIR ('none': no "
+                                     "checkpoints, as for the program)",
+                                     cxxopts::value<std::string>())("mpirun", "Local mode: the mpirun to use [mpirun]",
+                                                                    cxxopts::value<std::string>())(
       "srun", "Slurm mode: the srun to use [srun]", cxxopts::value<std::string>())(
       "scontrol", "Slurm mode: the scontrol to use [scontrol]", cxxopts::value<std::string>())(
       "srun-mpi", "Slurm mode: srun --mpi plugin [pmix]", cxxopts::value<std::string>())(
@@ -267,6 +269,9 @@ ParseResult parse_options(int argc, const char* const* argv) {
 
   options.run_dir = string_option(parsed, "run-dir", options.run_dir);
   options.checkpoint_dir = string_option(parsed, "checkpoint-dir", options.checkpoint_dir);
+  // "none" means what it means to the program (TENAX_CHECKPOINT_DIR=none): no checkpoints, so no directory to create
+  // and restart progress judged by heartbeats. A directory really named "none" is "./none".
+  if (options.checkpoint_dir == "none") options.checkpoint_dir.clear();
   options.mpirun = string_option(parsed, "mpirun", options.mpirun);
   options.srun = string_option(parsed, "srun", options.srun);
   options.scontrol = string_option(parsed, "scontrol", options.scontrol);

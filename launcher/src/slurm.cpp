@@ -98,7 +98,8 @@ std::vector<std::string> requeue_command(const Options& options, const std::stri
   return {options.scontrol, "requeue", job_id};
 }
 
-std::string requeue_job(const Options& options, const std::string& job_id) {
+std::string requeue_job(const Options& options, const std::string& job_id, bool* already) {
+  if (already != nullptr) *already = false;
   const std::vector<std::string> argv = requeue_command(options, job_id);
   // Whatever went wrong, the emergency checkpoint is committed: the run can always be resumed by hand.
   const std::string keep = "; the emergency checkpoint is kept: resubmit the job (the same command) to resume from it";
@@ -110,6 +111,12 @@ std::string requeue_job(const Options& options, const std::string& job_id) {
            " (fix: put Slurm's scontrol on PATH or pass --scontrol PATH)" + keep;
   }
   if (result.ok()) return "";
+  // ESLURM_JOB_PENDING: the job is already back in the queue. Resubmitting, the advice for a real failure, would
+  // start a second copy of the run.
+  if ((result.err + result.out).find("Job is pending execution") != std::string::npos) {
+    if (already != nullptr) *already = true;
+    return "";
+  }
   return describe_failure(argv, result) + " (fix: " + requeue_fix(result) + ")" + keep;
 }
 

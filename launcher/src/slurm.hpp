@@ -25,7 +25,9 @@ std::vector<std::string> requeue_command(const Options& options, const std::stri
 
 // Runs it; returns "" on success, else one line for the log and the ledger: the command, how it ended, what it wrote
 // (stderr and stdout, bounded) and the fix. It never throws: a failed requeue must not lose the preempted exit.
-std::string requeue_job(const Options& options, const std::string& job_id);
+// `already` (if given) is set when Slurm answered that the job is pending execution: it was requeued before
+// tenax-launch asked (`scontrol requeue` by an operator, or a node failure), which is success, not a failure to report.
+std::string requeue_job(const Options& options, const std::string& job_id, bool* already = nullptr);
 
 // "`ARGV` exited with status S: <stderr, then stdout, lines joined by ' | '>" (or "was killed ...").
 std::string describe_failure(const std::vector<std::string>& argv, const CommandResult& result);

@@ -168,9 +168,12 @@ class Supervisor {
       announce("not requeueing (--no-requeue)");
       return reason;
     }
-    const std::string problem = requeue_job(options_, job_.job_id);
+    bool already = false;
+    const std::string problem = requeue_job(options_, job_.job_id, &already);
     if (problem.empty()) {
-      announce("requeued Slurm job " + job_.job_id);
+      announce(already
+                   ? "Slurm job " + job_.job_id + " is already requeued (pending execution): it comes back by itself"
+                   : "requeued Slurm job " + job_.job_id);
       return reason;
     }
     const std::string failure = "requeue of Slurm job " + job_.job_id + " failed: " + problem;

@@ -102,6 +102,15 @@ TEST(LauncherOptions, InconsistentCombinationsAreRejected) {
 
 // "--hang-timeout 0" disables hang detection, as the usual convention (and the duration parser's own hint) says; it
 // was once refused with "must be longer than 0".
+TEST(LauncherOptions, CheckpointDirNoneMeansNoCheckpointsNotADirectoryNamedNone) {
+  auto none = parse({"--mode", "local", "-n", "2", "--checkpoint-dir", "none", "--", "/bin/true"});
+  ASSERT_TRUE(none.options.has_value());
+  EXPECT_EQ(none.options->checkpoint_dir, "");
+  auto named = parse({"--mode", "local", "-n", "2", "--checkpoint-dir", "./none", "--", "/bin/true"});
+  ASSERT_TRUE(named.options.has_value());
+  EXPECT_EQ(named.options->checkpoint_dir, "./none");
+}
+
 TEST(LauncherOptions, HangTimeoutZeroDisablesHangDetection) {
   auto disabled = parse({"--mode", "local", "-n", "2", "--hang-timeout", "0", "--", "/bin/true"});
   ASSERT_TRUE(disabled.options.has_value());

@@ -75,7 +75,18 @@ TEST_F(FakeScontrol, OtherSlurmErrorsGetTheirOwnFix) {
 
 TEST_F(FakeScontrol, SuccessIsSilent) {
   install("echo 'requeued' >&2; exit 0");
-  EXPECT_EQ(requeue_job(options_, "4242"), "");
+  bool already = true;
+  EXPECT_EQ(requeue_job(options_, "4242", &already), "");
+  EXPECT_FALSE(already);
+}
+
+// After `scontrol requeue` by an operator or a node failure, Slurm has requeued the job already: its answer to a second
+// requeue is ESLURM_JOB_PENDING, which is no failure, and "resubmit the job" would start a second copy of the run.
+TEST_F(FakeScontrol, AJobAlreadyRequeuedIsNoFailure) {
+  install("echo 'scontrol: error: Requeue of JobId=4242 failed: Job is pending execution' >&2; exit 1");
+  bool already = false;
+  EXPECT_EQ(requeue_job(options_, "4242", &already), "");
+  EXPECT_TRUE(already);
 }
 
 TEST_F(FakeScontrol, ASignalAndSilenceAreReported) {
