@@ -17,6 +17,7 @@
 #include "plugin_state.hpp"
 #include "step_ranks.hpp"
 #include "tenax/error.hpp"
+#include "topology_source.hpp"
 
 namespace tenax::spank::remote {
 
@@ -36,23 +37,14 @@ std::string user_name(uid_t uid) {
   return std::to_string(uid);  // an unnamed uid still gives a usable, unique directory name
 }
 
-std::string topology_path(const AdminConfig& admin) {
-  if (!admin.topology_file.empty()) return admin.topology_file;
-  // Beside slurm.conf, as Slurm itself looks for it. slurmstepd's own environment (inherited from slurmd), never the
-  // job's: the topology must come from the site, not from a variable the user controls.
-  const char* conf = std::getenv("SLURM_CONF");
-  const std::filesystem::path slurm_conf = conf ? conf : "/etc/slurm/slurm.conf";
-  return (slurm_conf.parent_path() / "topology.conf").string();
-}
-
 SwitchTree load_tree(const AdminConfig& admin) {
-  const std::string path = topology_path(admin);
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {
-    log_info("no topology file at " + path + ": every node is treated as its own leaf switch");
-    return SwitchTree{};
-  }
-  return SwitchTree::from_topology_conf_file(path);
+  // slurm.conf's path from slurmstepd's own environment (inherited from slurmd), never the job's: the topology must
+  // come from the site, not from a variable the user controls.
+  const char* conf = std::getenv("SLURM_CONF");
+  std::string note;
+  SwitchTree tree = load_switch_tree(admin, conf ? conf : "/etc/slurm/slurm.conf", &note);
+  if (!note.empty()) log_info(note);
+  return tree;
 }
 
 std::string require_env(spank_t sp, const char* name) {

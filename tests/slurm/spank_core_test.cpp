@@ -13,6 +13,7 @@
 #include "job_settings.hpp"
 #include "step_ranks.hpp"
 #include "tenax/error.hpp"
+#include "topology_source.hpp"
 
 namespace tenax::spank {
 namespace {
@@ -79,6 +80,36 @@ TEST(AdminConfig, RefusesMistakes) {
         AdminConfig::parse({"ckpt_root=/scratch", "ckpt_default=/home/%u"});
       },
       {"ckpt_default=/home/%u", "must lie under /scratch"});
+}
+
+// The site's topology: a topology_file the admin named must exist (a silent fallback would place every step as if there
+// were no switches); without the key, topology.conf beside slurm.conf when present, else one leaf per node.
+TEST(AdminConfig, ANamedTopologyFileMustExistTheDefaultOneMayNot) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("spank-topology-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string slurm_conf = (dir / "slurm.conf").string();
+  std::string note;
+  EXPECT_TRUE(load_switch_tree(AdminConfig{}, slurm_conf, &note).switches().empty());
+  EXPECT_NE(note.find("no topology file at " + (dir / "topology.conf").string()), std::string::npos) << note;
+
+  std::ofstream(dir / "topology.conf") << "SwitchName=s0 Nodes=n[0-3]\n";
+  note.clear();
+  EXPECT_EQ(load_switch_tree(AdminConfig{}, slurm_conf, &note).switches().size(), 1u);
+  EXPECT_TRUE(note.empty()) << note;
+
+  const AdminConfig named = AdminConfig::parse({"topology_file=" + (dir / "missing.conf").string()});
+  try {
+    load_switch_tree(named, slurm_conf);
+    ADD_FAILURE() << "a missing topology_file was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("topology_file=" + (dir / "missing.conf").string() + " is missing"),
+              std::string::npos)
+        << e.what();
+  }
+  const AdminConfig directory = AdminConfig::parse({"topology_file=" + dir.string()});
+  EXPECT_THROW(load_switch_tree(directory, slurm_conf), Error);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Layout, ParsesBothForms) {
