@@ -242,6 +242,19 @@ ParseResult parse_options(int argc, const char* const* argv) {
   options.tasks_per_node = int_option(parsed, "tasks-per-node", 0, 1, 4096);
   options.spare_nodes = int_option(parsed, "spare-nodes", options.spare_nodes, 0, 100000);
   options.max_restarts = int_option(parsed, "max-restarts", options.max_restarts, 0, 1000000);
+  // The site's limits, which the SPANK plugin exports: the plugin refuses --tenax-* options above them, and the
+  // launcher's own options (or TENAX_* variables set by hand) must not be the way around them (a policy, like the
+  // plugin's: not a security boundary).
+  const auto hold_to_site = [](const char* option, int value, const char* variable, const char* key) {
+    if (!env::is_set(variable)) return;
+    const long long site = env::get_int(variable);
+    if (value > site)
+      throw UsageError(std::string(option) + " " + std::to_string(value) + " exceeds this cluster's limit of " +
+                       std::to_string(site) + " (" + key + " of the tenax SPANK plugin, " + variable +
+                       "): ask for at most " + std::to_string(site));
+  };
+  hold_to_site("--max-restarts", options.max_restarts, "TENAX_SITE_MAX_RESTARTS", "max_restarts");
+  hold_to_site("--spare-nodes", options.spare_nodes, "TENAX_SITE_MAX_SPARES", "max_spares");
   options.no_progress_limit = int_option(parsed, "no-progress-limit", options.no_progress_limit, 1, 1000000);
   options.bad_node_strikes = int_option(parsed, "bad-node-strikes", options.bad_node_strikes, 1, 1000);
   options.min_nodes = int_option(parsed, "min-nodes", options.min_nodes, 1, 100000);

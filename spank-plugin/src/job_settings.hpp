@@ -19,6 +19,9 @@ inline constexpr const char* kEnvLayout = "TENAX_LAYOUT";
 inline constexpr const char* kEnvPlacement = "TENAX_PLACEMENT";
 inline constexpr const char* kEnvMaxRestarts = "TENAX_MAX_RESTARTS";
 inline constexpr const char* kEnvSpares = "TENAX_SPARES";
+// The site's max_restarts, so that tenax-launch can hold --max-restarts to it as the plugin holds the options.
+inline constexpr const char* kEnvSiteMaxRestarts = "TENAX_SITE_MAX_RESTARTS";
+inline constexpr const char* kEnvSiteMaxSpares = "TENAX_SITE_MAX_SPARES";
 inline constexpr const char* kEnvDataStageDir = "TENAX_DATA_STAGE_DIR";
 // Exported to tasks only (never read as a setting).
 inline constexpr const char* kEnvWorldSize = "TENAX_WORLD_SIZE";

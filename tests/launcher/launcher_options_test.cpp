@@ -102,6 +102,29 @@ TEST(LauncherOptions, InconsistentCombinationsAreRejected) {
 
 // "--hang-timeout 0" disables hang detection, as the usual convention (and the duration parser's own hint) says; it
 // was once refused with "must be longer than 0".
+// The SPANK plugin exports the site's limits; tenax-launch's own options (or TENAX_* set by hand) must not exceed them.
+TEST(LauncherOptions, TheSitesLimitsHoldForTheLaunchersOwnOptions) {
+  ::setenv("TENAX_SITE_MAX_RESTARTS", "5", 1);
+  ::setenv("TENAX_SITE_MAX_SPARES", "1", 1);
+  EXPECT_NE(usage_message({"--mode", "local", "-n", "2", "--max-restarts", "6", "--", "/bin/true"})
+                .find("--max-restarts 6 exceeds this cluster's limit of 5 (max_restarts of the tenax SPANK plugin"),
+            std::string::npos);
+  ::setenv("TENAX_MAX_RESTARTS", "50", 1);  // set by hand in the batch script, no option
+  EXPECT_NE(usage_message({"--mode", "local", "-n", "2", "--", "/bin/true"}).find("--max-restarts 50 exceeds"),
+            std::string::npos);
+  ::unsetenv("TENAX_MAX_RESTARTS");
+  EXPECT_NE(usage_message({"--mode", "slurm", "--spare-nodes", "2", "--", "/bin/true"})
+                .find("--spare-nodes 2 exceeds this cluster's limit of 1"),
+            std::string::npos);
+  auto within = parse({"--mode", "slurm", "--max-restarts", "5", "--spare-nodes", "1", "--", "/bin/true"});
+  ASSERT_TRUE(within.options.has_value());
+  EXPECT_EQ(within.options->max_restarts, 5);
+  ::unsetenv("TENAX_SITE_MAX_RESTARTS");
+  ::unsetenv("TENAX_SITE_MAX_SPARES");
+  auto anywhere = parse({"--mode", "local", "-n", "2", "--max-restarts", "50", "--", "/bin/true"});
+  ASSERT_TRUE(anywhere.options.has_value()) << "no plugin, no site limit";
+}
+
 TEST(LauncherOptions, CheckpointDirNoneMeansNoCheckpointsNotADirectoryNamedNone) {
   auto none = parse({"--mode", "local", "-n", "2", "--checkpoint-dir", "none", "--", "/bin/true"});
   ASSERT_TRUE(none.options.has_value());

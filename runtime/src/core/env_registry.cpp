@@ -114,6 +114,22 @@ const std::vector<Var>& registry() {
        {},
        0,
        1000000},
+      {"TENAX_SITE_MAX_RESTARTS",
+       Int,
+       "",
+       "The site's limit on restarts (max_restarts in the SPANK plugin's plugstack.conf line, set by the plugin); "
+       "tenax-launch refuses a larger --max-restarts.",
+       {},
+       0,
+       1000000},
+      {"TENAX_SITE_MAX_SPARES",
+       Int,
+       "",
+       "The site's limit on spare nodes (max_spares in the SPANK plugin's plugstack.conf line, set by the plugin); "
+       "tenax-launch refuses a larger --spare-nodes.",
+       {},
+       0,
+       1000000},
       {"TENAX_SPARES", Int, "0", "Nodes of the allocation held back as spares.", {}, 0, 1000000},
 
       // Token datasets (docs/data-format.md, docs/user-guide.md).
