@@ -107,7 +107,7 @@ void plan_step(spank_t sp, PluginState& s) {
   if (plan.node_index == 0) {
     log_info("job " + std::to_string(job_id) + "." + std::to_string(step_id) + ": " + std::to_string(total) +
              " ranks, layout " + layout_to_string(plan.layout.tp, plan.layout.pp, plan.layout.dp) + ", placement " +
-             (plan.placement ? plan.placement->strategy : std::string("none")));
+             placement_log_text(s.settings.placement, plan.placement ? &*plan.placement : nullptr));
   }
   if (plan.placement) {
     for (const auto& node : plan.placement->nodes_without_topology) {

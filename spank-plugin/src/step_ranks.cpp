@@ -197,4 +197,11 @@ std::optional<Placement> place_step(const StepShape& shape, const ParallelLayout
   return place_ranks(shape.nodes, tree, per_node, layout);
 }
 
+std::string placement_log_text(PlacementPolicy policy, const Placement* placement) {
+  const std::string name(to_string(policy));
+  if (policy != PlacementPolicy::Topology || placement == nullptr) return name;
+  if (placement->strategy == "block") return name + " (arrangement block: no other order was cheaper)";
+  return name + " (arrangement " + placement->strategy + ")";
+}
+
 }  // namespace tenax::spank

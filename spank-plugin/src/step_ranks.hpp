@@ -63,4 +63,8 @@ void check_step_request(const JobSettings& settings, std::uint64_t tasks, std::u
 std::optional<Placement> place_step(const StepShape& shape, const ParallelLayout& layout, PlacementPolicy policy,
                                     const SwitchTree& tree);
 
+// For the log: the policy the step was placed under and, for topology, the arrangement that won, e.g.
+// "topology (arrangement block: no other order was cheaper)" or "topology (arrangement median,dp-first)".
+std::string placement_log_text(PlacementPolicy policy, const Placement* placement);
+
 }  // namespace tenax::spank

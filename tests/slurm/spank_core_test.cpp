@@ -112,6 +112,19 @@ TEST(AdminConfig, ANamedTopologyFileMustExistTheDefaultOneMayNot) {
   std::filesystem::remove_all(dir);
 }
 
+// The log names the policy the admin or user chose, not the arrangement (topology placement may pick block order).
+TEST(StepRanks, TheLogNamesThePolicyAndTheArrangement) {
+  const ParallelLayout layout{2, 1, 2};
+  const Placement block = block_placement({"n0", "n1"}, 2, layout);
+  EXPECT_EQ(placement_log_text(PlacementPolicy::Block, &block), "block");
+  EXPECT_EQ(placement_log_text(PlacementPolicy::Topology, &block),
+            "topology (arrangement block: no other order was cheaper)");
+  EXPECT_EQ(placement_log_text(PlacementPolicy::None, nullptr), "none");
+  Placement other = block;
+  other.strategy = "median,dp-first";
+  EXPECT_EQ(placement_log_text(PlacementPolicy::Topology, &other), "topology (arrangement median,dp-first)");
+}
+
 TEST(Layout, ParsesBothForms) {
   EXPECT_EQ(parse_layout("x", "tp=2,pp=1,dp=2"), (LayoutRequest{2, 1, 2}));
   EXPECT_EQ(parse_layout("x", "dp=4,tp=2"), (LayoutRequest{2, 1, 4}));
