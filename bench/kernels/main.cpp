@@ -7,7 +7,7 @@
 
 #include "bench_table.hpp"
 #include "cpu_gpu_entry.hpp"
-#include "tenax/build_config.hpp"
+#include "tenax/kernels/config.hpp"
 #include "tenax/kernels/device.hpp"
 
 int main(int argc, char** argv) {

@@ -1,6 +1,6 @@
 #include "tenax/kernels/device.hpp"
 
-#include "tenax/build_config.hpp"
+#include "tenax/kernels/config.hpp"
 
 #if TENAX_HAVE_CUDA
 #include <cuda_runtime_api.h>

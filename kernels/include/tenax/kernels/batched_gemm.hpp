@@ -8,7 +8,7 @@
 
 #include <cstddef>
 
-#include "tenax/build_config.hpp"
+#include "tenax/kernels/config.hpp"
 #include "tenax/dtype.hpp"
 #include "tenax/kernels/gemm.hpp"
 

@@ -34,7 +34,7 @@
 
 #include <cstddef>
 
-#include "tenax/build_config.hpp"
+#include "tenax/kernels/config.hpp"
 #include "tenax/dtype.hpp"
 
 namespace tenax::kernels {

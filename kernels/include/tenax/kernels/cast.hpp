@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "tenax/build_config.hpp"
+#include "tenax/kernels/config.hpp"
 #include "tenax/dtype.hpp"
 
 namespace tenax::kernels {

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "tenax/build_config.hpp"
+#include "tenax/kernels/config.hpp"
 
 namespace tenax::kernels {
 
