@@ -45,11 +45,21 @@ std::string broadcast_string(Communicator& comm, const std::string& text, int ro
   return out;
 }
 
+namespace {
+
+// Every rank's string length, on every rank.
+std::vector<std::uint64_t> all_sizes(Communicator& comm, const std::string& mine) {
+  const std::uint64_t my_size = mine.size();
+  std::vector<std::uint64_t> sizes(static_cast<std::size_t>(comm.size()));
+  comm.all_gather(&my_size, sizes.data(), 1, DType::I64);
+  return sizes;
+}
+
+}  // namespace
+
 std::vector<std::string> all_gather_strings(Communicator& comm, const std::string& mine) {
   const int n = comm.size();
-  std::uint64_t my_size = mine.size();
-  std::vector<std::uint64_t> sizes(n);
-  comm.all_gather(&my_size, sizes.data(), 1, DType::I64);
+  const std::vector<std::uint64_t> sizes = all_sizes(comm, mine);
   std::uint64_t longest = std::max<std::uint64_t>(1, *std::max_element(sizes.begin(), sizes.end()));
   std::string padded = mine;
   padded.resize(longest, '\0');
@@ -63,9 +73,8 @@ std::vector<std::string> all_gather_strings(Communicator& comm, const std::strin
 
 std::vector<std::string> gather_strings(Communicator& comm, const std::string& mine) {
   const int n = comm.size();
-  std::uint64_t my_size = mine.size();
-  std::vector<std::uint64_t> sizes(n);
-  comm.all_gather(&my_size, sizes.data(), 1, DType::I64);
+  const std::uint64_t my_size = mine.size();
+  const std::vector<std::uint64_t> sizes = all_sizes(comm, mine);
   if (comm.rank() != 0) {
     if (my_size > 0) comm.send(mine.data(), my_size, DType::U8, 0);
     return {};

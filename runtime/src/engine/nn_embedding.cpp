@@ -6,6 +6,20 @@
 #include "tenax/ops.hpp"
 
 namespace tenax::nn {
+namespace {
+
+// Both embeddings take the rows' token ids and give one feature vector a row.
+TensorSpec token_lookup_specs(const std::string& name, const TensorSpec& input, const Geometry& geometry,
+                              std::size_t features, TensorSpec& in, TensorSpec& out) {
+  in = {{static_cast<std::int64_t>(geometry.rows())}, DType::I32};
+  if (!(input == in))
+    throw UsageError(name + ": takes token ids " + to_string(in) + " but is given " + to_string(input) +
+                     " (an embedding starts the model's first stage)");
+  out = {{static_cast<std::int64_t>(geometry.rows()), static_cast<std::int64_t>(features)}, DType::F32};
+  return out;
+}
+
+}  // namespace
 
 Embedding::Embedding(std::string name, std::size_t vocab, std::size_t features, float init_std)
     : Module(std::move(name)),
@@ -24,12 +38,7 @@ void Embedding::bind(ParameterBuffers& buffers) {
 }
 
 TensorSpec Embedding::prepare(const TensorSpec& input, const Geometry& geometry, int, ExecutionContext&) {
-  in_ = {{static_cast<std::int64_t>(geometry.rows())}, DType::I32};
-  if (!(input == in_))
-    throw UsageError(name() + ": takes token ids " + to_string(in_) + " but is given " + to_string(input) +
-                     " (an embedding starts the model's first stage)");
-  out_ = {{static_cast<std::int64_t>(geometry.rows()), static_cast<std::int64_t>(features_)}, DType::F32};
-  return out_;
+  return token_lookup_specs(name(), input, geometry, features_, in_, out_);
 }
 
 void Embedding::forward(StepState& step, int, const Tensor& input, const Tensor& output) {
@@ -72,12 +81,7 @@ void VocabParallelEmbedding::bind(ParameterBuffers& buffers) {
 }
 
 TensorSpec VocabParallelEmbedding::prepare(const TensorSpec& input, const Geometry& geometry, int, ExecutionContext&) {
-  in_ = {{static_cast<std::int64_t>(geometry.rows())}, DType::I32};
-  if (!(input == in_))
-    throw UsageError(name() + ": takes token ids " + to_string(in_) + " but is given " + to_string(input) +
-                     " (an embedding starts the model's first stage)");
-  out_ = {{static_cast<std::int64_t>(geometry.rows()), static_cast<std::int64_t>(features_)}, DType::F32};
-  return out_;
+  return token_lookup_specs(name(), input, geometry, features_, in_, out_);
 }
 
 void VocabParallelEmbedding::forward(StepState& step, int, const Tensor& input, const Tensor& output) {
