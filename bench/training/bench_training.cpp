@@ -29,7 +29,6 @@
 #include "tenax/engine.hpp"
 #include "tenax/error.hpp"
 #include "tenax/execution.hpp"
-#include "tenax/kernels/cast.hpp"
 #include "tenax/models.hpp"
 #include "tenax/ops.hpp"
 #include "tenax/runtime.hpp"
@@ -81,7 +80,8 @@ double bf16_matmul_rate(int device, std::size_t size, int reps) {
   for (std::size_t i = 0; i < pattern.size(); ++i)
     pattern[i] = 1e-2f * static_cast<float>(static_cast<int>(i % 17) - 8);
   std::vector<std::uint16_t> bits(pattern.size());
-  tenax::kernels::cpu::cast_from_f32(pattern.data(), bits.data(), tenax::DType::BF16, bits.size());
+  tenax::ops::cast_from_f32(tenax::ExecutionContext::host(), pattern.data(), bits.data(), tenax::DType::BF16,
+                            bits.size());
   tenax::Tensor a = ctx->empty({n}, tenax::DType::BF16), b = ctx->empty({n}, tenax::DType::BF16);
   tenax::Tensor c = ctx->zeros({n}, tenax::DType::F32);
   ctx->upload(a.data(), bits.data(), a.nbytes());

@@ -11,6 +11,7 @@
 #include "tenax/error.hpp"
 #include "tenax/execution.hpp"
 #include "tenax/kernels/attention.hpp"
+#include "tenax/kernels/batched_gemm.hpp"
 #include "tenax/ops.hpp"
 
 namespace tenax::kernels {

@@ -1,7 +1,8 @@
-// The kernels a model uses, dispatched on an ExecutionContext (tenax/execution.hpp): on the host each call is exactly
-// the CPU reference kernel (tenax::kernels::cpu, bit for bit), on a CUDA context the CUDA kernel enqueued on the
-// context's stream (tenax::kernels::cuda). Every pointer must live in the context's memory. Semantics, aliasing rules
-// and validation are those of the kernels' headers, named next to each function.
+// The kernels a model uses: tenax's one public kernel API, the same in every build. Each call is dispatched on an
+// ExecutionContext (tenax/execution.hpp): on the host it is exactly the CPU reference kernel (bit for bit), on a CUDA
+// context the CUDA kernel enqueued on the context's stream. Every pointer must live in the context's memory. The
+// kernels themselves are the kernels library's internals (kernels/internal/tenax/kernels/, named next to each
+// function for their full semantics, aliasing rules and validation); the argument types are tenax/kernels/params.hpp.
 #pragma once
 
 #include <cstddef>
@@ -9,9 +10,7 @@
 
 #include "tenax/dtype.hpp"
 #include "tenax/execution.hpp"
-#include "tenax/kernels/batched_gemm.hpp"
-#include "tenax/kernels/gemm.hpp"
-#include "tenax/kernels/optimizer.hpp"
+#include "tenax/kernels/params.hpp"
 
 namespace tenax::ops {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "tenax/data_parallel.hpp"
-#include "tenax/kernels/optimizer.hpp"
+#include "tenax/kernels/params.hpp"
 #include "tenax/model_state.hpp"
 #include "tenax/tensor.hpp"
 

@@ -9,10 +9,13 @@
 #include "tenax/build_config.hpp"
 #include "tenax/kernels/activation.hpp"
 #include "tenax/kernels/attention.hpp"
+#include "tenax/kernels/batched_gemm.hpp"
 #include "tenax/kernels/cast.hpp"
 #include "tenax/kernels/elementwise.hpp"
 #include "tenax/kernels/embedding.hpp"
+#include "tenax/kernels/gemm.hpp"
 #include "tenax/kernels/layernorm.hpp"
+#include "tenax/kernels/optimizer.hpp"
 #include "tenax/kernels/unscale.hpp"
 #include "tenax/kernels/vocab_parallel_loss.hpp"
 

@@ -1,35 +1,16 @@
-// Fused optimizer steps on fp32 master weights. Each reads the gradient and the optimizer state once, writes the new
-// state and master weights, and (when asked) the low-precision copy of the new weights used by the next forward pass,
-// all in one pass over memory.
+// Internal (tenax/optimizer.hpp is the public API). Fused optimizer steps on fp32 master weights (AdamWParams and
+// SgdParams, the updates they define, are in tenax/kernels/params.hpp). Each reads the gradient and the optimizer state
+// once, writes the new state and master weights, and (when asked) the low-precision copy of the new weights used by the
+// next forward pass, all in one pass over memory.
 #pragma once
 
 #include <cstddef>
 
-#include "tenax/kernels/config.hpp"
 #include "tenax/dtype.hpp"
+#include "tenax/kernels/config.hpp"
+#include "tenax/kernels/params.hpp"
 
 namespace tenax::kernels {
-
-// AdamW with decoupled weight decay (Loshchilov & Hutter; the PyTorch torch.optim.AdamW update):
-//   w *= 1 - lr*wd;  m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g^2;
-//   w -= (lr / (1 - b1^step)) * m / (sqrt(v / (1 - b2^step)) + eps)
-struct AdamWParams {
-  float lr = 1e-3f;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float eps = 1e-8f;
-  float weight_decay = 0.01f;
-  long step = 1;  // 1-based step count used for the bias correction
-};
-
-// SGD with momentum (the PyTorch torch.optim.SGD update, dampening 0); the velocity buffer starts zeroed:
-//   g += wd*w;  vel = momentum*vel + g;  w -= lr * (nesterov ? g + momentum*vel : vel)
-struct SgdParams {
-  float lr = 1e-2f;
-  float momentum = 0.9f;
-  float weight_decay = 0.0f;
-  bool nesterov = false;
-};
 
 namespace cpu {
 // Updates master, m and v (n elements each) in place from grad. If lowp_out is not null it receives the new master

@@ -6,11 +6,10 @@
 #include <cstddef>
 
 #include "tenax/kernels/config.hpp"
+#include "tenax/kernels/params.hpp"
 #include "tenax/dtype.hpp"
 
 namespace tenax::kernels {
-
-enum class Trans { No, Yes };
 
 namespace cpu {
 // Deterministic for a fixed OpenBLAS thread count (the runtime sets one thread on the CPU path). Throws UsageError for
