@@ -34,8 +34,8 @@
 
 #include <cstddef>
 
-#include "tenax/kernels/config.hpp"
 #include "tenax/dtype.hpp"
+#include "tenax/kernels/config.hpp"
 
 namespace tenax::kernels {
 

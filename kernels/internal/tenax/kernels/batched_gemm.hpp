@@ -8,8 +8,8 @@
 
 #include <cstddef>
 
-#include "tenax/kernels/config.hpp"
 #include "tenax/dtype.hpp"
+#include "tenax/kernels/config.hpp"
 #include "tenax/kernels/gemm.hpp"
 
 namespace tenax::kernels {

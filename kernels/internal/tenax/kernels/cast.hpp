@@ -6,8 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "tenax/kernels/config.hpp"
 #include "tenax/dtype.hpp"
+#include "tenax/kernels/config.hpp"
 
 namespace tenax::kernels {
 

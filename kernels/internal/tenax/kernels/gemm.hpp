@@ -5,9 +5,9 @@
 
 #include <cstddef>
 
+#include "tenax/dtype.hpp"
 #include "tenax/kernels/config.hpp"
 #include "tenax/kernels/params.hpp"
-#include "tenax/dtype.hpp"
 
 namespace tenax::kernels {
 
