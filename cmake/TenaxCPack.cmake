@@ -30,8 +30,10 @@ set(CPACK_DEBIAN_TOOLS_PACKAGE_NAME tenax-tools)
 set(CPACK_DEBIAN_TOOLS_PACKAGE_DEPENDS "python3, python3-matplotlib")
 set(CPACK_DEBIAN_SLURM_PLUGIN_PACKAGE_NAME tenax-slurm-plugin)
 set(CPACK_DEBIAN_SLURM_PLUGIN_PACKAGE_SECTION admin)
-# The plugin must match the Slurm release that loads it (docs/admin-guide.md says how to rebuild it).
-set(CPACK_DEBIAN_SLURM_PLUGIN_PACKAGE_DEPENDS "slurm-client")
+# The plugin must match the Slurm release that loads it (docs/admin-guide.md says how to rebuild it). hwloc's library
+# comes from dpkg-shlibdeps; its plugins are named here: Debian ships hwloc's PCI discovery there, and without it the
+# plugin finds no GPU.
+set(CPACK_DEBIAN_SLURM_PLUGIN_PACKAGE_DEPENDS "slurm-client, libhwloc-plugins")
 set(tenax_conffiles ${PROJECT_BINARY_DIR}/packaging/slurm_plugin/conffiles)
 file(WRITE ${tenax_conffiles} "/etc/slurm/plugstack.conf.d/tenax.conf\n")
 set(CPACK_DEBIAN_SLURM_PLUGIN_PACKAGE_CONTROL_EXTRA ${tenax_conffiles})

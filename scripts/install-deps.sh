@@ -9,7 +9,7 @@ packages=(
   libhdf5-dev libhdf5-openmpi-dev hdf5-tools
   libcxxopts-dev libgtest-dev libgmock-dev
   libopenblas-dev
-  libslurm-dev slurmctld slurmd slurm-client munge
+  libslurm-dev slurmctld slurmd slurm-client munge libhwloc-dev libhwloc-plugins
   python3-h5py python3-matplotlib
   iproute2 procps
   clang libclang-rt-14-dev

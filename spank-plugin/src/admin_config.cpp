@@ -36,7 +36,8 @@ const std::vector<AdminKey>& admin_keys() {
       {"allow_placement_none", "yes/no: whether users may turn placement off (default yes)"},
       {"bind_gpus", "yes/no: set CUDA_VISIBLE_DEVICES per task when the node has GPUs (default yes)"},
       {"bind_numa", "yes/no: bind each task's CPUs to one NUMA node when the node has several (default yes)"},
-      {"hw_root", "root of the /proc and /sys trees read to find GPUs and NUMA nodes (default /)"},
+      {"hw_topology",
+       "hwloc XML topology read instead of discovering the node's GPUs and NUMA nodes (default: discover)"},
   };
   return keys;
 }
@@ -133,9 +134,9 @@ AdminConfig AdminConfig::parse(const std::vector<std::string>& args) {
       config.bind_gpus = parse_yes_no(what, value);
     } else if (key == "bind_numa") {
       config.bind_numa = parse_yes_no(what, value);
-    } else if (key == "hw_root") {
+    } else if (key == "hw_topology") {
       require_absolute(key, value);
-      config.hw_root = value.empty() ? "/" : value;
+      config.hw_topology = value;
     } else {
       throw UsageError("plugstack.conf: unknown key " + quoted(key) + " (known keys: " + known_keys() + ")");
     }

@@ -36,8 +36,9 @@ struct AdminConfig {
   bool allow_placement_none = true;                       // whether users may turn placement off
   bool bind_gpus = true;                                  // set CUDA_VISIBLE_DEVICES per task when GPUs are found
   bool bind_numa = true;  // restrict each task's CPU affinity to one NUMA node when the node has several
-  // Root of the /proc and /sys trees read to find GPUs and NUMA nodes (a container may mount the host's elsewhere).
-  std::string hw_root = "/";
+  // An hwloc XML topology read instead of discovering the node's NUMA nodes and GPUs ("": discover with hwloc). For a
+  // site that keeps a curated topology per node type, and for tests.
+  std::string hw_topology;
 
   // Parses plugstack.conf arguments. Throws UsageError naming the argument and the fix.
   static AdminConfig parse(const std::vector<std::string>& args);

@@ -3,73 +3,66 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
 
 #include "input_limits.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax::spank {
 
-namespace fs = std::filesystem;
-
-int NodeHardware::numa_nodes_with_cpus() const {
-  return static_cast<int>(std::count_if(numa.begin(), numa.end(), [](const auto& cpus) { return !cpus.empty(); }));
-}
-
 namespace {
-
-std::optional<std::string> read_first_line(const fs::path& path) {
-  std::ifstream in(path);
-  std::string line;
-  if (!in || !std::getline(in, line)) return std::nullopt;
-  return line;
-}
 
 std::optional<int> to_int(std::string_view text) {
   int value = 0;
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\n'))
-    text.remove_suffix(1);
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(text.data(), end, value);
   if (text.empty() || ec != std::errc{} || ptr != end) return std::nullopt;
   return value;
 }
 
+// The non-empty items of a comma-separated list.
 std::vector<std::string_view> split_commas(std::string_view text) {
   std::vector<std::string_view> parts;
   std::size_t start = 0;
   while (start <= text.size()) {
     auto end = text.find(',', start);
     if (end == std::string_view::npos) end = text.size();
-    parts.push_back(text.substr(start, end - start));
+    if (end > start) parts.push_back(text.substr(start, end - start));
     start = end + 1;
   }
   return parts;
 }
 
-}  // namespace
-
-std::optional<std::vector<int>> parse_cpulist(std::string_view text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
-    text.remove_suffix(1);
-  if (text.empty()) return std::vector<int>{};
-  // Marks, not a set of numbers: with every number at most kMaxCpuId, repeated or overlapping ranges cost nothing.
-  std::vector<bool> present;
-  for (std::string_view item : split_commas(text)) {
-    const auto dash = item.find('-');
-    const auto lo = to_int(item.substr(0, dash));
-    const auto hi = dash == std::string_view::npos ? lo : to_int(item.substr(dash + 1));
-    if (!lo || !hi || *lo < 0 || *hi < *lo || *hi > kMaxCpuId) return std::nullopt;
-    if (present.size() <= static_cast<std::size_t>(*hi)) present.resize(static_cast<std::size_t>(*hi) + 1);
-    std::fill(present.begin() + *lo, present.begin() + *hi + 1, true);
-  }
-  std::vector<int> cpus;
-  for (std::size_t cpu = 0; cpu < present.size(); ++cpu) {
-    if (present[cpu]) cpus.push_back(static_cast<int>(cpu));
-  }
-  return cpus;
+std::ptrdiff_t count_items(std::string_view text) {
+  return std::count(text.begin(), text.end(), ',') + 1;
 }
+
+// The NUMA node of the GPU with index `index` in PCI bus order (-1: no such GPU, or unknown).
+int numa_of_gpu(const NodeHardware& hardware, std::optional<int> index) {
+  if (!index || *index < 0 || static_cast<std::size_t>(*index) >= hardware.gpus.size()) return -1;
+  return hardware.gpus[static_cast<std::size_t>(*index)].numa_node;
+}
+
+// The NUMA hint of each entry of the visible list (see binding.hpp): through Slurm's global indices when they match
+// the list entry for entry, else numeric entries as PCI-order indices when CUDA numbers devices in that order.
+std::vector<int> entry_numa_hints(const NodeHardware& hardware, const std::vector<std::string_view>& entries,
+                                  const BindingRequest& request) {
+  std::vector<int> hints(entries.size(), -1);
+  if (request.slurm_gpus && count_items(*request.slurm_gpus) <= kMaxVisibleDevices) {
+    const auto globals = split_commas(*request.slurm_gpus);
+    if (globals.size() == entries.size()) {
+      for (std::size_t i = 0; i < entries.size(); ++i)
+        hints[i] = numa_of_gpu(hardware, to_int(globals[i]));
+      return hints;
+    }
+  }
+  const bool pci_order = !request.device_order || *request.device_order == "PCI_BUS_ID";
+  if (!pci_order) return hints;
+  for (std::size_t i = 0; i < entries.size(); ++i)
+    hints[i] = numa_of_gpu(hardware, to_int(entries[i]));
+  return hints;
+}
+
+}  // namespace
 
 std::string format_cpulist(const std::vector<int>& cpus) {
   std::string out;
@@ -84,62 +77,28 @@ std::string format_cpulist(const std::vector<int>& cpus) {
   return out;
 }
 
-NodeHardware discover_hardware(const std::string& root) {
-  NodeHardware hardware;
-  const fs::path base = root.empty() ? fs::path("/") : fs::path(root);
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(base / "proc/driver/nvidia/gpus", ec)) {
-    GpuInfo gpu;
-    gpu.pci_bus_id = entry.path().filename().string();
-    // The PCI tree names devices in lower case; the NVIDIA driver may not.
-    std::string sysfs_name = gpu.pci_bus_id;
-    std::transform(sysfs_name.begin(), sysfs_name.end(), sysfs_name.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (auto line = read_first_line(base / "sys/bus/pci/devices" / sysfs_name / "numa_node")) {
-      gpu.numa_node = to_int(*line).value_or(-1);
-    }
-    hardware.gpus.push_back(gpu);
-  }
-  std::sort(hardware.gpus.begin(), hardware.gpus.end(),
-            [](const GpuInfo& a, const GpuInfo& b) { return a.pci_bus_id < b.pci_bus_id; });
-  for (const auto& entry : fs::directory_iterator(base / "sys/devices/system/node", ec)) {
-    const std::string name = entry.path().filename().string();
-    if (!name.starts_with("node")) continue;
-    const auto id = to_int(std::string_view(name).substr(4));
-    if (!id || *id < 0 || *id > 4096) continue;
-    const auto line = read_first_line(entry.path() / "cpulist");
-    const auto cpus = line ? parse_cpulist(*line) : std::nullopt;
-    if (!cpus) continue;
-    if (hardware.numa.size() <= static_cast<std::size_t>(*id)) hardware.numa.resize(*id + 1);
-    hardware.numa[*id] = *cpus;
-  }
-  return hardware;
-}
-
 TaskBinding plan_binding(const NodeHardware& hardware, const BindingRequest& request) {
   TaskBinding binding;
   const int tasks = std::max(1, request.tasks);
   const int slot = std::clamp(request.slot, 0, tasks - 1);
 
-  // The usable GPUs, each with its NUMA hint: the job's own list when Slurm set one, else every GPU found.
+  // The usable GPUs, each with its NUMA hint: the entries of the job's own list when Slurm set one, else every GPU
+  // found, by its index in PCI order.
+  const bool read_list = request.visible_devices && (request.bind_gpus || request.gpus_bound_by_slurm);
   std::vector<std::string> devices;
   std::vector<int> device_numa;
-  if (request.visible_devices && request.bind_gpus) {
+  if (read_list) {
     // The job's environment is the user's: a list longer than any node's GPUs is refused before it is copied.
-    const auto entries = std::count(request.visible_devices->begin(), request.visible_devices->end(), ',') + 1;
+    const auto entries = count_items(*request.visible_devices);
     if (entries > kMaxVisibleDevices) {
       throw UsageError(shown_value("CUDA_VISIBLE_DEVICES", *request.visible_devices) + ": " + std::to_string(entries) +
                        " devices, more than the " + std::to_string(kMaxVisibleDevices) +
                        " a node can hold; unset it or list the node's GPUs");
     }
-    for (std::string_view item : split_commas(*request.visible_devices)) {
-      if (item.empty()) continue;
-      devices.emplace_back(item);
-      const auto index = to_int(item);
-      const bool known = index && *index >= 0 && static_cast<std::size_t>(*index) < hardware.gpus.size();
-      device_numa.push_back(known ? hardware.gpus[*index].numa_node : -1);
-    }
-  } else {
+    const auto items = split_commas(*request.visible_devices);
+    devices.assign(items.begin(), items.end());
+    device_numa = entry_numa_hints(hardware, items, request);
+  } else if (!request.visible_devices && !request.gpus_bound_by_slurm) {
     for (std::size_t i = 0; i < hardware.gpus.size(); ++i) {
       devices.push_back(std::to_string(i));
       device_numa.push_back(hardware.gpus[i].numa_node);
@@ -148,7 +107,10 @@ TaskBinding plan_binding(const NodeHardware& hardware, const BindingRequest& req
 
   int numa_hint = -1;
   const int gpu_count = static_cast<int>(devices.size());
-  if (request.bind_gpus && gpu_count > 0) {
+  if (request.gpus_bound_by_slurm) {
+    // Slurm's per-task list is the task's own: nothing to choose, its first GPU says where the task should run.
+    if (gpu_count > 0) numa_hint = device_numa[0];
+  } else if (request.bind_gpus && gpu_count > 0) {
     int first = 0, count = 1;
     if (gpu_count >= tasks) {
       count = gpu_count / tasks;
@@ -159,9 +121,9 @@ TaskBinding plan_binding(const NodeHardware& hardware, const BindingRequest& req
     }
     std::string list;
     for (int i = first; i < first + count; ++i)
-      list += (list.empty() ? "" : ",") + devices[i];
+      list += (list.empty() ? "" : ",") + devices[static_cast<std::size_t>(i)];
     binding.cuda_visible_devices = list;
-    numa_hint = device_numa[first];
+    numa_hint = device_numa[static_cast<std::size_t>(first)];
     binding.summary = "gpus=" + list;
   }
 
@@ -185,7 +147,10 @@ TaskBinding plan_binding(const NodeHardware& hardware, const BindingRequest& req
     binding.summary +=
         binding.cpus.empty() ? " (no allowed CPU there: affinity left alone)" : " cpus=" + format_cpulist(binding.cpus);
   }
-  if (binding.summary.empty()) binding.summary = "no GPU and a single NUMA node: nothing to bind";
+  if (binding.summary.empty()) {
+    binding.summary =
+        request.bind_gpus && request.bind_numa ? "no GPU and a single NUMA node: nothing to bind" : "nothing to bind";
+  }
   return binding;
 }
 

@@ -2,9 +2,9 @@
 //
 // user_init runs once per step and node, after slurmstepd has dropped to the user's identity: it resolves the
 // settings, computes the whole step's placement (every node computes the same map), finds the node's GPUs and NUMA
-// nodes and exports the job-wide variables. task_init runs in each task's process just before exec, as the user: it
-// exports the task's rank and binds it. There is deliberately no task_init_privileged: nothing here needs root, and a
-// privileged callback must never touch user-controlled paths.
+// nodes (hwloc) and exports the job-wide variables. task_init runs in each task's process just before exec, as the
+// user: it exports the task's rank and binds what Slurm left unbound (slurm_binding.hpp). There is deliberately no
+// task_init_privileged: nothing here needs root, and a privileged callback must never touch user-controlled paths.
 #include <pwd.h>
 #include <sched.h>
 #include <unistd.h>
@@ -100,7 +100,16 @@ void plan_step(spank_t sp, PluginState& s) {
   plan.layout = resolve_layout(s.settings.layout, total, s.settings.layout_source);
   const SwitchTree tree = s.settings.placement == PlacementPolicy::Topology ? load_tree(s.admin) : SwitchTree{};
   plan.placement = place_step(shape, plan.layout, s.settings.placement, tree);
-  if (s.admin.bind_gpus || s.admin.bind_numa) plan.hardware = discover_hardware(s.admin.hw_root);
+  if (s.admin.bind_gpus || s.admin.bind_numa) {
+    // A node whose topology cannot be read still runs the job, unbound; the reason goes to slurmd's log.
+    try {
+      plan.hardware = load_hardware(s.admin.hw_topology);
+    } catch (const std::exception& e) {
+      plan.hardware_error = e.what();
+      report_error("node " + std::to_string(plan.node_index) + ": " + plan.hardware_error + "; tasks are not bound");
+    }
+  }
+  plan.requested_cpu_bind_type = job_getenv(sp, "SLURM_CPU_BIND_TYPE");
 
   job_setenv(sp, kEnvWorldSize, std::to_string(total));
   job_setenv(sp, kEnvLayout, layout_to_string(plan.layout.tp, plan.layout.pp, plan.layout.dp));
@@ -128,15 +137,23 @@ void set_up_task(spank_t sp, const StepPlan& plan, const AdminConfig& admin) {
   job_setenv(sp, "TENAX_RANK", std::to_string(rank));
   job_setenv(sp, "TENAX_LOCAL_RANK", std::to_string(local_id));
 
+  // What Slurm bound already (the site's defaults or the step's options) is left to Slurm.
+  const SlurmBinding slurm =
+      slurm_binding([sp](const char* name) { return job_getenv(sp, name); }, plan.requested_cpu_bind_type);
+  const bool topology = plan.hardware_error.empty();
   BindingRequest request;
   request.slot = local_id;
   request.tasks = plan.local_tasks;
   request.visible_devices = job_getenv(sp, "CUDA_VISIBLE_DEVICES");
-  request.bind_gpus = admin.bind_gpus;
-  request.bind_numa = admin.bind_numa;
+  request.slurm_gpus = job_getenv(sp, "SLURM_STEP_GPUS");
+  if (!request.slurm_gpus) request.slurm_gpus = job_getenv(sp, "SLURM_JOB_GPUS");
+  request.device_order = job_getenv(sp, "CUDA_DEVICE_ORDER");
+  request.bind_gpus = topology && admin.bind_gpus && slurm.gpus.kind == BindingOwner::Plugin;
+  request.bind_numa = topology && admin.bind_numa && slurm.cpus.kind == BindingOwner::Plugin;
+  request.gpus_bound_by_slurm = slurm.gpus.kind == BindingOwner::Slurm;
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) {
+  if (request.bind_numa && sched_getaffinity(0, sizeof(allowed), &allowed) == 0) {
     for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
       if (CPU_ISSET(cpu, &allowed)) request.allowed_cpus.push_back(cpu);
     }
@@ -158,8 +175,12 @@ void set_up_task(spank_t sp, const StepPlan& plan, const AdminConfig& admin) {
       report_error("rank " + std::to_string(rank) + ": could not bind to CPUs " + format_cpulist(binding.cpus));
     }
   }
+  std::string summary = topology ? binding.summary : "topology not loaded: nothing bound";
+  for (const BindingOwner* owner : {&slurm.gpus, &slurm.cpus}) {
+    if (owner->kind != BindingOwner::Plugin) summary += "; " + owner->reason;
+  }
   log_debug("rank " + std::to_string(rank) + " (node " + std::to_string(plan.node_index) + ", local " +
-            std::to_string(local_id) + "): " + binding.summary);
+            std::to_string(local_id) + "): " + summary);
 }
 
 }  // namespace

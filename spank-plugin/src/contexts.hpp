@@ -6,7 +6,8 @@
 //
 // Each function returns 0 or throws (tenax::UsageError for the user's mistakes, tenax::Error for the rest); the
 // dispatcher turns an exception into a message and SPANK's -1. None acts as root on a path a user controls: the only
-// files read are the admin's topology file and the kernel's /proc and /sys, and nothing is created or written.
+// files read are the admin's topology files (topology.conf, hw_topology) and what hwloc reads to discover the node, and
+// nothing is created or written.
 #pragma once
 
 #include "spank_api.hpp"

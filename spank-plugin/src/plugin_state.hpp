@@ -12,6 +12,7 @@
 #include "binding.hpp"
 #include "job_request.hpp"
 #include "job_settings.hpp"
+#include "slurm_binding.hpp"
 #include "spank_api.hpp"
 #include "tenax/placement.hpp"
 
@@ -23,6 +24,9 @@ struct StepPlan {
   int node_index = 0;   // this node's index in the step's node list
   int local_tasks = 0;  // the step's tasks on this node
   NodeHardware hardware;
+  std::string hardware_error;  // why the topology could not be loaded ("": loaded, or binding off): nothing is bound
+  // SLURM_CPU_BIND_TYPE as srun exported it (the step's environment before slurmstepd rewrites it for each task).
+  std::optional<std::string> requested_cpu_bind_type;
 };
 
 struct PluginState {

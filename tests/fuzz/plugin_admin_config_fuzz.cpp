@@ -25,7 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const AdminConfig config = AdminConfig::parse(args);
     if (config.default_restarts < 0 || config.default_restarts > config.max_restarts) __builtin_trap();
     if (config.max_spares < 0) __builtin_trap();
-    for (const std::string* path : {&config.ckpt_root, &config.topology_file, &config.hw_root, &config.ckpt_default}) {
+    for (const std::string* path :
+         {&config.ckpt_root, &config.topology_file, &config.hw_topology, &config.ckpt_default}) {
       if (path->size() > kMaxPathLength || (!path->empty() && path->front() != '/')) __builtin_trap();
     }
     if (config.placement == PlacementPolicy::None && !config.allow_placement_none) __builtin_trap();

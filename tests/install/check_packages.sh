@@ -26,6 +26,10 @@ for package in libtenax libtenax-dev tenax-tools tenax-slurm-plugin; do
       [[ $depends == *"libtenax (= $version)"* ]] || fail "$package does not depend on libtenax (= $version)" ;;
     libtenax)
       [[ $depends == *libopenmpi* && $depends == *libhdf5* ]] || fail "libtenax's dependencies miss Open MPI or HDF5" ;;
+    tenax-slurm-plugin)
+      # hwloc's library (from dpkg-shlibdeps) and its plugins, without which discovery finds no PCI device (no GPU).
+      [[ $depends == *libhwloc15* && $depends == *libhwloc-plugins* ]] ||
+        fail "tenax-slurm-plugin's dependencies miss libhwloc15 or libhwloc-plugins" ;;
   esac
 done
 root=$work/root

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the built plugin as Slurm will load it: exactly the SPANK symbols exported (the version script and
-# -fvisibility=hidden), no library beyond libc needed (no libtenax, MPI, HDF5, CUDA, libstdc++ or libpthread), and the
-# hardened link (full RELRO, non-executable stack).
+# -fvisibility=hidden), no library beyond libc and hwloc needed (no libtenax, MPI, HDF5, CUDA, libstdc++ or
+# libpthread; hwloc is the topology library slurmstepd links itself), and the hardened link (full RELRO,
+# non-executable stack).
 set -euo pipefail
 plugin=$1
 fail() {
@@ -17,7 +18,8 @@ exported=$(nm -D --defined-only "$plugin" | awk '{print $3}' | sort | tr '\n' ' 
 
 needed=$(readelf -d "$plugin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ' | sed 's/ $//')
 for lib in $needed; do
-  [[ "$lib" == libc.so.6 || "$lib" == ld-linux*.so.* ]] || fail "needs $lib (only libc is allowed)"
+  [[ "$lib" == libc.so.6 || "$lib" == ld-linux*.so.* || "$lib" == libhwloc.so.15 ]] ||
+    fail "needs $lib (only libc and hwloc are allowed)"
 done
 
 # Captured first: `grep -q` closing a pipe early would make pipefail report the writer's SIGPIPE.

@@ -149,11 +149,12 @@ TEST(HostileOptions, CheckpointPathsAreBounded) {
   for (int i = 0; i < 200; ++i)
     many_users += "/%u";
   const std::string pattern = parse_ckpt_dir("d", many_users, open);
-  expect_refused([&] { expand_dir_pattern("checkpoint directory", pattern, std::string(32, 'u'), "1"); }, {"/c/%u/%u", "at most 4095"});
+  expect_refused([&] { expand_dir_pattern("checkpoint directory", pattern, std::string(32, 'u'), "1"); },
+                 {"/c/%u/%u", "at most 4095"});
 }
 
 TEST(HostileAdminConfig, PathsAreBoundedAndMessagesQuoteInPart) {
-  for (const char* key : {"hw_root", "topology_file", "ckpt_root"}) {
+  for (const char* key : {"hw_topology", "topology_file", "ckpt_root"}) {
     expect_refused([&] { AdminConfig::parse({std::string(key) + "=/" + std::string(5000, 'a')}); },
                    {std::string("plugstack.conf: ") + key + "=/aaa", "5001 characters", "at most 4095"});
   }
@@ -162,13 +163,74 @@ TEST(HostileAdminConfig, PathsAreBoundedAndMessagesQuoteInPart) {
   expect_refused([] { AdminConfig::parse({"max_spares=" + std::string(1 << 20, '9')}); }, {"max_spares=999"});
 }
 
-// CPU numbers come from /sys (under the admin's hw_root): a number at INT_MAX once made the range loop overflow.
-TEST(HostileBinding, CpuListsWithHugeNumbersAreMalformed) {
-  EXPECT_FALSE(parse_cpulist("2147483647").has_value());
-  EXPECT_FALSE(parse_cpulist("2147483646-2147483647").has_value());
-  EXPECT_FALSE(parse_cpulist("65536").has_value());
-  EXPECT_EQ(parse_cpulist("65535"), std::vector<int>{65535});
-  EXPECT_EQ(parse_cpulist("0-65535")->size(), 65536u);
+// The message of the tenax::Error that `body` throws ("<no Error>" when it throws none).
+template <typename Body>
+std::string error_of(Body&& body) {
+  try {
+    body();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no Error>";
+}
+
+// One NUMA node holding the CPUs of `cpuset` (hwloc's bitmap text), os_index `node`.
+std::string one_numa_node(const std::string& cpuset, int node = 0) {
+  return R"(<?xml version="1.0" encoding="UTF-8"?>
+<topology version="2.0">
+  <object type="Machine" os_index="0" cpuset=")" +
+         cpuset + R"(" complete_cpuset=")" + cpuset + R"(" nodeset="0x1" complete_nodeset="0x1" gp_index="1">
+    <object type="NUMANode" os_index=")" +
+         std::to_string(node) + R"(" cpuset=")" + cpuset + R"(" complete_cpuset=")" + cpuset +
+         R"(" nodeset="0x1" complete_nodeset="0x1" gp_index="2" local_memory="1073741824"/>
+    <object type="PU" os_index="0" cpuset="0x00000001" complete_cpuset="0x00000001" nodeset="0x1" complete_nodeset="0x1"
+            gp_index="3"/>
+  </object>
+</topology>
+)";
+}
+
+// hw_topology is the admin's file, and a topology is machine-written text that can be damaged: every malformed or
+// oversized input is an Error naming the source (the plugin then binds nothing), never a crash or an unbounded
+// allocation.
+TEST(HostileTopology, MalformedXmlIsAnError) {
+  EXPECT_EQ(hardware_from_xml(one_numa_node("0x00000001"), "t.xml").numa.at(0), std::vector<int>{0});
+  for (const std::string& text :
+       {std::string("<topology"), std::string("not xml at all"), std::string("<?xml version=\"1.0\"?><topology>"),
+        std::string("<?xml version=\"1.0\"?><topology version=\"2.0\"><object type=\"Machine\"></topology>"),
+        std::string("<?xml version=\"1.0\"?><topology version=\"2.0\"><object type=\"Bogus\"/></topology>"),
+        std::string(100000, '<')}) {
+    SCOPED_TRACE(text.substr(0, 60));
+    const std::string message = error_of([&] { hardware_from_xml(text, "hw_topology=/etc/node.xml"); });
+    EXPECT_NE(message, "<no Error>");
+    EXPECT_NE(message.find("hw_topology=/etc/node.xml: "), std::string::npos) << message;
+  }
+  EXPECT_NE(error_of([] { hardware_from_xml("", "t.xml"); }).find("empty"), std::string::npos);
+}
+
+TEST(HostileTopology, CpuAndNumaIdsAreBounded) {
+  // CPU 65535 is the last accepted (kMaxCpuId); 65536 needs one more 32-bit word.
+  std::string at_limit = "0x80000000";
+  for (int word = 0; word < 2047; ++word)
+    at_limit += ",0x00000000";
+  // hwloc adds the PU (CPU 0) to its parents' sets.
+  EXPECT_EQ(hardware_from_xml(one_numa_node(at_limit), "t.xml").numa.at(0), (std::vector<int>{0, 65535}));
+  const std::string above = "0x00000001," + at_limit.substr(11) + ",0x00000000";
+  EXPECT_NE(error_of([&] { hardware_from_xml(one_numa_node(above), "t.xml"); }).find("beyond index 65535"),
+            std::string::npos);
+  // An infinite set ("0xf...f" repeated without end in hwloc's notation).
+  EXPECT_NE(error_of([] { hardware_from_xml(one_numa_node("0xf...f"), "t.xml"); }), "<no Error>");
+  EXPECT_NE(error_of([] { hardware_from_xml(one_numa_node("0x00000001", 5000), "t.xml"); }).find("NUMA node 5000"),
+            std::string::npos);
+}
+
+TEST(HostileTopology, FilesAreBoundedAndRegular) {
+  EXPECT_NE(error_of([] { load_hardware("/nonexistent/node.xml"); }).find("hw_topology=/nonexistent/node.xml: "),
+            std::string::npos);
+  EXPECT_NE(error_of([] { load_hardware("/"); }).find("not a regular file"), std::string::npos);
+  EXPECT_NE(error_of([] { load_hardware("/dev/zero"); }).find("not a regular file"), std::string::npos);
+  const std::string huge(kMaxTopologyXmlBytes + 1, ' ');
+  EXPECT_NE(error_of([&] { hardware_from_xml(huge, "t.xml"); }).find("more than the 64 MiB"), std::string::npos);
 }
 
 // slot * GPUs once overflowed int when 65533 tasks shared the 65532 GPUs of the job's CUDA_VISIBLE_DEVICES (and the
