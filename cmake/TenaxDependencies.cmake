@@ -10,6 +10,9 @@ find_package(MPI REQUIRED COMPONENTS C)
 # Serial HDF5 (thread-safe build): checkpoints are file-per-rank, written by one I/O thread per rank.
 find_package(HDF5 REQUIRED COMPONENTS C)
 find_package(cxxopts REQUIRED)
+# nlohmann-json (header-only): the lexer, parser and string escaping behind core/json. Private to tenax_core, whose
+# installed headers do not include it.
+find_package(nlohmann_json 3.11 REQUIRED)
 find_package(BLAS REQUIRED)
 # ISA-L (Debian libisal-dev): its CRC32C folds with carry-less multiplies and is 2.7-7.4x faster than the SSE4.2 loop
 # on cache-resident buffers, 1.1-1.2x from memory (docs/benchmarks.md); the checksums of whole buffers use it when found. Optional: without it

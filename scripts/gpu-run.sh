@@ -125,7 +125,7 @@ phase_configure() {
     "-DCMAKE_CUDA_ARCHITECTURES=$arch"
     -DCMAKE_CUDA_COMPILER="$NVCC"
     # Open MPI through its wrapper (relocated by OPAL_PREFIX), HDF5 through the Debian layout's serial root, OpenBLAS
-    # by vendor name; cxxopts and GTest through their CMake config files under the prefix.
+    # by vendor name; cxxopts, nlohmann-json and GTest through their CMake config files under the prefix.
     -DMPI_C_COMPILER="$work/bin/mpicc"
     -DMPIEXEC_EXECUTABLE="$work/bin/mpiexec"
     -DHDF5_ROOT="$P/usr/lib/x86_64-linux-gnu/hdf5/serial"
@@ -140,7 +140,7 @@ phase_configure() {
   cmake "${args[@]}" || return 1
   # Say where each dependency came from: the prefix is expected; anything else is this machine's own copy.
   echo "--- dependencies as configured"
-  grep -E '^(PKG_CONFIG_EXECUTABLE|TENAX_SENTENCEPIECE_LIBRARY|MPI_C_LIB_NAMES|MPI_mpi_LIBRARY|MPI_C_HEADER_DIR|MPIEXEC_EXECUTABLE|HDF5_hdf5_LIBRARY_RELEASE|HDF5_C_LIBRARY_hdf5|HDF5_C_INCLUDE_DIR|BLAS_openblas_LIBRARY|TENAX_CBLAS_INCLUDE_DIR|cxxopts_DIR|GTest_DIR|NCCL_INCLUDE_DIR|NCCL_LIBRARY|CMAKE_CUDA_COMPILER|CMAKE_CUDA_ARCHITECTURES|CUDAToolkit_LIBRARY_DIR|CUDA_cublas_LIBRARY)[:=]' \
+  grep -E '^(PKG_CONFIG_EXECUTABLE|TENAX_SENTENCEPIECE_LIBRARY|MPI_C_LIB_NAMES|MPI_mpi_LIBRARY|MPI_C_HEADER_DIR|MPIEXEC_EXECUTABLE|HDF5_hdf5_LIBRARY_RELEASE|HDF5_C_LIBRARY_hdf5|HDF5_C_INCLUDE_DIR|BLAS_openblas_LIBRARY|TENAX_CBLAS_INCLUDE_DIR|cxxopts_DIR|nlohmann_json_DIR|GTest_DIR|NCCL_INCLUDE_DIR|NCCL_LIBRARY|CMAKE_CUDA_COMPILER|CMAKE_CUDA_ARCHITECTURES|CUDAToolkit_LIBRARY_DIR|CUDA_cublas_LIBRARY)[:=]' \
     "$build/CMakeCache.txt" || true
   grep -q '^TENAX_HAVE_NCCL' "$build/CMakeCache.txt" 2>/dev/null || true
 }

@@ -8,6 +8,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   libhdf5-dev libhdf5-openmpi-dev hdf5-tools
   libcxxopts-dev libgtest-dev libgmock-dev
+  nlohmann-json3-dev
   libopenblas-dev
   libslurm-dev slurmctld slurmd slurm-client munge libhwloc-dev libhwloc-plugins
   python3-h5py python3-matplotlib

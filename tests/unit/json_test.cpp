@@ -68,21 +68,23 @@ TEST(Json, CombinesSurrogatePairsAndRefusesLoneHalves) {
   // U+1F600 (grinning face) and U+10FFFF, the last code point, in both hex cases.
   EXPECT_EQ(Value::parse(R"("\ud83d\ude00")").string(), "\xF0\x9F\x98\x80");
   EXPECT_EQ(Value::parse(R"("\uDBFF\uDFFF")").string(), "\xF4\x8F\xBF\xBF");
-  EXPECT_EQ(error_offset(R"("ab\ud83d")"), 3);        // high half at the end of the string
-  EXPECT_EQ(error_offset(R"("ab\ud83dxy")"), 3);      // high half followed by text
-  EXPECT_EQ(error_offset(R"("ab\ud83d\u0041")"), 9);  // high half followed by an escape that is no low half
-  EXPECT_EQ(error_offset(R"("ab\ude00")"), 3);        // low half alone
-  EXPECT_EQ(error_offset(R"("\u12")"), 5);            // short escape: the quote is no hex digit
-  EXPECT_EQ(error_offset(R"("\u12)"), 1);             // short escape at the end of the text
-  EXPECT_EQ(error_offset(R"("\u12G4")"), 5);          // bad hex digit
+  // Each refused where reading stopped: the byte that showed the escape to be wrong.
+  EXPECT_EQ(error_offset(R"("ab\ud83d")"), 9);         // high half at the end of the string: the quote
+  EXPECT_EQ(error_offset(R"("ab\ud83dxy")"), 9);       // high half followed by text: the 'x'
+  EXPECT_EQ(error_offset(R"("ab\ud83d\u0041")"), 14);  // high half followed by an escape that is no low half
+  EXPECT_EQ(error_offset(R"("ab\ude00")"), 8);         // low half alone: its last hex digit
+  EXPECT_EQ(error_offset(R"("\u12")"), 5);             // short escape: the quote is no hex digit
+  EXPECT_EQ(error_offset(R"("\u12)"), 5);              // short escape at the end of the text
+  EXPECT_EQ(error_offset(R"("\u12G4")"), 5);           // bad hex digit
 }
 
 TEST(Json, ChecksRawUtf8) {
   EXPECT_EQ(Value::parse("\"n\xC3\xA9 \xF0\x9F\x98\x80\"").string(), "n\xC3\xA9 \xF0\x9F\x98\x80");
-  EXPECT_EQ(error_offset("\"a\xC3\""), 2);              // truncated sequence
-  EXPECT_EQ(error_offset("\"a\xC0\xAF\""), 2);          // overlong '/'
-  EXPECT_EQ(error_offset("\"a\xED\xA0\x80\""), 2);      // an encoded surrogate
-  EXPECT_EQ(error_offset("\"a\xF4\x90\x80\x80\""), 2);  // above U+10FFFF
+  // Each refused at the first byte that cannot be part of a well-formed character there.
+  EXPECT_EQ(error_offset("\"a\xC3\""), 3);              // truncated sequence: the quote is no continuation byte
+  EXPECT_EQ(error_offset("\"a\xC0\xAF\""), 2);          // overlong '/': C0 starts no character
+  EXPECT_EQ(error_offset("\"a\xED\xA0\x80\""), 3);      // an encoded surrogate: A0 cannot follow ED
+  EXPECT_EQ(error_offset("\"a\xF4\x90\x80\x80\""), 3);  // above U+10FFFF: 90 cannot follow F4
   EXPECT_EQ(error_offset("\"a\xFF\""), 2);
 }
 
@@ -107,9 +109,29 @@ TEST(Json, KeepsBigIntegersExact) {
 TEST(Json, NumbersOutsideADoubleAreRefusedOrUnderflowToZero) {
   EXPECT_THROW(Value::parse("1e400").number(), Error);
   EXPECT_THROW(Value::parse("-1e400").number(), Error);
+  // Only number() refuses them: the text reads, the literal is kept, and so are the values after it.
+  const Value v = Value::parse(R"({"a": [1, -1e400, 2E+999], "b": "x", "c": 1e400})");
+  EXPECT_EQ(v.at("a").array()[1].number_text(), "-1e400");
+  EXPECT_EQ(v.at("a").array()[1].offset(), 10u);
+  EXPECT_EQ(v.at("a").array()[2].number_text(), "2E+999");
+  EXPECT_THROW(v.at("a").array()[2].number(), Error);
+  EXPECT_THROW(v.at("c").u64(), Error);
+  EXPECT_EQ(v.at("b").string(), "x");
+  EXPECT_EQ(write(v), R"({"a":[1,-1e400,2E+999],"b":"x","c":1e400})");
+  EXPECT_EQ(error_offset("[1e400, 1e400 x]"), 14) << "an error after such a number is still found where it is";
+  // Each one costs a reading of the text: more than 16 are refused (at the 17th).
+  std::string many = "[";
+  for (int i = 0; i < 17; ++i)
+    many += "1e999,";
+  EXPECT_EQ(Value::parse(many.substr(0, 6 * 16) + "]").array().size(), 16u);
+  EXPECT_EQ(error_offset(many.substr(0, many.size() - 1) + "]"), 1 + 6 * 16);
   EXPECT_EQ(Value::parse("1e-400").number(), 0.0);
   EXPECT_TRUE(std::signbit(Value::parse("-1e-400").number()));
   EXPECT_EQ(Value::parse("-0").number(), 0.0);
+  // Minus zero keeps its sign, as an integer literal and as a fraction.
+  EXPECT_TRUE(std::signbit(Value::parse("-0").number()));
+  EXPECT_EQ(write(Value::parse("[-0,0,-0.0]")), "[-0,0,-0.0]");
+  EXPECT_EQ(Value::parse("-0").i64(), 0);
 }
 
 // Each malformed text and the byte where the problem is.
@@ -130,12 +152,12 @@ TEST(Json, RejectsMalformedTextAtTheRightOffset) {
       {"{\"a\":1e}", 7},         // no exponent digits
       {"{\"a\":+1}", 5},         // plus sign
       {"{\"a\":.5}", 5},         // no integer part
-      {"{\"a\":tru}", 5},        // bad literal
+      {"{\"a\":tru}", 8},        // bad literal: the '}' where 'e' should be
       {"{\"a\":True}", 5},       // case matters
       {"{\"a\":NaN}", 5},        // not JSON
-      {"{\"a\":\"x}", 5},        // unterminated string
+      {"{\"a\":\"x}", 8},        // unterminated string: the end of the text
       {"{\"a\":\"x\ty\"}", 7},   // raw control character
-      {"{\"a\":\"\\x\"}", 6},    // invalid escape
+      {"{\"a\":\"\\x\"}", 7},    // invalid escape: the 'x'
       {"{\"a\":1} x", 8},        // trailing text
       {"{\"a\":1}{}", 7},        // two documents
       {"[1] // comment", 4},     // comments are not JSON
@@ -155,6 +177,46 @@ TEST(Json, DuplicateKeysAreFoundInLargeObjectsToo) {
   EXPECT_EQ(error_offset(duplicate), static_cast<long long>(text.size()));
 }
 
+TEST(Json, DuplicateKeysAreRefusedInEachObjectNotAcrossObjects) {
+  EXPECT_EQ(Value::parse(R"({"k":{"k":1},"j":{"k":2},"l":[{"k":3},{"k":4}]})").members().size(), 3u);
+  EXPECT_EQ(error_offset(R"({"a":{"k":1,"k":2}})"), 12);  // nested: the second "k"
+  EXPECT_EQ(error_offset(R"({"k":{"x":1},"k":2})"), 13);  // after a nested object
+  EXPECT_EQ(error_offset(R"({"k":1 , "k":2})"), 9);       // whitespace before the key
+  EXPECT_EQ(error_offset(R"({"\u006b":1,"k":2})"), 12);   // the same key, escaped differently
+  try {
+    Value::parse(R"({"a":1,"a":2})");
+    FAIL() << "expected a ParseError";
+  } catch (const ParseError& error) {
+    EXPECT_STREQ(error.what(), "duplicate key 'a' at byte 7");
+  }
+}
+
+// Every value's offset is where it starts, whatever came before it: numbers (which the reader reads one byte past),
+// closing brackets, whitespace.
+TEST(Json, ValuesKnowWhereTheyStart) {
+  const Value v = Value::parse("[1 , 22,\n333,[4],{\"k\":-5.5e1},\"s\" ,true,null]");
+  const auto& a = v.array();
+  const std::size_t expected[] = {1, 5, 9, 13, 17, 30, 35, 40};
+  ASSERT_EQ(a.size(), std::size(expected));
+  for (std::size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(a[i].offset(), expected[i]) << a[i].describe();
+  EXPECT_EQ(a[4].at("k").offset(), 22u);
+  EXPECT_EQ(v.offset(), 0u);
+  EXPECT_EQ(Value::parse("  \n 7 ").offset(), 4u);
+}
+
+// The message quotes what was read, cut short: an unterminated string is the rest of the text.
+TEST(Json, ParseErrorMessagesStayShort) {
+  const std::string text = "{\"a\":\"" + std::string(1 << 20, 'x');
+  try {
+    Value::parse(text);
+    FAIL() << "expected a ParseError";
+  } catch (const ParseError& error) {
+    EXPECT_EQ(error.offset(), text.size());
+    EXPECT_LT(std::strlen(error.what()), 300u) << error.what();
+  }
+}
+
 TEST(Json, NestingDeeperThanTheLimitIsRefused) {
   auto nested = [](int depth) {
     return std::string(static_cast<std::size_t>(depth), '[') + std::string(static_cast<std::size_t>(depth), ']');
@@ -165,6 +227,13 @@ TEST(Json, NestingDeeperThanTheLimitIsRefused) {
   EXPECT_EQ(error_offset("{\"a\":{\"b\":[1]}}", 2), 10);
   // Far beyond the limit: refused at the limit, without exhausting the stack.
   EXPECT_EQ(error_offset(std::string(1000000, '[')), kDefaultMaxDepth);
+  std::string objects;
+  for (int i = 0; i < 100000; ++i)
+    objects += "{\"a\":";
+  EXPECT_EQ(error_offset(objects), 5 * kDefaultMaxDepth);
+  // The limit is on nesting, not on the number of containers.
+  EXPECT_EQ(error_offset("[[1],[2],{\"a\":[]},[[]]]", 3), -1);
+  EXPECT_EQ(error_offset("[[1],[2],{\"a\":[]},[[[]]]]", 3), 20);
   try {
     Value::parse(nested(kDefaultMaxDepth + 1));
   } catch (const ParseError& error) {
@@ -177,7 +246,8 @@ TEST(Json, ParseErrorsAreIoErrorsThatSayWhatIsWrong) {
     Value::parse("{\"a\":1,}");
     FAIL() << "expected a ParseError";
   } catch (const IoError& error) {
-    EXPECT_STREQ(error.what(), "trailing comma before '}' at byte 7");
+    EXPECT_STREQ(error.what(),
+                 "syntax error while parsing object key - unexpected '}'; expected string literal at byte 7");
   }
 }
 
@@ -225,14 +295,20 @@ TEST(Json, QuotesEveryCharacterThatNeedsIt) {
 }
 
 // The writer never produces text the reader refuses: bytes that are not UTF-8 (a host name cut in the middle of a
-// character, a Latin-1 file name in a command line) become U+FFFD, each invalid byte once; valid UTF-8 stays as it is.
+// character, a Latin-1 file name in a command line) become U+FFFD, written as UTF-8 (EF BF BD), once for each byte
+// that starts no character and once for each cut-off start of a character; valid UTF-8 stays as it is.
 TEST(Json, QuotedTextIsValidJsonWhateverTheBytes) {
-  EXPECT_EQ(quote("a\xFF" "b"), "\"a\\ufffdb\"");
-  EXPECT_EQ(quote("\xC3"), "\"\\ufffd\"");                                   // truncated at the end
-  EXPECT_EQ(quote("\xC3\xA9\xC3x"), "\"\xC3\xA9\\ufffdx\"");                 // truncated before an ASCII byte
-  EXPECT_EQ(quote("\xC0\xAF"), "\"\\ufffd\\ufffd\"");                        // overlong
-  EXPECT_EQ(quote("\xED\xA0\x80"), "\"\\ufffd\\ufffd\\ufffd\"");             // an encoded surrogate
-  EXPECT_EQ(quote("\xF4\x90\x80\x80"), "\"\\ufffd\\ufffd\\ufffd\\ufffd\"");  // above U+10FFFF
+  const std::string r = "\xEF\xBF\xBD";  // U+FFFD
+  EXPECT_EQ(quote("a\xFF"
+                  "b"),
+            "\"a" + r + "b\"");
+  EXPECT_EQ(quote("\xC3"), "\"" + r + "\"");                              // truncated at the end
+  EXPECT_EQ(quote("\xC3\xA9\xC3x"), "\"\xC3\xA9" + r + "x\"");            // truncated before an ASCII byte
+  EXPECT_EQ(quote("\xE2\x82x"), "\"" + r + "x\"");                        // a cut-off 3-byte start: one U+FFFD
+  EXPECT_EQ(quote("\xE2\x82\xE2\x82\xAC"), "\"" + r + "\xE2\x82\xAC\"");  // ... then a whole character
+  EXPECT_EQ(quote("\xC0\xAF"), "\"" + r + r + "\"");                      // overlong
+  EXPECT_EQ(quote("\xED\xA0\x80"), "\"" + r + r + r + "\"");              // an encoded surrogate
+  EXPECT_EQ(quote("\xF4\x90\x80\x80"), "\"" + r + r + r + r + "\"");      // above U+10FFFF
   EXPECT_EQ(quote("\xF0\x9F\x98\x80"), "\"\xF0\x9F\x98\x80\"");
   EXPECT_EQ(Value::parse(quote("\xFF")).string(), "\xEF\xBF\xBD");
   std::mt19937 rng(11);

@@ -2,6 +2,8 @@
 
 #include <charconv>
 #include <cmath>
+#include <iterator>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <system_error>
 
@@ -12,334 +14,241 @@ ParseError::ParseError(const std::string& what, std::size_t offset)
 
 namespace {
 
-// How a byte is shown in a message: 'x' when printable ASCII, else its hex value.
-std::string show_byte(char c) {
-  const auto u = static_cast<unsigned char>(c);
-  if (u >= 0x20 && u < 0x7f) return std::string("'") + c + "'";
-  static const char* hex = "0123456789ABCDEF";
-  return std::string("byte 0x") + hex[u >> 4] + hex[u & 0xf];
-}
+using Library = nlohmann::json;
 
-void append_utf8(std::string& out, std::uint32_t code) {
-  if (code < 0x80) {
-    out += static_cast<char>(code);
-  } else if (code < 0x800) {
-    out += static_cast<char>(0xC0 | (code >> 6));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  } else if (code < 0x10000) {
-    out += static_cast<char>(0xE0 | (code >> 12));
-    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (code >> 18));
-    out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  }
-}
+// The text as nlohmann reads it, one byte at a time; every step is published through `read`, so that the SAX events,
+// which carry no positions, can tell where in the text they are.
+class TrackedIterator {
+ public:
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
 
-// The length of the well-formed UTF-8 character that starts at s[pos] (a byte >= 0x80): no overlong forms, no
-// surrogates, nothing above U+10FFFF. 0 when there is none, with `problem` saying why.
-std::size_t utf8_length(std::string_view s, std::size_t pos, std::string& problem) {
-  const auto lead = static_cast<unsigned char>(s[pos]);
-  std::size_t length = 0;
-  unsigned char low = 0x80, high = 0xBF;  // allowed range of the second byte
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    if (lead == 0xE0) low = 0xA0;   // overlong
-    if (lead == 0xED) high = 0x9F;  // surrogates
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    if (lead == 0xF0) low = 0x90;   // overlong
-    if (lead == 0xF4) high = 0x8F;  // above U+10FFFF
-  } else {
-    problem = "invalid UTF-8 " + show_byte(s[pos]);
-    return 0;
+  TrackedIterator(const char* at, const char** read) : at_(at), read_(read) {}
+  reference operator*() const { return *at_; }
+  TrackedIterator& operator++() {
+    *read_ = ++at_;
+    return *this;
   }
-  for (std::size_t i = 1; i < length; ++i) {
-    if (pos + i >= s.size()) {
-      problem = "truncated UTF-8 sequence";
-      return 0;
-    }
-    const auto next = static_cast<unsigned char>(s[pos + i]);
-    if (next < (i == 1 ? low : 0x80) || next > (i == 1 ? high : 0xBF)) {
-      problem = "invalid UTF-8 sequence";
-      return 0;
-    }
+  TrackedIterator operator++(int) {
+    TrackedIterator before = *this;
+    ++*this;
+    return before;
   }
-  return length;
+  friend bool operator==(const TrackedIterator& a, const TrackedIterator& b) { return a.at_ == b.at_; }
+
+ private:
+  const char* at_;
+  const char** read_;
+};
+
+// nlohmann's message without its "[json.exception.parse_error.101] parse error at line 1, column 8: " preamble (the
+// offset is appended by ParseError instead), and cut short: it quotes the token it stopped in, which for an
+// unterminated string is the rest of the file.
+std::string library_message(const nlohmann::detail::exception& error) {
+  constexpr std::size_t kLimit = 200;
+  std::string_view what = error.what();
+  if (const auto id_end = what.find("] "); what.starts_with("[json.exception.") && id_end != std::string_view::npos)
+    what.remove_prefix(id_end + 2);
+  if (what.starts_with("parse error"))
+    if (const auto colon = what.find(": "); colon != std::string_view::npos) what.remove_prefix(colon + 2);
+  return what.size() > kLimit ? std::string(what.substr(0, kLimit)) + "..." : std::string(what);
 }
 
 // Objects with more members than this check duplicate keys with a set instead of a scan (no quadratic time).
 constexpr std::size_t kLinearKeyCheck = 16;
 
+// A number beyond the range of a double, [begin, end) in the text, which nlohmann refuses and cannot read past.
+struct NumberOverflow {
+  std::size_t begin, end;
+};
+// Each such number costs one more reading of the text (Value::parse); a text with more is refused.
+constexpr std::size_t kMaxOverflows = 16;
+
+using Overflows = std::vector<std::pair<std::size_t, std::string>>;  // offset, literal
+
 }  // namespace
 
-// A recursive-descent reader. Every failure throws ParseError at the offset where the problem was found.
-class Parser {
+// nlohmann's SAX events turned into a Value tree, with what nlohmann does not check: duplicate keys (it would keep
+// the last one), the nesting limit, and the value offsets and number literals that Value keeps.
+class TreeBuilder : public nlohmann::json_sax<Library> {
  public:
-  Parser(std::string_view text, int max_depth) : s_(text), max_depth_(max_depth) {}
+  TreeBuilder(std::string_view text, const char* const* read, int max_depth, const Overflows& overflows)
+      : text_(text), read_(read), max_depth_(max_depth), overflows_(overflows) {}
 
-  Value document() {
-    skip_space();
-    if (pos_ == s_.size()) fail("empty input: expected a JSON value");
-    Value v = value(0);
-    skip_space();
-    if (pos_ != s_.size()) fail("unexpected " + show_byte(s_[pos_]) + " after the JSON value");
-    return v;
+  Value take() { return std::move(root_); }
+
+  bool null() override {
+    add(Value::Kind::Null);
+    return true;
+  }
+  bool boolean(bool value) override {
+    add(Value::Kind::Bool).bool_ = value;
+    return true;
+  }
+  // Integers come as numbers, formatted back exactly; nlohmann hands over larger ones as floats with their literal.
+  // "-0" is the only integer literal that its value does not give back.
+  bool number_integer(number_integer_t value) override {
+    Value& v = add(Value::Kind::Number);
+    v.text_ = value == 0 && v.offset_ < text_.size() && text_[v.offset_] == '-' ? "-0" : std::to_string(value);
+    return true;
+  }
+  bool number_unsigned(number_unsigned_t value) override {
+    Value& v = add(Value::Kind::Number);
+    v.text_ = std::to_string(value);
+    for (const auto& [offset, literal] : overflows_)
+      if (offset == v.offset_) v.text_ = literal;  // the "0" that stands in for a number beyond a double
+    return true;
+  }
+  // The literal as written, from the text: nlohmann's copy has the locale's decimal point.
+  bool number_float(number_float_t, const string_t& literal) override {
+    Value& v = add(Value::Kind::Number);
+    v.text_ = text_.substr(v.offset_, literal.size());
+    return true;
+  }
+  bool string(string_t& value) override {
+    add(Value::Kind::String).text_ = std::move(value);
+    return true;
+  }
+  // Only the binary formats (CBOR, MessagePack, ...) produce these, never JSON text.
+  bool binary(binary_t&) override { return false; }
+
+  bool start_object(std::size_t) override {
+    open(Value::Kind::Object);
+    return true;
+  }
+  bool key(string_t& key) override {
+    Frame& frame = open_.back();
+    const std::size_t offset = start();
+    if (is_duplicate(frame, key)) throw ParseError("duplicate key '" + key + "'", offset);
+    key_ = std::move(key);
+    consumed();
+    return true;
+  }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override {
+    open(Value::Kind::Array);
+    return true;
+  }
+  bool end_array() override { return close(); }
+
+  // nlohmann's position counts the bytes read, the one it stopped at included: 1-based, where tenax counts from 0.
+  // For a number out of range (406), after the number: the position is one past its last byte.
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& error) override {
+    if (error.id == 406) throw NumberOverflow{start(), std::min(position, text_.size())};
+    throw ParseError(library_message(error), std::min(position > 0 ? position - 1 : 0, text_.size()));
   }
 
  private:
-  [[noreturn]] void fail(const std::string& what) const { throw ParseError(what, pos_); }
-  [[noreturn]] void fail_at(std::size_t offset, const std::string& what) {
-    pos_ = offset;
-    fail(what);
-  }
-  bool at_end() const { return pos_ >= s_.size(); }
-  bool is_digit() const { return !at_end() && s_[pos_] >= '0' && s_[pos_] <= '9'; }
-  void skip_space() {
-    while (!at_end() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
-      ++pos_;
-  }
-
-  // `depth`: containers around this value.
-  Value value(int depth) {
-    if (at_end()) fail("unexpected end of input: expected a value");
-    Value v;
-    v.offset_ = pos_;
-    const char c = s_[pos_];
-    if (c == '{' || c == '[') {
-      if (depth >= max_depth_) fail("nesting deeper than " + std::to_string(max_depth_) + " levels");
-      if (c == '{') {
-        object(v, depth + 1);
-      } else {
-        array(v, depth + 1);
-      }
-    } else if (c == '"') {
-      v.kind_ = Value::Kind::String;
-      v.text_ = string_literal();
-    } else if (c == '-' || (c >= '0' && c <= '9')) {
-      v.kind_ = Value::Kind::Number;
-      v.text_ = number_literal();
-    } else if (c == 't' || c == 'f' || c == 'n') {
-      const std::string_view word = c == 't' ? "true" : c == 'f' ? "false" : "null";
-      if (s_.substr(pos_, word.size()) != word) fail("invalid literal (expected '" + std::string(word) + "')");
-      pos_ += word.size();
-      v.kind_ = c == 'n' ? Value::Kind::Null : Value::Kind::Bool;
-      v.bool_ = c == 't';
-    } else {
-      fail("unexpected " + show_byte(c) + ": expected a value");
-    }
-    return v;
-  }
-
-  void object(Value& v, int depth) {
-    v.kind_ = Value::Kind::Object;
-    ++pos_;  // '{'
-    skip_space();
-    if (!at_end() && s_[pos_] == '}') {
-      ++pos_;
-      return;
-    }
+  struct Frame {
+    Value* value;
     std::set<std::string> keys;  // filled only for large objects
-    while (true) {
-      skip_space();
-      if (at_end()) fail("unexpected end of input inside an object");
-      if (s_[pos_] == '}') fail("trailing comma before '}'");
-      if (s_[pos_] != '"') fail("unexpected " + show_byte(s_[pos_]) + ": expected a string key");
-      const std::size_t key_offset = pos_;
-      std::string key = string_literal();
-      if (is_duplicate(v.children_, keys, key)) fail_at(key_offset, "duplicate key '" + key + "'");
-      skip_space();
-      if (at_end() || s_[pos_] != ':') fail("expected ':' after the key '" + key + "'");
-      ++pos_;
-      skip_space();
-      Value member = value(depth);
-      member.member_ = true;
-      member.key_ = std::move(key);
-      v.children_.push_back(std::move(member));
-      skip_space();
-      if (at_end()) fail("unexpected end of input inside an object");
-      if (s_[pos_] == '}') {
-        ++pos_;
-        return;
-      }
-      if (s_[pos_] != ',') fail("unexpected " + show_byte(s_[pos_]) + ": expected ',' or '}'");
-      ++pos_;
+  };
+
+  // Where the value of the current event starts. Between two events the text holds only whitespace, ',' and ':' (a
+  // number's event comes after nlohmann has read the byte after it, which is one of those or a closing bracket, also
+  // an event), so the value starts at the first other byte after what the previous event had read.
+  std::size_t start() const {
+    std::size_t at = last_read_;
+    while (at < text_.size() && (text_[at] == ' ' || text_[at] == '\t' || text_[at] == '\n' || text_[at] == '\r' ||
+                                 text_[at] == ',' || text_[at] == ':'))
+      ++at;
+    return at;
+  }
+  void consumed() { last_read_ = static_cast<std::size_t>(*read_ - text_.data()); }
+
+  // A new value in the innermost open container (or the document itself), named by its key or index.
+  Value& add(Value::Kind kind) {
+    Value v;
+    v.kind_ = kind;
+    v.offset_ = start();
+    consumed();
+    if (open_.empty()) {
+      root_ = std::move(v);
+      return root_;
     }
+    // Only the innermost container grows, so the pointers to the open ones (each its parent's last child) stay valid.
+    Value& parent = *open_.back().value;
+    if (parent.kind_ == Value::Kind::Object) {
+      v.member_ = true;
+      v.key_ = std::move(key_);
+    } else {
+      v.index_ = static_cast<std::int64_t>(parent.children_.size());
+    }
+    parent.children_.push_back(std::move(v));
+    return parent.children_.back();
   }
 
-  static bool is_duplicate(const std::vector<Value>& members, std::set<std::string>& keys, const std::string& key) {
+  void open(Value::Kind kind) {
+    if (open_.size() >= static_cast<std::size_t>(std::max(max_depth_, 0)))
+      throw ParseError("nesting deeper than " + std::to_string(max_depth_) + " levels", start());
+    open_.push_back(Frame{&add(kind), {}});
+  }
+
+  bool close() {
+    open_.pop_back();
+    consumed();
+    return true;
+  }
+
+  static bool is_duplicate(Frame& frame, const std::string& key) {
+    const std::vector<Value>& members = frame.value->children_;
     if (members.size() < kLinearKeyCheck) {
       for (const Value& m : members)
         if (m.key_ == key) return true;
       return false;
     }
-    if (keys.empty())
+    if (frame.keys.empty())
       for (const Value& m : members)
-        keys.insert(m.key_);
-    return !keys.insert(key).second;
+        frame.keys.insert(m.key_);
+    return !frame.keys.insert(key).second;
   }
 
-  void array(Value& v, int depth) {
-    v.kind_ = Value::Kind::Array;
-    ++pos_;  // '['
-    skip_space();
-    if (!at_end() && s_[pos_] == ']') {
-      ++pos_;
-      return;
-    }
-    while (true) {
-      skip_space();
-      if (!at_end() && s_[pos_] == ']') fail("trailing comma before ']'");
-      Value item = value(depth);
-      item.index_ = static_cast<std::int64_t>(v.children_.size());
-      v.children_.push_back(std::move(item));
-      skip_space();
-      if (at_end()) fail("unexpected end of input inside an array");
-      if (s_[pos_] == ']') {
-        ++pos_;
-        return;
-      }
-      if (s_[pos_] != ',') fail("unexpected " + show_byte(s_[pos_]) + ": expected ',' or ']'");
-      ++pos_;
-    }
-  }
-
-  // -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, kept as written.
-  std::string number_literal() {
-    const std::size_t start = pos_;
-    if (s_[pos_] == '-') ++pos_;
-    if (!at_end() && s_[pos_] == '0') {
-      ++pos_;
-      if (is_digit()) fail("leading zero in a number");
-    } else if (is_digit()) {
-      while (is_digit())
-        ++pos_;
-    } else {
-      fail("expected a digit after '-'");
-    }
-    if (!at_end() && s_[pos_] == '.') {
-      ++pos_;
-      if (!is_digit()) fail("expected a digit after the decimal point");
-      while (is_digit())
-        ++pos_;
-    }
-    if (!at_end() && (s_[pos_] == 'e' || s_[pos_] == 'E')) {
-      ++pos_;
-      if (!at_end() && (s_[pos_] == '+' || s_[pos_] == '-')) ++pos_;
-      if (!is_digit()) fail("expected a digit in the exponent");
-      while (is_digit())
-        ++pos_;
-    }
-    return std::string(s_.substr(start, pos_ - start));
-  }
-
-  std::string string_literal() {
-    const std::size_t start = pos_;
-    ++pos_;  // '"'
-    std::string out;
-    while (true) {
-      if (at_end()) fail_at(start, "unterminated string");
-      const auto c = static_cast<unsigned char>(s_[pos_]);
-      if (c == '"') {
-        ++pos_;
-        return out;
-      }
-      if (c == '\\') {
-        escape(out);
-      } else if (c < 0x20) {
-        fail("control character " + show_byte(s_[pos_]) + " inside a string (it must be escaped)");
-      } else if (c < 0x80) {
-        out += static_cast<char>(c);
-        ++pos_;
-      } else {
-        utf8_sequence(out);
-      }
-    }
-  }
-
-  void escape(std::string& out) {
-    const std::size_t start = pos_;
-    ++pos_;  // '\'
-    if (at_end()) fail_at(start, "unterminated escape");
-    const char e = s_[pos_++];
-    switch (e) {
-      case '"':
-      case '\\':
-      case '/':
-        out += e;
-        return;
-      case 'b':
-        out += '\b';
-        return;
-      case 'f':
-        out += '\f';
-        return;
-      case 'n':
-        out += '\n';
-        return;
-      case 'r':
-        out += '\r';
-        return;
-      case 't':
-        out += '\t';
-        return;
-      case 'u':
-        break;
-      default:
-        fail_at(start, "invalid escape '\\" + std::string(1, e) + "'");
-    }
-    std::uint32_t code = hex4(start);
-    if (code >= 0xDC00 && code <= 0xDFFF) fail_at(start, "lone low surrogate in a \\u escape");
-    if (code >= 0xD800 && code <= 0xDBFF) {
-      // UTF-16 surrogate pair: the high half must be followed at once by an escaped low half.
-      if (s_.substr(pos_, 2) != "\\u") fail_at(start, "high surrogate not followed by a \\u escape of a low surrogate");
-      const std::size_t low_start = pos_;
-      pos_ += 2;
-      const std::uint32_t low = hex4(low_start);
-      if (low < 0xDC00 || low > 0xDFFF)
-        fail_at(low_start, "high surrogate followed by a \\u escape that is no low one");
-      code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
-    }
-    append_utf8(out, code);
-  }
-
-  // The 4 hex digits after "\u" (pos_ is at the first); `escape_start` is the backslash, for the message.
-  std::uint32_t hex4(std::size_t escape_start) {
-    std::uint32_t code = 0;
-    for (int i = 0; i < 4; ++i) {
-      if (at_end()) fail_at(escape_start, "incomplete \\u escape (4 hex digits needed)");
-      const char h = s_[pos_];
-      int digit = h >= '0' && h <= '9'   ? h - '0'
-                  : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                  : h >= 'A' && h <= 'F' ? h - 'A' + 10
-                                         : -1;
-      if (digit < 0) fail("invalid hex digit " + show_byte(h) + " in a \\u escape");
-      code = code * 16 + static_cast<std::uint32_t>(digit);
-      ++pos_;
-    }
-    return code;
-  }
-
-  // One multi-byte UTF-8 character, checked and copied.
-  void utf8_sequence(std::string& out) {
-    std::string problem;
-    const std::size_t length = utf8_length(s_, pos_, problem);
-    if (length == 0) fail(problem);
-    out.append(s_.substr(pos_, length));
-    pos_ += length;
-  }
-
-  std::string_view s_;
+  std::string_view text_;
+  const char* const* read_;  // one past the last byte nlohmann has read
   int max_depth_;
-  std::size_t pos_ = 0;
+  const Overflows& overflows_;
+  std::size_t last_read_ = 0;  // *read_ at the end of the previous event
+  Value root_;
+  std::vector<Frame> open_;  // the containers not closed yet, outermost first
+  std::string key_;          // the key of the member whose value comes next
 };
 
 Value Value::parse(std::string_view text, int max_depth) {
-  return Parser(text, max_depth).document();
+  // nlohmann skips a UTF-8 byte-order mark; RFC 8259 text has none, and a file that starts with one was not written
+  // by tenax.
+  if (text.starts_with("\xEF\xBB\xBF")) throw ParseError("byte-order mark before the JSON value", 0);
+  // nlohmann refuses a number beyond the range of a double (1e400) and cannot read on after it, where Value keeps it
+  // (number() refuses it, the writer and number_text() keep its literal, and a caller may treat it as absent). Each
+  // one is replaced, in a copy of the text, by a "0" padded with spaces to its length, and the text read again; the
+  // builder puts the literal back.
+  std::string copy;
+  Overflows overflows;
+  while (true) {
+    const std::string_view current = overflows.empty() ? text : std::string_view(copy);
+    const char* read = current.data();
+    TreeBuilder builder(current, &read, max_depth, overflows);
+    try {
+      // strict: nothing but whitespace after the value; no comments. Every error reaches TreeBuilder::parse_error,
+      // which throws, or is thrown by the builder itself.
+      const bool parsed = Library::sax_parse(TrackedIterator(current.data(), &read),
+                                             TrackedIterator(current.data() + current.size(), &read), &builder,
+                                             nlohmann::json::input_format_t::json, /*strict=*/true,
+                                             /*ignore_comments=*/false);
+      if (!parsed) throw ParseError("not a JSON value", static_cast<std::size_t>(read - current.data()));
+      return builder.take();
+    } catch (const NumberOverflow& number) {
+      if (overflows.size() == kMaxOverflows)
+        throw ParseError("more than " + std::to_string(kMaxOverflows) + " numbers beyond the range of a double",
+                         number.begin);
+      if (copy.empty()) copy.assign(text);
+      const std::size_t length = number.end - number.begin;
+      overflows.emplace_back(number.begin, copy.substr(number.begin, length));
+      copy.replace(number.begin, length, "0" + std::string(length - 1, ' '));
+    }
+  }
 }
 
 std::string Value::describe() const {
@@ -464,75 +373,28 @@ std::string Value::string_or(std::string_view key, std::string_view fallback) co
 }
 
 void append_string(std::string& out, std::string_view text) {
-  static const char* hex = "0123456789abcdef";
-  out += '"';
-  for (std::size_t i = 0; i < text.size();) {
-    const char c = text[i];
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x80) {
-      // Valid UTF-8 as it is; any other byte as U+FFFD, so that what is written is always JSON the reader takes.
-      std::string problem;
-      const std::size_t length = utf8_length(text, i, problem);
-      if (length == 0) {
-        out += "\\ufffd";
-        ++i;
-      } else {
-        out.append(text.substr(i, length));
-        i += length;
-      }
-      continue;
-    }
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (u < 0x20) {
-          out += "\\u00";
-          out += hex[(u >> 4) & 0xf];
-          out += hex[u & 0xf];
-        } else {
-          out += c;
-        }
-    }
-    ++i;
-  }
-  out += '"';
+  // Not ensure_ascii: UTF-8 stays as it is (U+FFFD too, as its three bytes).
+  out += Library(Library::string_t(text)).dump(-1, ' ', /*ensure_ascii=*/false, Library::error_handler_t::replace);
 }
 
 std::string quote(std::string_view text) {
   std::string out;
-  out.reserve(text.size() + 2);
   append_string(out, text);
   return out;
 }
 
+// Hand-written rather than nlohmann's serializer, which writes 1.0 as "1.0" and -0.0 as "-0.0" and whose Grisu2
+// digits are not always the shortest; std::to_chars without a precision gives the shortest form that reads back as
+// the same double.
 std::string number(double value) {
   if (!std::isfinite(value)) return "null";
   char buffer[32];
-  // The shortest form that reads back as the same double (std::to_chars without a precision).
   auto [end, error] = std::to_chars(buffer, buffer + sizeof buffer, value);
   return std::string(buffer, error == std::errc() ? end : buffer);
 }
 
+// Not through nlohmann's serializer: that would need a copy of the tree in its types and would write numbers from
+// their binary value, where Value keeps the literal (exact, whatever its size).
 void append(std::string& out, const Value& value) {
   switch (value.kind()) {
     case Value::Kind::Null:
@@ -542,7 +404,7 @@ void append(std::string& out, const Value& value) {
       out += value.boolean() ? "true" : "false";
       return;
     case Value::Kind::Number:
-      out += value.number_text();  // the literal as read: exact, whatever its size
+      out += value.number_text();
       return;
     case Value::Kind::String:
       append_string(out, value.string());

@@ -1,14 +1,19 @@
 // Internal: tenax's one JSON reader and writer, for every file tenax writes or reads as JSON — heartbeats, the
-// launcher's ledger, metrics lines and summaries, checkpoint manifests. Free of MPI and of every other dependency so
-// that tenax-launch compiles it in.
+// launcher's ledger, metrics lines and summaries, checkpoint manifests. MPI-free, so that tenax-launch compiles it in.
 //
-// Reading is strict RFC 8259: one value, nothing after it but whitespace, UTF-8 text, no comments, no trailing commas,
-// no leading zeros, no duplicate object keys, escapes exactly as the RFC lists them (\uXXXX surrogate pairs are
-// combined; a lone surrogate is an error). A record that tenax did not write, or that was damaged, is reported with
-// the byte offset where reading stopped — never guessed at.
+// The lexing, parsing, UTF-8 checking and escaping are nlohmann-json's (Debian's nlohmann-json3-dev, header-only;
+// json.cpp includes it, this header does not, so nothing that includes this header depends on it). This façade
+// exists for what the callers need beyond it: nlohmann keeps the last of duplicate keys, has no nesting limit, stores
+// numbers as binary values (and refuses a whole text for one beyond a double), and reports errors as its own
+// exceptions; Value instead refuses duplicates, refuses deep nesting, keeps every number's literal so that 64-bit
+// integers (sizes, offsets, checksums, steps) round-trip exactly and a number beyond a double is refused only by
+// number(), and its strict typed accessors and the reader throw tenax's Error and ParseError, which name the value or
+// the byte.
 //
-// Numbers are kept as the literal text, so 64-bit integers (sizes, offsets, checksums, steps) round-trip exactly; the
-// typed accessors convert on request and refuse what does not fit.
+// Reading is strict RFC 8259: one value, nothing after it but whitespace, UTF-8 text (ill-formed UTF-8 and lone
+// surrogates refused), no byte-order mark, no comments, no trailing commas, no leading zeros, no duplicate object
+// keys. A record that tenax did not write, or that was damaged, is reported with the byte offset where reading
+// stopped — never guessed at.
 #pragma once
 
 #include <concepts>
@@ -28,7 +33,9 @@ class Error : public IoError {
   using IoError::IoError;
 };
 
-// Text that is not JSON. offset() is the byte (0-based) where the parser stopped; what() ends with "at byte N".
+// Text that is not JSON. offset() is the byte (0-based) where reading stopped: the byte that showed the text is not
+// JSON (the end of the text when it ends too early), or, for a duplicate key and a container nested too deep, the
+// start of that key or container. what() ends with "at byte N".
 class ParseError : public Error {
  public:
   ParseError(const std::string& what, std::size_t offset);
@@ -38,7 +45,7 @@ class ParseError : public Error {
   std::size_t offset_;
 };
 
-// Containers nested deeper than this are refused (the parser recurses; our files nest a few levels).
+// Containers nested deeper than this are refused (the tree and the writer recurse; our files nest a few levels).
 inline constexpr int kDefaultMaxDepth = 64;
 
 class Value {
@@ -64,7 +71,7 @@ class Value {
   const std::vector<Value>& members() const;  // an object's members in file order; each one's key() names it
   const std::string& key() const { return key_; }
   // Numbers. u64 and i64 take integer literals only (no fraction or exponent) and refuse what does not fit; number()
-  // takes any literal that a double can hold (1e400 is refused, not turned into infinity).
+  // takes any literal that a double can hold (too small a one is a zero; 1e400 is refused, not turned into infinity).
   std::uint64_t u64() const;
   std::int64_t i64() const;
   double number() const;
@@ -83,7 +90,7 @@ class Value {
   std::string string_or(std::string_view key, std::string_view fallback) const;
 
  private:
-  friend class Parser;
+  friend class TreeBuilder;  // json.cpp: builds the tree from nlohmann's SAX events
   [[noreturn]] void wrong(const std::string& expected) const;
   const Value* present(std::string_view key) const;  // find(), but nullptr for null members too
 
@@ -100,8 +107,9 @@ class Value {
 // ---- Writing ----
 
 // Appends `text` as a quoted JSON string: '"' and '\' escaped, control characters as \n \t \r \b \f or \u00XX,
-// well-formed UTF-8 as it is, and every byte that is not part of well-formed UTF-8 as \ufffd (U+FFFD), so that the
-// result is always text the reader accepts (a name cut in the middle of a character, a Latin-1 file name).
+// well-formed UTF-8 as it is, and what is not well-formed UTF-8 as U+FFFD (written as UTF-8, EF BF BD; one for each
+// byte that cannot start a character and one for each cut-off start of a character, Unicode's recommended practice),
+// so that the result is always text the reader accepts (a name cut in the middle of a character, a Latin-1 file name).
 void append_string(std::string& out, std::string_view text);
 std::string quote(std::string_view text);
 
