@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "placement/hostlist_pieces.hpp"
 #include "placement/quote.hpp"
 #include "tenax/error.hpp"
 
@@ -26,7 +27,7 @@ constexpr int kMaxDigits = 18;
 // Host ranges in one libslurm hostlist. slurm_hostlist_shift moves every remaining range each time the first one
 // empties, so expanding R ranges costs R^2/2 moves (80,000 single names took 2.5 s): lists are handed to libslurm in
 // pieces of at most this many ranges, which keeps the cost proportional to the number of hosts.
-constexpr std::uint64_t kRangesPerCall = 1024;
+constexpr std::uint64_t kRangesPerCall = hostlist_detail::kRangesPerPiece;
 
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
@@ -226,7 +227,7 @@ ParsedHostlist parse_hostlist(std::string_view expression) {
   }
 
   ParsedHostlist parsed;
-  std::uint64_t total_hosts = 0, total_chars = 0;
+  std::uint64_t total_hosts = 0, total_chars = 0, total_ranges = 0;
   std::size_t pos = 0;
   while (pos < n && is_separator(expression[pos]) && expression[pos] != ',')
     ++pos;
@@ -277,6 +278,11 @@ ParsedHostlist parse_hostlist(std::string_view expression) {
       fail(expression, item.start,
            "host names of more than " + std::to_string(kMaxHostlistChars) + " characters in all",
            "check the names and ranges for a typo");
+    total_ranges += item.ranges;  // no overflow: each range has a host
+    if (total_ranges > kMaxHostlistRanges)
+      fail(expression, item.start,
+           "more than " + std::to_string(kMaxHostlistRanges) + " separate runs of names for Slurm's parser",
+           "merge neighbouring numbers into ranges, or write names with several bracket groups as fewer ranges");
     parsed.items.push_back(std::move(item));
 
     // Separators: any run of spaces and tabs with at most one comma in it.
@@ -305,12 +311,7 @@ struct HostlistDeleter {
 };
 using SlurmHostlist = std::unique_ptr<hostlist, HostlistDeleter>;
 
-// A piece of the expression for one libslurm hostlist, and the hosts the check counted for it.
-struct Piece {
-  std::string text;
-  std::uint64_t hosts = 0;
-  std::uint64_t ranges = 0;
-};
+using Piece = hostlist_detail::HostlistPiece;
 
 [[noreturn]] void refused_by_slurm(std::string_view expression, const ParsedHostlist& parsed) {
   std::string hint = "check it with `scontrol show hostnames`";
@@ -326,24 +327,16 @@ struct Piece {
                    ": Slurm's hostlist parser (libslurm) refuses it; " + hint);
 }
 
-// Hands the expression to libslurm piece by piece, in order: whole items batched while their ranges fit in one call,
-// larger items split along the group that libslurm varies slowest (the one before the last; the only one when there
-// is one), between its entries or inside a range, so that the names and their order are kept. `use` gets each
-// hostlist and the hosts counted for it.
-template <typename Use>
-void for_each_slurm_hostlist(std::string_view expression, const ParsedHostlist& parsed, Use&& use) {
+// Cuts the expression into pieces for libslurm: whole items batched while their ranges fit in one call, larger items
+// split along the group that libslurm varies slowest (the one before the last; the only one when there is one),
+// between its entries or inside a range, so that the names and their order are kept. `emit` gets each
+// piece, in order.
+template <typename Emit>
+void for_each_piece(std::string_view expression, const ParsedHostlist& parsed, Emit&& emit) {
   Piece batch;
   auto flush = [&](Piece& piece) {
     if (piece.text.empty()) return;
-    SlurmHostlist hl(slurm_hostlist_create(piece.text.c_str()));
-    if (!hl) refused_by_slurm(expression, parsed);
-    const int count = slurm_hostlist_count(hl.get());
-    if (count < 0 || static_cast<std::uint64_t>(count) != piece.hosts) {
-      throw Error("hostlist " + placement_detail::quote_input(piece.text) + ": libslurm counts " +
-                  std::to_string(count) + " hosts where tenax's check counted " + std::to_string(piece.hosts) +
-                  "; please report this with the expression");
-    }
-    use(hl.get(), piece.hosts);
+    emit(piece);
     piece = Piece{};
   };
   auto append = [&](Piece& piece, std::string_view text, std::uint64_t hosts, std::uint64_t ranges) {
@@ -380,7 +373,7 @@ void for_each_slurm_hostlist(std::string_view expression, const ParsedHostlist& 
     const std::uint64_t hosts_per_number = item.hosts / group.size;
     const std::string_view head = expression.substr(item.start, group.open - item.start);
     const std::string_view tail = expression.substr(group.close + 1, item.end - group.close - 1);
-    auto emit = [&](std::string_view inside, std::uint64_t hosts, std::uint64_t ranges) {
+    auto emit_piece = [&](std::string_view inside, std::uint64_t hosts, std::uint64_t ranges) {
       Piece piece;
       piece.text.reserve(head.size() + inside.size() + tail.size() + 2);
       piece.text.append(head).append("[").append(inside).append("]").append(tail);
@@ -395,7 +388,7 @@ void for_each_slurm_hostlist(std::string_view expression, const ParsedHostlist& 
       if (e > first) {
         const Entry& a = group.entries[first];
         const Entry& b = group.entries[e - 1];
-        emit(expression.substr(a.pos, b.pos + b.len - a.pos), hosts, ranges);
+        emit_piece(expression.substr(a.pos, b.pos + b.len - a.pos), hosts, ranges);
       }
       hosts = ranges = 0;
     };
@@ -409,8 +402,8 @@ void for_each_slurm_hostlist(std::string_view expression, const ParsedHostlist& 
         const std::uint64_t step = kRangesPerCall / per_number;
         for (std::uint64_t from = entry.lo;; from += step) {
           const std::uint64_t to = std::min(entry.hi, from + step - 1);
-          emit(format_number(from, entry.width) + "-" + format_number(to, entry.width),
-               hosts_per_number * (to - from + 1), per_number * (to - from + 1));
+          emit_piece(format_number(from, entry.width) + "-" + format_number(to, entry.width),
+                     hosts_per_number * (to - from + 1), per_number * (to - from + 1));
           if (to == entry.hi) break;
         }
         first = e + 1;
@@ -428,7 +421,34 @@ void for_each_slurm_hostlist(std::string_view expression, const ParsedHostlist& 
   flush(batch);
 }
 
+// Hands the expression to libslurm piece by piece; `use` gets each hostlist and the hosts counted for it.
+template <typename Use>
+void for_each_slurm_hostlist(std::string_view expression, const ParsedHostlist& parsed, Use&& use) {
+  for_each_piece(expression, parsed, [&](const Piece& piece) {
+    SlurmHostlist hl(slurm_hostlist_create(piece.text.c_str()));
+    if (!hl) refused_by_slurm(expression, parsed);
+    const int count = slurm_hostlist_count(hl.get());
+    if (count < 0 || static_cast<std::uint64_t>(count) != piece.hosts) {
+      throw Error("hostlist " + placement_detail::quote_input(piece.text) + ": libslurm counts " +
+                  std::to_string(count) + " hosts where tenax's check counted " + std::to_string(piece.hosts) +
+                  "; please report this with the expression");
+    }
+    use(hl.get(), piece.hosts);
+  });
+}
+
 }  // namespace
+
+namespace hostlist_detail {
+
+std::vector<HostlistPiece> hostlist_pieces(std::string_view expression) {
+  const ParsedHostlist parsed = parse_hostlist(expression);
+  std::vector<HostlistPiece> pieces;
+  for_each_piece(expression, parsed, [&](const Piece& piece) { pieces.push_back(piece); });
+  return pieces;
+}
+
+}  // namespace hostlist_detail
 
 std::vector<std::string> expand_hostlist(std::string_view expression) {
   const ParsedHostlist parsed = parse_hostlist(expression);

@@ -21,8 +21,12 @@
 //     or nested brackets; empty items or groups; a group entry other than N or N-N with N <= hi; numbers of more than
 //     18 digits (in or out of brackets); more than kMaxHostlistGroups groups in one item; more than
 //     kMaxHostlistGroupEntries entries in one group or kMaxHostlistRange numbers in one range (libslurm's own limit);
-//     more than kMaxHostlistHosts hosts or kMaxHostlistChars characters of names in all (exact 64-bit counts,
-//     overflow-checked). What passes and libslurm still refuses is a UsageError too.
+//     more than kMaxHostlistHosts hosts, kMaxHostlistChars characters of names or kMaxHostlistRanges host ranges in
+//     all (exact 64-bit counts, overflow-checked); an item whose groups combine into more than 1,024 host ranges
+//     for one number of the group Slurm varies slowest ("r[1-2]n[<more than 1,024 entries>]": it could not be cut
+//     into pieces, see below). What passes and libslurm still refuses is a UsageError too.
+//   - libslurm's expansion is quadratic in the ranges of one hostlist, so lists reach it in pieces of at most 1,024
+//     ranges, cut where the order of the names is kept: the time is proportional to the number of hosts.
 //   - Stricter than Slurm: empty items (",n1", "n1,,n2", "n1,"), "n[1-]", unbalanced brackets and control characters,
 //     which Slurm skips or turns into odd names, are refused rather than expanded.
 #pragma once
@@ -47,6 +51,11 @@ inline constexpr std::size_t kMaxHostlistGroups = 16;
 inline constexpr std::size_t kMaxHostlistGroupEntries = std::size_t{1} << 16;
 // Numbers in one range ("n[0-65535]"): libslurm's own limit, above which it refuses and logs to stderr.
 inline constexpr std::size_t kMaxHostlistRange = std::size_t{1} << 16;
+// Host ranges libslurm builds, in all: one per entry of a group, or per name without one, and one per entry of the
+// last group for every combination of the groups before it. Each costs it allocated copies of the name
+// ("a[0-1023]b[0-1023]c[1]" is 1,048,576 of them, 1.4 s). SLURM_JOB_NODELIST never needs more: an environment
+// string holds at most 128 KiB, and each entry takes at least two characters.
+inline constexpr std::size_t kMaxHostlistRanges = std::size_t{1} << 16;
 
 // Expands a hostlist expression with libslurm. "" (or only spaces) gives an empty list.
 std::vector<std::string> expand_hostlist(std::string_view expression);
