@@ -26,8 +26,16 @@ set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME libtenax)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_NAME libtenax-dev)
 set(CPACK_DEBIAN_TOOLS_PACKAGE_NAME tenax-tools)
-# tenax-report draws with matplotlib.
-set(CPACK_DEBIAN_TOOLS_PACKAGE_DEPENDS "python3, python3-matplotlib")
+# tenax-report draws with matplotlib; tenax-launch expands SLURM_JOB_NODELIST with libslurm (libslurm.so.38 is Debian 12's libslurm38, Slurm 22.05); the
+# package name follows the soname of the libslurm found at configure time.
+if(TENAX_HAVE_SLURM)
+  get_filename_component(tenax_libslurm_real ${SLURM_LIBRARY} REALPATH)
+  get_filename_component(tenax_libslurm_file ${tenax_libslurm_real} NAME)
+  string(REGEX REPLACE "^libslurm\\.so\\.([0-9]+).*" "libslurm\\1" tenax_libslurm_package "${tenax_libslurm_file}")
+  set(CPACK_DEBIAN_TOOLS_PACKAGE_DEPENDS "python3, python3-matplotlib, ${tenax_libslurm_package}")
+else()
+  set(CPACK_DEBIAN_TOOLS_PACKAGE_DEPENDS "python3, python3-matplotlib")
+endif()
 set(CPACK_DEBIAN_SLURM_PLUGIN_PACKAGE_NAME tenax-slurm-plugin)
 set(CPACK_DEBIAN_SLURM_PLUGIN_PACKAGE_SECTION admin)
 # The plugin must match the Slurm release that loads it (docs/admin-guide.md says how to rebuild it). hwloc's library

@@ -58,25 +58,36 @@ if(NOT TENAX_WITH_CUDA STREQUAL "OFF")
   endif()
 endif()
 
-# Slurm's SPANK header, optional: the plugin needs no libslurm at link time.
+# Slurm, optional: spank.h for the plugin, and libslurm, whose hostlist code expands and compresses node lists for
+# the plugin, the placement library and tenax-launch (one parser with Slurm), and hwloc 2, with which the plugin reads
+# the node it binds tasks on. The plugin leaves libslurm's symbols to the Slurm process that loads it; everything else
+# links libslurm.so (tenax_libslurm below).
 set(TENAX_HAVE_SLURM OFF)
 if(NOT TENAX_WITH_SLURM STREQUAL "OFF")
   find_path(SLURM_SPANK_INCLUDE_DIR slurm/spank.h)
+  find_library(SLURM_LIBRARY NAMES slurm)
   # The plugin reads the node's topology with hwloc 2 (the library slurmstepd links too).
   find_package(PkgConfig QUIET)
   if(PkgConfig_FOUND)
     pkg_check_modules(HWLOC QUIET IMPORTED_TARGET hwloc>=2.0)
   endif()
-  if(SLURM_SPANK_INCLUDE_DIR AND HWLOC_FOUND)
+  if(SLURM_SPANK_INCLUDE_DIR AND SLURM_LIBRARY AND HWLOC_FOUND)
     set(TENAX_HAVE_SLURM ON)
+    # Link libslurm into every target that uses the hostlist code, except a target whose TENAX_SLURM_FROM_PROCESS
+    # property is ON (the SPANK plugin): there slurm_hostlist_* stay undefined and resolve against the libslurm the
+    # loading srun/sbatch/slurmd/slurmstepd already carries, so that the process never holds two copies of it.
+    add_library(tenax_libslurm INTERFACE)
+    target_include_directories(tenax_libslurm INTERFACE ${SLURM_SPANK_INCLUDE_DIR})
+    target_link_libraries(tenax_libslurm INTERFACE
+                          $<$<NOT:$<BOOL:$<TARGET_PROPERTY:TENAX_SLURM_FROM_PROCESS>>>:${SLURM_LIBRARY}>)
   elseif(TENAX_WITH_SLURM STREQUAL "ON")
-    if(NOT SLURM_SPANK_INCLUDE_DIR)
-      message(FATAL_ERROR "TENAX_WITH_SLURM=ON but slurm/spank.h was not found: install libslurm-dev or set "
-                          "SLURM_SPANK_INCLUDE_DIR")
+    if(NOT SLURM_SPANK_INCLUDE_DIR OR NOT SLURM_LIBRARY)
+      message(FATAL_ERROR "TENAX_WITH_SLURM=ON but slurm/spank.h or libslurm.so was not found: install libslurm-dev or "
+                          "set SLURM_SPANK_INCLUDE_DIR and SLURM_LIBRARY")
     endif()
     message(FATAL_ERROR "TENAX_WITH_SLURM=ON but hwloc 2 was not found by pkg-config: install libhwloc-dev")
-  elseif(SLURM_SPANK_INCLUDE_DIR)
-    message(STATUS "Slurm's spank.h found but not hwloc 2 (libhwloc-dev): the SPANK plugin is not built")
+  elseif(SLURM_SPANK_INCLUDE_DIR AND SLURM_LIBRARY)
+    message(STATUS "Slurm found but not hwloc 2 (libhwloc-dev): the SPANK plugin and placement are not built")
   endif()
 endif()
 

@@ -3,12 +3,15 @@
 #include <chrono>
 #include <climits>
 #include <cstdlib>
-#include <sstream>
 
 #include "attempt_plan.hpp"
 #include "processes.hpp"
+#include "tenax/build_config.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
+#if TENAX_HAVE_SLURM
+#include "tenax/hostlist.hpp"
+#endif
 
 namespace tenax::launch {
 namespace {
@@ -65,7 +68,7 @@ std::string describe_failure(const std::vector<std::string>& argv, const Command
   return "`" + join(argv, " ") + "` " + how + (flat.empty() ? " and printed nothing" : ": " + flat);
 }
 
-SlurmJob read_slurm_job(const Options& options) {
+SlurmJob read_slurm_job() {
   SlurmJob job;
   job.job_id = getenv_or_empty("SLURM_JOB_ID");
   if (job.job_id.empty()) {
@@ -79,18 +82,20 @@ SlurmJob read_slurm_job(const Options& options) {
   const std::string restarts = getenv_or_empty("SLURM_RESTART_COUNT");
   if (!restarts.empty())
     job.restart_count = static_cast<int>(env::parse_int("SLURM_RESTART_COUNT", restarts, 0, INT_MAX));
-  const std::vector<std::string> argv = {options.scontrol, "show", "hostnames", job.nodelist};
-  const CommandResult result = run_command(argv, kOutputLimit, kScontrolTimeLimit);
-  if (!result.ok()) {
-    throw Error(describe_failure(argv, result) +
-                "; tenax-launch needs it to list the allocation's nodes (check that Slurm's scontrol works here, or "
-                "pass --scontrol PATH)");
+#if TENAX_HAVE_SLURM
+  // libslurm's own parser, as srun and the SPANK plugin use it: tenax and Slurm cannot disagree on the allocation.
+  try {
+    job.nodes = expand_hostlist(job.nodelist);
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("SLURM_JOB_NODELIST: ") + e.what());
   }
-  std::istringstream lines(result.out);
-  std::string node;
-  while (std::getline(lines, node)) {
-    if (!node.empty()) job.nodes.push_back(node);
-  }
+  if (job.nodes.empty()) throw UsageError("SLURM_JOB_NODELIST names no node: not a Slurm job step?");
+#else
+  throw UsageError(
+      "this tenax-launch was built without Slurm (libslurm-dev was not found), so it cannot read the "
+      "allocation " +
+      job.nodelist + ": rebuild it where Slurm is installed, or use --mode local");
+#endif
   return job;
 }
 

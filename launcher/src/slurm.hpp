@@ -1,4 +1,5 @@
-// What the launcher reads from and asks of Slurm: the allocation, the requeue count, and `scontrol requeue`.
+// What the launcher reads from and asks of Slurm: the allocation (expanded by libslurm), the requeue count, and
+// `scontrol requeue`.
 #pragma once
 
 #include <string>
@@ -16,9 +17,10 @@ struct SlurmJob {
   std::vector<std::string> nodes;  // the allocation, expanded
 };
 
-// Reads the job from the environment and expands its node list with `scontrol show hostnames` (Slurm's own parser).
-// Throws UsageError when not inside an allocation, Error when scontrol fails.
-SlurmJob read_slurm_job(const Options& options);
+// Reads the job from the environment and expands its node list with libslurm's hostlist parser (tenax/hostlist.hpp,
+// the code `scontrol show hostnames` runs), in this process. Throws UsageError when not inside an allocation, for a
+// node list Slurm's parser refuses, or when tenax-launch was built without libslurm.
+SlurmJob read_slurm_job();
 
 // The argv of `scontrol requeue JOB` (separate for the unit tests).
 std::vector<std::string> requeue_command(const Options& options, const std::string& job_id);

@@ -59,7 +59,7 @@ class Supervisor {
         checkpoint_dir_(absolute(options.checkpoint_dir)),
         slurm_(options.mode == Mode::Slurm) {
     if (slurm_) {
-      job_ = read_slurm_job(options_);
+      job_ = read_slurm_job();
       // Fail now, before anything starts (or is created), when the options cannot fit the allocation.
       plan_slurm_attempt(options_, job_.nodes, {});
     }

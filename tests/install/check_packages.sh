@@ -22,8 +22,14 @@ for package in libtenax libtenax-dev tenax-tools tenax-slurm-plugin; do
   depends=$(dpkg-deb -f "$deb" Depends)
   echo "check_packages: $package: Depends: $depends"
   case $package in
-    libtenax-dev | tenax-tools)
+    libtenax-dev)
       [[ $depends == *"libtenax (= $version)"* ]] || fail "$package does not depend on libtenax (= $version)" ;;
+    tenax-tools)
+      [[ $depends == *"libtenax (= $version)"* ]] || fail "$package does not depend on libtenax (= $version)"
+      # tenax-launch expands SLURM_JOB_NODELIST with libslurm: the package of the libslurm.so.N it links.
+      slurm_package=$(dpkg -S "$(readlink -f "$(ldconfig -p | awk '/libslurm\.so\.[0-9]+ / {print $NF; exit}')")" |
+        cut -d: -f1)
+      [[ $depends == *"$slurm_package"* ]] || fail "$package does not depend on $slurm_package (libslurm)" ;;
     libtenax)
       [[ $depends == *libopenmpi* && $depends == *libhdf5* ]] || fail "libtenax's dependencies miss Open MPI or HDF5" ;;
     tenax-slurm-plugin)

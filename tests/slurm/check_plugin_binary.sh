@@ -22,6 +22,19 @@ for lib in $needed; do
     fail "needs $lib (only libc and hwloc are allowed)"
 done
 
+# libslurm's functions (the hostlist code) stay undefined, for the Slurm process to resolve: each must be one that
+# libslurmfull, the library srun, sbatch, slurmd and slurmstepd link, exports (else loading the plugin fails).
+undefined=$(nm -D --undefined-only "$plugin" | awk '$2 ~ /^slurm_hostlist_/ {print $2}' | sort)
+[[ -n "$undefined" ]] || fail "uses no slurm_hostlist_* function from the Slurm process (libslurm linked in?)"
+if command -v slurmstepd >/dev/null; then
+  full=$(ldd "$(command -v slurmstepd)" | awk '$1 ~ /^libslurmfull/ {print $3}')
+  [[ -n "$full" ]] || fail "slurmstepd here links no libslurmfull"
+  provided=$(nm -D --defined-only "$full" | awk '{print $3}')
+  for symbol in $undefined; do
+    grep -qx "$symbol" <<<"$provided" || fail "needs $symbol, which $full does not export"
+  done
+fi
+
 # Captured first: `grep -q` closing a pipe early would make pipefail report the writer's SIGPIPE.
 dynamic=$(readelf -d "$plugin")
 segments=$(readelf -lW "$plugin")
@@ -43,4 +56,5 @@ if command -v slurmd >/dev/null; then
   [[ "$release" == "$installed" ]] || fail "built for Slurm $release, but slurmd here is $installed"
 fi
 echo "check_plugin_binary: built for Slurm $release"
-echo "check_plugin_binary: $plugin exports the 9 SPANK symbols, needs only: $needed; RELRO+BIND_NOW, stack protector"
+echo "check_plugin_binary: $plugin exports the 9 SPANK symbols, needs only: $needed; takes from the Slurm process:" \
+  $undefined"; RELRO+BIND_NOW, stack protector"

@@ -87,8 +87,9 @@ TEST(HostileStepEnv, TaskCountsAreBoundedBeforeAllocating) {
 }
 
 TEST(HostileStepEnv, NodeListLongerThanAStepIsRefusedBeforeExpanding) {
-  expect_refused([] { step_shape("n[0-2000000]", "1(x2000001)"); },
-                 {"SLURM_STEP_NODELIST", "2000001 nodes", "1048576"});
+  // 2,002,000 nodes (one range holds at most 65,536: Slurm's limit).
+  expect_refused([] { step_shape("n[0-1999]x[0-1000]", "1(x2002000)"); },
+                 {"SLURM_STEP_NODELIST", "2002000 nodes", "1048576"});
   expect_refused([] { step_shape("n[0-1]x[0-999999999999999999]", "1"); }, {"SLURM_STEP_NODELIST", "more than"});
 }
 
