@@ -129,6 +129,14 @@ Classification classify(const AttemptEvidence& e) {
     c.summary = "all ranks finished";
     return c;
   }
+  // The SPANK plugin refused the step before any rank started (a layout the step cannot hold): the same command fails
+  // the same way every time, so it is a usage error, never retried into the start-up timeout.
+  if (e.first_event && e.first_event->kind == FailureEvent::Kind::Refused) {
+    c.outcome = Outcome::Usage;
+    c.summary = "the tenax SPANK plugin refused the step (" + e.first_event->text +
+                "): fix the layout or the task count, see the message above";
+    return c;
+  }
   // A rank that failed before its tenax::worker::Worker existed (e.g. a bad TENAX_* variable) leaves no exit record:
   // the process manager's report of its exit code is the evidence then.
   const bool reported_usage =
@@ -207,6 +215,7 @@ bool is_failure_report(const FailureEvent& event, int forwarded_signal) {
     case FailureEvent::Kind::ExitCode:
       return event.value != kExitSuccess && event.value != kExitPreempted;
     case FailureEvent::Kind::NodeLost:
+    case FailureEvent::Kind::Refused:
       return true;
   }
   return true;

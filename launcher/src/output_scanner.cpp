@@ -147,6 +147,17 @@ std::optional<FailureEvent> srun_task(std::string_view line) {
   return FailureEvent{FailureEvent::Kind::Signal, *rank, std::string(node), signo, std::string(line)};
 }
 
+// Slurm, at the start of the line: "<srun: | slurmstepd: | slurmstepd-<node>:> error: tenax: <message>", the SPANK
+// plugin's refusal of the step (its messages all start with "tenax: ").
+std::optional<FailureEvent> spank_refusal(std::string_view line) {
+  Cursor c(line);
+  const std::string_view who = c.token();
+  const bool from_slurm = who == "srun:" || who == "slurmstepd:" ||
+                          (who.starts_with("slurmstepd-") && who.size() > 12 && who.back() == ':');
+  if (!from_slurm || !c.literal(" error: tenax: ") || c.rest().empty()) return std::nullopt;
+  return FailureEvent{FailureEvent::Kind::Refused, -1, "", 0, std::string(line)};
+}
+
 }  // namespace
 
 std::string signal_name(int signo) {
@@ -190,6 +201,7 @@ std::optional<FailureEvent> OutputScanner::scan(std::string_view raw) {
     }
   }
   if (auto event = srun_node_failure(line)) return event;
+  if (auto event = spank_refusal(line)) return event;
   return srun_task(line);
 }
 

@@ -3,6 +3,9 @@
 //                       "  Process name: [[29268,1],1]" followed by "  Exit code:    64"
 //   Slurm srun:         "srun: error: n2: task 1: Killed" / "srun: error: n2: tasks 0-3: Exited with exit code 3"
 //                       "srun: error: Node failure on n2"
+//   tenax's SPANK plugin refusing the step (a usage error: a layout the step cannot hold, an uneven split), as srun
+//   relays slurmstepd's message: "slurmstepd: error: tenax: --tenax-layout=…" ("slurmstepd-<node>: error: tenax: …"
+//   where slurmd runs under a node name), or srun's own: "srun: error: tenax: …"
 // These are the only place a process manager says which rank died first (the ranks are not the launcher's
 // children). The first event of an attempt is the one that names the culprit; later ones are the teardown.
 //
@@ -22,7 +25,7 @@ namespace tenax::launch {
 inline constexpr std::size_t kMaxScannedLine = 4096;
 
 struct FailureEvent {
-  enum class Kind { Signal, ExitCode, NodeLost } kind;
+  enum class Kind { Signal, ExitCode, NodeLost, Refused } kind;
   int rank = -1;     // -1 when the report names no rank
   std::string node;  // "" when the report names no node
   int value = 0;     // the signal number or the exit code

@@ -94,6 +94,7 @@ void plan_step(spank_t sp, PluginState& s) {
   items.node_index = item_u32(sp, S_JOB_NODEID, "S_JOB_NODEID");
   items.local_tasks = item_u32(sp, S_JOB_LOCAL_TASK_COUNT, "S_JOB_LOCAL_TASK_COUNT");
   check_step_items(shape, items);
+  check_step_request(s.settings, items.total_tasks, shape.nodes.size());
   const std::int64_t total = shape.total_tasks();  // at most kMaxStepTasks, like every count below
   plan.node_index = static_cast<int>(items.node_index);
   plan.local_tasks = static_cast<int>(items.local_tasks);

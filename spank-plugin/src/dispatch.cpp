@@ -75,11 +75,6 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
   });
 }
 
-int slurm_spank_local_user_init(spank_t sp, int ac, char** av) {
-  return guarded("local_user_init",
-                 [&] { return spank_context() == S_CTX_LOCAL ? tenax::spank::local::user_init(sp) : 0; });
-}
-
 int slurm_spank_user_init(spank_t sp, int ac, char** av) {
   return guarded("user_init",
                  [&] { return spank_context() == S_CTX_REMOTE ? tenax::spank::remote::user_init(sp) : 0; });

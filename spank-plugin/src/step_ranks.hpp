@@ -54,8 +54,9 @@ struct SlurmStepItems {
 // slurmstepd's check that the environment's shape is the step Slurm runs. Throws Error when they disagree.
 void check_step_items(const StepShape& shape, const SlurmStepItems& items);
 
-// srun's check before any task starts: the step's task count within bounds, the layout against it, and (for topology
-// and block placement) an even split of the tasks over the nodes. Throws UsageError naming the problem and the fix.
+// slurmstepd's check of the step the user asked for, before anything is placed: the task count within bounds, the
+// layout against it, and (for topology and block placement) an even split of the tasks over the nodes. Throws
+// UsageError naming the problem and the fix.
 void check_step_request(const JobSettings& settings, std::uint64_t tasks, std::uint64_t nodes);
 
 // The step's placement under `policy`. Topology and block need the same number of tasks on every node (a GPU slot per

@@ -3,6 +3,7 @@
 #include <csignal>
 
 #include "classify.hpp"
+#include "tenax/runtime.hpp"
 
 namespace tenax::launch {
 namespace {
@@ -40,6 +41,23 @@ TEST(Classify, AUsageErrorBeforeAnyHeartbeatIsKnownFromTheProcessManager) {
   auto c = classify(e);
   EXPECT_EQ(c.outcome, Outcome::Usage);
   EXPECT_EQ(c.rank, 1);
+}
+
+// A layout the step cannot hold fails every attempt the same way: stop with the usage code instead of retrying
+// (each retry once ran into the start-up timeout).
+TEST(Classify, TheStepRefusedByThePluginIsAUsageErrorNeverRetried) {
+  AttemptEvidence e;
+  e.manager_exit_code = 1;
+  e.first_event =
+      FailureEvent{FailureEvent::Kind::Refused, -1, "", 0,
+                   "slurmstepd: error: tenax: --tenax-layout=tp=2,pp=1,dp=8: tp*pp*dp = 16 but the step has 8"};
+  auto c = classify(e);
+  EXPECT_EQ(c.outcome, Outcome::Usage);
+  EXPECT_NE(c.summary.find("tp*pp*dp = 16 but the step has 8"), std::string::npos) << c.summary;
+  Options options;
+  const Decision d = decide(options, c, 0, ProgressState{});
+  EXPECT_EQ(d.action, Decision::Action::Stop);
+  EXPECT_EQ(d.exit_code, tenax::kExitUsage);
 }
 
 TEST(Classify, ARankThatVanishedIsTheCrashCulprit) {

@@ -57,6 +57,26 @@ TEST(OutputScanner, SrunNodeFailure) {
   EXPECT_EQ(e->node, "n4");
 }
 
+// The SPANK plugin's refusal of a step, as srun relays it from slurmstepd or prints it itself.
+TEST(OutputScanner, PluginRefusalOfTheStep) {
+  for (const char* line : {"slurmstepd: error: tenax: --tenax-layout=tp=2,pp=1,dp=8: tp*pp*dp = 16 but the step has 8",
+                           "slurmstepd-n1: error: tenax: --tenax-placement=topology needs the same number of tasks",
+                           "srun: error: tenax: TENAX_LAYOUT=2x2: not three degrees"}) {
+    OutputScanner s;
+    auto e = s.scan(line);
+    ASSERT_TRUE(e.has_value()) << line;
+    EXPECT_EQ(e->kind, FailureEvent::Kind::Refused) << line;
+    EXPECT_EQ(e->rank, -1);
+    EXPECT_EQ(e->text, line);
+  }
+  OutputScanner s;
+  for (const char* line :
+       {"tenax: info: step 10", "slurmstepd: error: tenax: ", "slurmstepd-: error: tenax: x",
+        "srun: error: n2: tenax: x", "rank 0: slurmstepd: error: tenax: x", "srun: warning: tenax: x"}) {
+    EXPECT_FALSE(s.scan(line)) << line;
+  }
+}
+
 TEST(OutputScanner, OrdinaryOutputIsNotAFailure) {
   OutputScanner s;
   for (const char* line : {"step 10 loss 0.25", "rank 1 exited on signal handling test", "srun: job 12 queued",

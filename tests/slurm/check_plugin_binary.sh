@@ -11,8 +11,7 @@ fail() {
 }
 [[ -r "$plugin" ]] || fail "not found"
 
-expected="plugin_name plugin_type plugin_version slurm_spank_init slurm_spank_init_post_opt slurm_spank_local_user_init \
-slurm_spank_task_init slurm_spank_user_init spank_plugin_version"
+expected="plugin_name plugin_type plugin_version slurm_spank_init slurm_spank_init_post_opt slurm_spank_task_init slurm_spank_user_init spank_plugin_version"
 exported=$(nm -D --defined-only "$plugin" | awk '{print $3}' | sort | tr '\n' ' ' | sed 's/ $//')
 [[ "$exported" == "$expected" ]] || fail "exports '$exported', expected exactly '$expected'"
 
@@ -56,5 +55,5 @@ if command -v slurmd >/dev/null; then
   [[ "$release" == "$installed" ]] || fail "built for Slurm $release, but slurmd here is $installed"
 fi
 echo "check_plugin_binary: built for Slurm $release"
-echo "check_plugin_binary: $plugin exports the 9 SPANK symbols, needs only: $needed; takes from the Slurm process:" \
+echo "check_plugin_binary: $plugin exports the 8 SPANK symbols, needs only: $needed; takes from the Slurm process:" \
   $undefined"; RELRO+BIND_NOW, stack protector"

@@ -53,6 +53,17 @@ def check_refusals(lab, ckpt_root):
     # An uneven split that only slurmstepd can see (4 CPUs per node pack 4,2,1,1) fails the step, not silently.
     expect_refused(lab.run(["srun", "-N4", "-n8", "--tenax", "true"]), "needs the same number of tasks on every node",
                    "--ntasks-per-node")
+    # Inside an allocation the refused step must not hold the job's CPUs: the next srun of the same job runs. (Refused
+    # by srun itself, the step was once created and left RUNNING, and every later srun waited for ever.)
+    script = ("#!/bin/bash\n"
+              "srun -n8 --tenax-layout=tp=2,pp=1,dp=8 true; echo REFUSED_EXIT=$?\n"
+              "srun -n8 --tenax true; echo NEXT_EXIT=$?\n")
+    job = lab.sbatch(["-N2", "--ntasks-per-node=4", "-t", "2", "-o", "refused-step-%j.out"], script)
+    lab.wait_job(job)
+    with open(lab.path(f"refused-step-{job}.out")) as f:
+        out = f.read()
+    expect("tp*pp*dp = 16 but the step has 8 tasks" in out and "NEXT_EXIT=0" in out and "REFUSED_EXIT=0" not in out,
+           f"a refused step inside a job: the job's output was\n{out}")
     # Values in the job's environment only (--export), which srun's own check never sees, are bounded by slurmstepd:
     # the step fails with the message. (--export splits on commas, hence the TPxPPxDP form.)
     expect_refused(lab.run(["srun", "-N1", "-n1", "--tenax", "--export=ALL,TENAX_LAYOUT=65536x65536x1", "true"]),
