@@ -150,7 +150,7 @@ phase_configure() {
 # are left out, and -k 0 builds everything that does not depend on a failed step.
 test_targets=(tenax_kernels_cuda_test tenax_kernels_cpu_test nccl_communicator_test tenax_gpu_training_test
   tenax_checkpoint_device_test tenax_metrics_gpu_test tenax-example-lm)
-bench_targets=(tenax_bench_kernels tenax-bench-training)
+bench_targets=(tenax_bench_kernels tenax-bench-training tenax_bench_checkpoint_device)
 
 build_targets() {
   local have wanted=()
@@ -210,12 +210,22 @@ phase_bench_kernels() {
 
 # The training benchmark on the one GPU: model FLOP utilisation against the bf16 matmul rate measured in the same run.
 # A GPT the size of a small production model (hidden 2048, 16 heads, 8 layers, 1024 tokens, 32k tokens per step:
-# about 92 TFLOP of matrix products per step, 0.2-0.5 s at 20-50% of an H100's bf16 rate).
+# about 92 TFLOP of matrix products per step, 0.2-0.5 s at 20-50% of an H100's bf16 rate). --phases then checks the
+# engine's step-phase metrics (CUDA events) against the host clock between step ends.
 phase_bench_training_gpt() {
   need_binary "$build/bench/training/tenax-bench-training" || return 1
   mpirun -np 1 "$build/bench/training/tenax-bench-training" --device cuda --layouts reference --model gpt \
     --precision bf16 --hidden 2048 --heads 16 --layers 8 --vocab 32768 --seq-len 1024 --batch 32 --micro-batch 8 \
-    --steps 6 --warmup 2
+    --steps 6 --warmup 2 --phases
+}
+# A checkpoint of device-memory shards: the training stream's stall against a device-to-host copy of the same bytes.
+phase_bench_checkpoint() {
+  need_binary "$build/bench/checkpoint/tenax-bench-checkpoint-device" || return 1
+  rm -rf "$work/bench-ckpt"
+  mpirun -np 1 "$build/bench/checkpoint/tenax-bench-checkpoint-device" --sizes 256M,1G --reps 3 --dir "$work/bench-ckpt"
+  local rc=$?
+  rm -rf "$work/bench-ckpt"
+  return $rc
 }
 # The MLP model at the size bench_training.cpp's header names, and a GPT in fp32 for the fp32/bf16 ratio.
 phase_bench_training_more() {
@@ -559,6 +569,7 @@ run_phase test-gpu 200 configure
 run_phase build-bench 150 configure
 run_phase bench-kernels 90 configure
 run_phase bench-training-gpt 120 configure
+run_phase bench-checkpoint 60 configure
 run_phase torch-reference 60 preflight
 run_phase example-lm 60 configure
 run_phase bench-training-more 120 configure
@@ -590,8 +601,9 @@ total=$(($(now) - t0))
   echo "=== benchmarks (bench-kernels.txt, bench-training.txt, runs.txt)"
   [ -f "$logs/bench-kernels.log" ] && grep -E 'below 80%|TFLOP|bf16|gemm' "$logs/bench-kernels.log" | head -n 20
   for b in bench-training-gpt bench-training-more; do
-    [ -f "$logs/$b.log" ] && grep -E '^#|^1 rank|MFU' "$logs/$b.log"
+    [ -f "$logs/$b.log" ] && grep -E '^#|^1 rank|MFU|phases' "$logs/$b.log"
   done
+  [ -f "$logs/bench-checkpoint.log" ] && grep -E '^#|MiB|size/rank' "$logs/bench-checkpoint.log"
   [ -f "$logs/torch-reference.log" ] && grep -E 'TFLOP|GB/s' "$logs/torch-reference.log" | head -n 12
   [ -f "$logs/example-lm.log" ] && grep -E '^===|final|step 40 ' "$logs/example-lm.log"
   [ -f "$logs/sanitize.log" ] && grep -E 'ERROR SUMMARY|Invalid|PASSED|FAILED' "$logs/sanitize.log" | head -n 10
@@ -629,7 +641,7 @@ cat "$logs/test-kernels.log" "$logs/test-gpu.log" >"$out/ctest.txt" 2>/dev/null
   echo '</testsuites>'
 } >"$out/junit.xml"
 cp "$logs/bench-kernels.log" "$out/bench-kernels.txt" 2>/dev/null || echo "bench-kernels did not run" >"$out/bench-kernels.txt"
-cat "$logs/bench-training-gpt.log" "$logs/bench-training-more.log" >"$out/bench-training.txt" 2>/dev/null ||
+cat "$logs/bench-training-gpt.log" "$logs/bench-training-more.log" "$logs/bench-checkpoint.log" >"$out/bench-training.txt" 2>/dev/null ||
   [ -s "$out/bench-training.txt" ] || echo "bench-training did not run" >"$out/bench-training.txt"
 {
   for r in torch-reference example-lm sanitize; do

@@ -15,16 +15,27 @@
 // (6 per weight per token: forward, and the input and weight gradients) per second, against the bf16 matmul rate
 // (bf16 inputs, fp32 accumulation, the rate the GPU path's products run at) measured on rank 0's GPU in the same run at
 // a size that fills it, times the number of GPUs the row uses. Target: >= 40%.
+//
+// --phases (one rank's model, the reference row's): the engine's step-phase metrics against a ground truth that uses
+// neither them nor a profiler. run() trains --warmup + --steps steps with its metrics on (with --device cuda the
+// phases are CUDA events on the engine's stream); the ground truth is the host clock between the ends of consecutive
+// steps in run()'s callback. Each step reads its loss back from the device before it returns, so the interval between
+// step ends is the device's time per step, whatever the step left in flight. Printed: both per step over the timed
+// steps, their ratio, each phase's share, and whether the phases add up to the step.
 #include <cxxopts.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/json.hpp"
 #include "engine/device_setup.hpp"
 #include "tenax/engine.hpp"
 #include "tenax/error.hpp"
@@ -126,6 +137,62 @@ Row measure(tenax::Communicator& comm, const TrainConfig& c, int warmup, int ste
   return r;
 }
 
+// --phases: see the header. Collective over `comm` (one rank: the reference model).
+void compare_phases(tenax::Communicator& comm, const TrainConfig& base, int warmup, int steps) {
+  TrainConfig c = base;
+  c.engine.layout = tenax::ParallelLayout{1, 1, 1};
+  c.engine.steps = warmup + steps;
+  char dir_template[] = "/tmp/tenax-bench-phases-XXXXXX";
+  if (::mkdtemp(dir_template) == nullptr) throw tenax::IoError("bench: cannot create a directory under /tmp");
+  const std::filesystem::path dir = dir_template;
+  c.engine.run_dir = dir.string();
+  std::vector<std::chrono::steady_clock::time_point> ends;
+  {
+    auto data = std::make_shared<tenax::MarkovSource>(c.vocab(), 4, c.engine.seed);
+    tenax::Engine trainer(comm, c.engine, c.builder(), data);
+    trainer.run([&](const tenax::StepResult&) { ends.push_back(std::chrono::steady_clock::now()); });
+  }
+  std::string timer;
+  std::vector<double> step_s;
+  std::vector<std::vector<std::pair<std::string, double>>> phases;
+  std::ifstream lines(dir / "metrics" / "steps.jsonl");
+  for (std::string line; std::getline(lines, line);) {
+    const tenax::json::Value v = tenax::json::Value::parse(line);
+    const std::string event = v.at("event").string();
+    if (event == "start") timer = v.string_or("timer", "?");
+    if (event != "step") continue;
+    step_s.push_back(v.at("step_s").at("mean").number());
+    phases.emplace_back();
+    for (const tenax::json::Value& p : v.at("phases_s").members())
+      phases.back().emplace_back(p.key(), p.at("mean").number());
+  }
+  std::filesystem::remove_all(dir);
+  if (warmup < 1 || ends.size() != static_cast<std::size_t>(warmup + steps) || step_s.size() != ends.size()) {
+    std::printf("# phases: %zu step ends and %zu step records for %d steps (needs --warmup >= 1): not compared\n",
+                ends.size(), step_s.size(), warmup + steps);
+    return;
+  }
+  const double truth = std::chrono::duration<double>(ends.back() - ends[warmup - 1]).count() / steps;
+  double measured = 0, phase_sum = 0;
+  std::vector<std::pair<std::string, double>> share = phases[warmup];
+  for (auto& [name, seconds] : share)
+    seconds = 0;
+  for (std::size_t i = warmup; i < step_s.size(); ++i) {
+    measured += step_s[i] / steps;
+    for (std::size_t p = 0; p < share.size() && p < phases[i].size(); ++p) {
+      share[p].second += phases[i][p].second / steps;
+      phase_sum += phases[i][p].second / steps;
+    }
+  }
+  std::printf("# phases (%s timer) over steps %d-%d: metrics %.3f ms/step, host clock between step ends %.3f ms/step "
+              "(ratio %.3f); phases add up to %.3f ms/step:",
+              timer.c_str(), warmup + 1, warmup + steps, 1e3 * measured, 1e3 * truth, measured / truth,
+              1e3 * phase_sum);
+  for (const auto& [name, seconds] : share)
+    std::printf(" %s %.1f%%", name.c_str(), 100.0 * seconds / measured);
+  std::printf("\n");
+}
+
 int body(int argc, char** argv) {
   tenax::Runtime runtime(argc, argv);
   cxxopts::Options o("tenax-bench-training", "Training step throughput of the example model per parallel layout");
@@ -149,6 +216,7 @@ int body(int argc, char** argv) {
     ("device", "cpu, or cuda (one GPU per rank; adds model FLOP utilisation)",
      cxxopts::value<std::string>()->default_value("cpu"))
     ("matmul-size", "cuda: m=n=k of the bf16 reference matmul", cxxopts::value<std::size_t>()->default_value("8192"))
+    ("phases", "also compare the engine's step-phase metrics with the host clock between step ends (one rank)")
     ("h,help", "print this help");
   // clang-format on
   cxxopts::ParseResult args;
@@ -203,6 +271,7 @@ int body(int argc, char** argv) {
     TrainConfig c = base;
     c.engine.layout = tenax::ParallelLayout{1, 1, 1};
     if (self) rows.push_back(measure(*self, c, warmup, steps, "1 rank (reference)"));
+    if (self && args.count("phases")) compare_phases(*self, c, warmup, steps);
     world.barrier();
   }
   // Every (tp, pp) whose product divides the world and that the model can be split by; dp fills the rest.
