@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,9 +63,11 @@ TEST_F(CudaAttentionTest, HeadSplitAndMergeMatchTheCpuExactly) {
 
 // The same formulas in fp32 on both sides (expf vs the CPU's polynomial, warp vs lane sums): a few ulp of values <= 1.
 // Masked entries are exactly 0, and the NaN planted above the diagonal is never read.
+// Rows up to 1024 columns are kept in registers, longer ones take two passes over memory: both kinds, with and without
+// 16-byte vectors.
 TEST_F(CudaAttentionTest, CausalSoftmaxForwardAndBackwardMatchTheCpu) {
-  for (std::size_t T : {128, 37}) {
-    const std::size_t blocks = 6;
+  for (std::size_t T : {128, 37, 1024, 1100, 1029}) {
+    const std::size_t blocks = T > 128 ? 2 : 6;
     const float scale = 0.3f;
     std::vector<float> s = random_floats(blocks * T * T, -20.0f, 20.0f, 3);
     std::vector<float> dp = random_floats(blocks * T * T, -1.0f, 1.0f, 4);
@@ -253,9 +256,15 @@ TEST_F(CudaAttentionTest, DeviceDispatchThroughOpsMatchesTheHost) {
   // The layer's sequence: split, core forward (recomputing), merge; then the backward of each in reverse.
   auto run = [&](ExecutionContext& c, const std::vector<float>& in_qkv, const std::vector<float>& in_dy) {
     const std::size_t e = n.head_elems();
-    Tensor t = c.empty({static_cast<std::int64_t>(14 * e)}, DType::F32);
-    float* next = static_cast<float*>(t.data());
-    auto take = [&](std::size_t count) { return std::exchange(next, next + count); };
+    // 16 head-sized tensors below (qkv and dqkv are 3 each); take() refuses to run past the end.
+    const std::size_t total = 16 * e;
+    Tensor t = c.empty({static_cast<std::int64_t>(total)}, DType::F32);
+    float* const begin = static_cast<float*>(t.data());
+    float* next = begin;
+    auto take = [&](std::size_t count) {
+      if (static_cast<std::size_t>(next - begin) + count > total) throw std::logic_error("test buffer too small");
+      return std::exchange(next, next + count);
+    };
     float *qkv_d = take(3 * e), *q = take(e), *k = take(e), *v = take(e), *o = take(e), *y = take(e), *dy_d = take(e);
     float *d_o = take(e), *dq = take(e), *dk = take(e), *dv = take(e), *dqkv = take(3 * e);
     c.upload(qkv_d, in_qkv.data(), 3 * e * sizeof(float));
