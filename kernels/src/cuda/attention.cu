@@ -154,6 +154,107 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Rows of at most kCachedColumns columns (T <= 1024, the common sequence lengths) keep their valid part in registers:
+// every lane issues all of its loads at once (memory-level parallelism instead of a loop-carried chain of loads and
+// dependent exponentials), the row is read once and written once, and each element takes one exponential. The two-pass
+// kernels above serve longer rows. The results follow the same rules: a NaN or +inf score makes the row NaN, a -inf
+// score gets 0, columns past the diagonal are written 0.
+constexpr unsigned kCachedColumns = 1024;
+
+template <int V>
+__global__ void __launch_bounds__(kThreads)
+    causal_softmax_forward_cached_kernel(float* scores, std::size_t rows, unsigned T, float scale) {
+  constexpr int kChunks = kCachedColumns / (32 * V);
+  const unsigned lane = threadIdx.x % 32;
+  const std::size_t warps = std::size_t{gridDim.x} * kWarpsPerBlock;
+  for (std::size_t r = std::size_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / 32; r < rows; r += warps) {
+    float* x = scores + r * T;
+    const unsigned valid = static_cast<unsigned>(r % T) + 1;
+    FloatVec<V> f[kChunks];
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const unsigned j = (c * 32 + lane) * V;
+      if (j < valid) f[c] = detail::load<V>(x, j);
+    }
+    float m = -INFINITY;  // `t > m ? t : m` skips NaN (it reaches the sum instead); +inf becomes the maximum
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const unsigned j = (c * 32 + lane) * V + k;
+        if (j < valid) {
+          f[c].v[k] *= scale;
+          m = f[c].v[k] > m ? f[c].v[k] : m;
+        }
+      }
+    const float row_max = warp_max(m);
+    float sum = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const unsigned j = (c * 32 + lane) * V + k;
+        if (j < valid) {
+          f[c].v[k] = expf(f[c].v[k] - row_max);  // NaN for a NaN score, and for every score when the maximum is +inf
+          sum += f[c].v[k];
+        }
+      }
+    const float inv = 1.0f / warp_sum(sum);
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const unsigned j = (c * 32 + lane) * V;
+      if (j >= T) break;
+      FloatVec<V> out;
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        out.v[k] = j + k < valid ? f[c].v[k] * inv : 0.0f;
+      detail::store<V>(x, j, out);
+    }
+  }
+}
+
+template <int V>
+__global__ void __launch_bounds__(kThreads)
+    causal_softmax_backward_cached_kernel(const float* probs, const float* dprobs, float* dscores, std::size_t rows,
+                                          unsigned T, float scale) {
+  constexpr int kChunks = kCachedColumns / (32 * V);
+  const unsigned lane = threadIdx.x % 32;
+  const std::size_t warps = std::size_t{gridDim.x} * kWarpsPerBlock;
+  for (std::size_t r = std::size_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / 32; r < rows; r += warps) {
+    const float* p = probs + r * T;
+    const float* dp = dprobs + r * T;
+    float* ds = dscores + r * T;
+    const unsigned valid = static_cast<unsigned>(r % T) + 1;
+    FloatVec<V> a[kChunks], b[kChunks];
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const unsigned j = (c * 32 + lane) * V;
+      if (j < valid) {
+        a[c] = detail::load<V>(p, j);
+        b[c] = detail::load<V>(dp, j);
+      }
+    }
+    float dot = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        if ((c * 32 + lane) * V + k < valid) dot += b[c].v[k] * a[c].v[k];
+    dot = warp_sum(dot);
+    // ds may alias dp: every lane has read its columns of dp (above) before it writes them.
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const unsigned j = (c * 32 + lane) * V;
+      if (j >= T) break;
+      FloatVec<V> out;
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        out.v[k] = j + k < valid ? scale * a[c].v[k] * (b[c].v[k] - dot) : 0.0f;
+      detail::store<V>(ds, j, out);
+    }
+  }
+}
+
 // Softmax rows' vector width: 4 when rows are whole 16-byte vectors.
 bool rows_vec(std::size_t T, std::initializer_list<const void*> pointers) {
   if (T % kVec != 0) return false;
@@ -216,7 +317,16 @@ void causal_softmax_forward(float* scores, std::size_t blocks, std::size_t T, fl
   const std::size_t rows = dims.rows;
   auto* s = detail::to_stream(stream);
   const auto t = static_cast<unsigned>(T);
-  if (rows_vec(T, {scores}))
+  const bool vec = rows_vec(T, {scores});
+  if (T <= kCachedColumns) {
+    if (vec)
+      causal_softmax_forward_cached_kernel<kVec><<<row_blocks(rows), kThreads, 0, s>>>(scores, rows, t, scale);
+    else
+      causal_softmax_forward_cached_kernel<1><<<row_blocks(rows), kThreads, 0, s>>>(scores, rows, t, scale);
+    TENAX_CUDA_CHECK_LAUNCH(causal_softmax_forward_cached_kernel);
+    return;
+  }
+  if (vec)
     causal_softmax_forward_kernel<kVec><<<row_blocks(rows), kThreads, 0, s>>>(scores, rows, t, scale);
   else
     causal_softmax_forward_kernel<1><<<row_blocks(rows), kThreads, 0, s>>>(scores, rows, t, scale);
@@ -233,7 +343,18 @@ void causal_softmax_backward(const float* probs, const float* dprobs, float* dsc
   const std::size_t rows = dims.rows;
   auto* s = detail::to_stream(stream);
   const auto t = static_cast<unsigned>(T);
-  if (rows_vec(T, {probs, dprobs, dscores}))
+  const bool vec = rows_vec(T, {probs, dprobs, dscores});
+  if (T <= kCachedColumns) {
+    if (vec)
+      causal_softmax_backward_cached_kernel<kVec>
+          <<<row_blocks(rows), kThreads, 0, s>>>(probs, dprobs, dscores, rows, t, scale);
+    else
+      causal_softmax_backward_cached_kernel<1>
+          <<<row_blocks(rows), kThreads, 0, s>>>(probs, dprobs, dscores, rows, t, scale);
+    TENAX_CUDA_CHECK_LAUNCH(causal_softmax_backward_cached_kernel);
+    return;
+  }
+  if (vec)
     causal_softmax_backward_kernel<kVec><<<row_blocks(rows), kThreads, 0, s>>>(probs, dprobs, dscores, rows, t, scale);
   else
     causal_softmax_backward_kernel<1><<<row_blocks(rows), kThreads, 0, s>>>(probs, dprobs, dscores, rows, t, scale);
