@@ -194,8 +194,8 @@ int body(int argc, char** argv) {
     check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
     std::printf("# %d rank(s), device %s, median of %d, slowest rank; seconds (GiB/s)\n", world.size(), prop.name,
                 reps);
-    std::printf("%10s | %16s %16s | %9s %16s %9s | %9s\n", "size/rank", "d2h pinned", "d2h pageable", "save",
-                "stall", "vs pinned", "commit");
+    std::printf("%10s | %16s %16s | %9s %16s %9s | %9s\n", "size/rank", "d2h pinned", "d2h pageable", "save", "stall",
+                "vs pinned", "commit");
   }
   for (const Row& r : rows) {
     const double gib = static_cast<double>(r.bytes) / (1ull << 30);

@@ -184,10 +184,10 @@ void compare_phases(tenax::Communicator& comm, const TrainConfig& base, int warm
       phase_sum += phases[i][p].second / steps;
     }
   }
-  std::printf("# phases (%s timer) over steps %d-%d: metrics %.3f ms/step, host clock between step ends %.3f ms/step "
-              "(ratio %.3f); phases add up to %.3f ms/step:",
-              timer.c_str(), warmup + 1, warmup + steps, 1e3 * measured, 1e3 * truth, measured / truth,
-              1e3 * phase_sum);
+  std::printf(
+      "# phases (%s timer) over steps %d-%d: metrics %.3f ms/step, host clock between step ends %.3f ms/step "
+      "(ratio %.3f); phases add up to %.3f ms/step:",
+      timer.c_str(), warmup + 1, warmup + steps, 1e3 * measured, 1e3 * truth, measured / truth, 1e3 * phase_sum);
   for (const auto& [name, seconds] : share)
     std::printf(" %s %.1f%%", name.c_str(), 100.0 * seconds / measured);
   std::printf("\n");
