@@ -84,6 +84,7 @@ class AttemptWatch {
     }
     const double end = mono_now();
     observe_heartbeats(end);
+    report_.evidence.lost_nodes = pump.lost_nodes();
     report_.end_unix = end + unix_offset_;
     report_.teardown_s = noticed_ >= 0 ? end - noticed_ : 0;
     finish_report();

@@ -111,22 +111,47 @@ const char* outcome_name(Outcome outcome) {
 
 Classification classify(const AttemptEvidence& e) {
   Classification c;
+  const bool manager_ok = e.manager_exit_code == 0;
+  const bool all_finished = !e.beats.empty() && std::all_of(e.beats.begin(), e.beats.end(), [](const Heartbeat& h) {
+    return h.exit_code == kExitSuccess;
+  });
+  if (!e.hang && manager_ok && (all_finished || e.beats.empty())) {
+    c.outcome = Outcome::Success;
+    c.summary = "all ranks finished";
+    return c;
+  }
+  // A lost node explains what followed it (ranks killed, peers failing, a hang), whichever sign came first: Slurm's
+  // report at any time of the attempt, even after the hang detector or another failure began the teardown, or, before
+  // Slurm noticed, every rank of one node silent while the other nodes' ranks kept beating. The node is excluded
+  // rather than given a strike, and no rank elsewhere is blamed.
+  if (!e.lost_nodes.empty()) {
+    const FailureEvent& lost = e.lost_nodes.front();
+    c.outcome = Outcome::NodeLost;
+    c.node = lost.node;
+    c.node_lost = true;
+    c.summary = "node " + c.node + " was lost (" + lost.text + ")";
+    if (e.lost_nodes.size() > 1)
+      c.summary += ", and " + std::to_string(e.lost_nodes.size() - 1) + " more node(s) after it";
+    if (e.hang) c.summary += "; the hang detector had stopped the attempt first: " + e.hang->description;
+    return c;
+  }
   if (e.hang) {
+    if (e.hang->kind == HangVerdict::Kind::Silent && !e.hang->silent_nodes.empty()) {
+      c.outcome = Outcome::NodeLost;
+      c.node = e.hang->silent_nodes.front();
+      c.node_lost = true;
+      for (std::size_t i = 0; i < e.hang->ranks.size() && c.rank < 0; ++i)
+        if (e.hang->nodes[i] == c.node) c.rank = e.hang->ranks[i];
+      c.summary = "node " + c.node +
+                  " stopped answering (dead, frozen or cut off; Slurm had not reported it yet): " + e.hang->description;
+      return c;
+    }
     c.outcome = Outcome::Hang;
     if (!e.hang->ranks.empty()) {
       c.rank = e.hang->ranks.front();
       c.node = e.hang->nodes.front();
     }
     c.summary = e.hang->description;
-    return c;
-  }
-  const bool manager_ok = e.manager_exit_code == 0;
-  const bool all_finished = !e.beats.empty() && std::all_of(e.beats.begin(), e.beats.end(), [](const Heartbeat& h) {
-    return h.exit_code == kExitSuccess;
-  });
-  if (manager_ok && (all_finished || e.beats.empty())) {
-    c.outcome = Outcome::Success;
-    c.summary = "all ranks finished";
     return c;
   }
   // The SPANK plugin refused the step before any rank started (a layout the step cannot hold): the same command fails

@@ -30,7 +30,10 @@ struct AttemptEvidence {
   int manager_signal = 0;
   std::vector<Heartbeat> beats;             // the ranks' last heartbeats
   std::optional<FailureEvent> first_event;  // first failure the process manager reported
-  int first_dead_rank = -1;                 // local mode: first rank seen gone without an exit record
+  // Every node the process manager reported lost during the attempt, in order, whenever the report came: also after
+  // another failure was noticed or a hang verdict began the teardown (Slurm's node-failure report often comes last).
+  std::vector<FailureEvent> lost_nodes;
+  int first_dead_rank = -1;  // local mode: first rank seen gone without an exit record
 };
 
 struct Classification {

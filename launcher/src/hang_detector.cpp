@@ -59,9 +59,28 @@ void HangDetector::observe(const std::vector<Heartbeat>& beats, double now_s) {
   }
 }
 
+std::vector<std::string> HangDetector::wholly_silent_nodes(const std::vector<int>& silent_ranks) const {
+  std::vector<bool> silent(ranks_.size(), false);
+  for (int r : silent_ranks)
+    silent[static_cast<std::size_t>(r)] = true;
+  // Nodes with a rank still beating; a node without a name (no heartbeat yet) is no evidence either way.
+  std::vector<std::string> beating, quiet;
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    const Seen& s = ranks_[r];
+    if (!s.known || s.exited || s.node.empty()) continue;
+    std::vector<std::string>& into = silent[r] ? quiet : beating;
+    if (std::find(into.begin(), into.end(), s.node) == into.end()) into.push_back(s.node);
+  }
+  std::vector<std::string> nodes;
+  for (const std::string& node : quiet)
+    if (std::find(beating.begin(), beating.end(), node) == beating.end()) nodes.push_back(node);
+  if (beating.empty()) nodes.clear();  // every node silent: no node stands out (e.g. the heartbeat file system)
+  return nodes;
+}
+
 std::optional<HangVerdict> HangDetector::check(double now_s) const {
   const double timeout = timeout_s();
-  HangVerdict silent{HangVerdict::Kind::Silent, {}, {}, {}};
+  HangVerdict silent{HangVerdict::Kind::Silent, {}, {}, {}, {}};
   std::ostringstream silent_text;
   for (std::size_t r = 0; settings_.enabled && r < ranks_.size(); ++r) {
     const Seen& s = ranks_[r];
@@ -73,12 +92,19 @@ std::optional<HangVerdict> HangDetector::check(double now_s) const {
                 << " (last step " << s.step << ", collective " << s.seq << ")";
   }
   if (!silent.ranks.empty()) {
+    silent.silent_nodes = wholly_silent_nodes(silent.ranks);
     silent.description = silent_text.str() + ", hang timeout " + seconds(timeout);
+    if (!silent.silent_nodes.empty()) {
+      silent.description += "; every running rank on " + silent.silent_nodes.front();
+      for (std::size_t i = 1; i < silent.silent_nodes.size(); ++i)
+        silent.description += (i + 1 == silent.silent_nodes.size() ? " and " : ", ") + silent.silent_nodes[i];
+      silent.description += " is silent while other nodes' ranks keep beating";
+    }
     return silent;
   }
 
   if (first_beat_s_ < 0 && now_s - start_s_ > settings_.startup_timeout_s) {
-    HangVerdict verdict{HangVerdict::Kind::NotStarted, {}, {}, {}};
+    HangVerdict verdict{HangVerdict::Kind::NotStarted, {}, {}, {}, {}};
     std::ostringstream text;
     for (std::size_t r = 0; r < ranks_.size(); ++r) {
       if (ranks_[r].known) continue;
@@ -98,7 +124,7 @@ std::optional<HangVerdict> HangDetector::check(double now_s) const {
   if (since <= limit || first_beat_s_ < 0) return std::nullopt;
 
   // Stalled: name the laggards by the lowest collective sequence number, then the lowest step.
-  HangVerdict verdict{HangVerdict::Kind::Stalled, {}, {}, {}};
+  HangVerdict verdict{HangVerdict::Kind::Stalled, {}, {}, {}, {}};
   std::uint64_t min_seq = UINT64_MAX, max_seq = 0;
   std::int64_t min_step = INT64_MAX, max_step = INT64_MIN;
   for (const auto& s : ranks_) {

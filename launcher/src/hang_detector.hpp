@@ -36,6 +36,11 @@ struct HangVerdict {
   std::vector<int> ranks;          // the culprits (empty: no single culprit)
   std::vector<std::string> nodes;  // their nodes, same order
   std::string description;         // one line for the log
+  // Silent: nodes every one of whose running ranks fell silent while ranks on another node kept beating. A rank's
+  // heartbeat comes from a thread of its own, so a whole node of silent ranks is a node that died, froze or lost its
+  // network, not a program that hangs: the node is to blame even before Slurm declares it down (which takes
+  // SlurmdTimeout, usually longer than the hang timeout).
+  std::vector<std::string> silent_nodes;
 };
 
 class HangDetector {
@@ -65,6 +70,8 @@ class HangDetector {
     bool exited = false;
     std::string node;
   };
+  // The nodes all of whose running ranks are among `silent_ranks`, when some other node still has a rank beating.
+  std::vector<std::string> wholly_silent_nodes(const std::vector<int>& silent_ranks) const;
 
   HangSettings settings_;
   double start_s_;

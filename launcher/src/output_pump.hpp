@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "line_splitter.hpp"
 #include "output_scanner.hpp"
@@ -23,6 +24,8 @@ class OutputPump {
   std::optional<FailureEvent> pump(int timeout_ms);
   // True once both streams reached end of file (every writer exited).
   bool drained() const { return fds_[0] < 0 && fds_[1] < 0; }
+  // Every node the process manager reported lost so far (OutputScanner::lost_nodes).
+  const std::vector<FailureEvent>& lost_nodes() const { return scanner_.lost_nodes(); }
 
  private:
   std::optional<FailureEvent> take(int index, const char* data, std::size_t size);

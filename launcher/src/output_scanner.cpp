@@ -1,5 +1,6 @@
 #include "output_scanner.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <csignal>
 #include <cstring>
@@ -200,7 +201,12 @@ std::optional<FailureEvent> OutputScanner::scan(std::string_view raw) {
       return FailureEvent{FailureEvent::Kind::ExitCode, rank, "", *code, std::string(line)};
     }
   }
-  if (auto event = srun_node_failure(line)) return event;
+  if (auto event = srun_node_failure(line)) {
+    const bool known = std::any_of(lost_nodes_.begin(), lost_nodes_.end(),
+                                   [&](const FailureEvent& e) { return e.node == event->node; });
+    if (!known && lost_nodes_.size() < kMaxLostNodes) lost_nodes_.push_back(*event);
+    return event;
+  }
   if (auto event = spank_refusal(line)) return event;
   return srun_task(line);
 }

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tenax::launch {
 
@@ -37,9 +38,16 @@ class OutputScanner {
   // Feeds one line (without its newline); returns an event when the line completes one.
   // Lines longer than kMaxScannedLine are passed over.
   std::optional<FailureEvent> scan(std::string_view line);
+  // Every "Node failure" report seen so far, one per node, in the order of their first report, at most kMaxLostNodes
+  // (the lines may come from a program that prints anything): scan() returns each as an event too, but the caller
+  // acts on the first event of an attempt, and the node-failure report of a lost node often comes after the failures
+  // it caused.
+  static constexpr std::size_t kMaxLostNodes = 64;
+  const std::vector<FailureEvent>& lost_nodes() const { return lost_nodes_; }
 
  private:
   int pending_mpirun_rank_ = -1;  // "Process name" seen, "Exit code" expected next
+  std::vector<FailureEvent> lost_nodes_;
 };
 
 // "SIGTERM", or "signal N" when the number has no name.

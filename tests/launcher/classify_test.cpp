@@ -104,6 +104,54 @@ TEST(Classify, AHangVerdictBlamesItsFirstRank) {
   EXPECT_EQ(c.node, "n1");
 }
 
+// The hang timeout often fires before Slurm declares a dead node down (SlurmdTimeout); srun's "Node failure" report
+// then arrives during the teardown the hang started. The node is still what failed: excluded, not a hang's strike.
+TEST(Classify, ANodeFailureReportedAfterAHangVerdictIsTheLostNode) {
+  AttemptEvidence e;
+  e.hang = HangVerdict{HangVerdict::Kind::Stalled, {0}, {"n0"}, "no progress for 9.0 s: laggard rank 0 on n0"};
+  e.manager_exit_code = 1;
+  e.lost_nodes = {FailureEvent{FailureEvent::Kind::NodeLost, -1, "n3", 0, "srun: error: Node failure on n3"}};
+  auto c = classify(e);
+  EXPECT_EQ(c.outcome, Outcome::NodeLost);
+  EXPECT_TRUE(c.node_lost);
+  EXPECT_EQ(c.node, "n3") << "the healthy laggard's node must not be blamed";
+  EXPECT_NE(c.summary.find("hang detector had stopped the attempt first"), std::string::npos) << c.summary;
+}
+
+// A peer of the lost node notices first (exit 76, or killed) and is reported first; the node failure comes later.
+TEST(Classify, ANodeFailureReportedAfterAPeerFailureIsTheLostNode) {
+  AttemptEvidence e;
+  e.manager_exit_code = 1;
+  e.first_event =
+      FailureEvent{FailureEvent::Kind::ExitCode, 2, "n1", 76, "srun: error: n1: task 2: Exited with exit code 76"};
+  e.beats = {rank_beat(0, -1), rank_beat(1, -1), rank_beat(2, 76), rank_beat(3, -1)};
+  e.lost_nodes = {FailureEvent{FailureEvent::Kind::NodeLost, -1, "n3", 0, "srun: error: Node failure on n3"}};
+  auto c = classify(e);
+  EXPECT_EQ(c.outcome, Outcome::NodeLost);
+  EXPECT_EQ(c.node, "n3");
+}
+
+// Before Slurm reports anything: every rank of one node silent while the others beat.
+TEST(Classify, AWhollySilentNodeIsLostNotHung) {
+  AttemptEvidence e;
+  e.hang = HangVerdict{HangVerdict::Kind::Silent, {2, 3}, {"n2", "n2"}, "rank 2 on n2 silent ...", {"n2"}};
+  e.manager_signal = SIGKILL;
+  auto c = classify(e);
+  EXPECT_EQ(c.outcome, Outcome::NodeLost);
+  EXPECT_TRUE(c.node_lost);
+  EXPECT_EQ(c.node, "n2");
+  EXPECT_EQ(c.rank, 2);
+}
+
+// A program may print anything, a node-failure line too: an attempt whose ranks all finished is still a success.
+TEST(Classify, ANodeFailureLineInASuccessfulRunChangesNothing) {
+  AttemptEvidence e;
+  e.manager_exit_code = 0;
+  e.beats = {rank_beat(0, 0), rank_beat(1, 0)};
+  e.lost_nodes = {FailureEvent{FailureEvent::Kind::NodeLost, -1, "n3", 0, "srun: error: Node failure on n3"}};
+  EXPECT_EQ(classify(e).outcome, Outcome::Success);
+}
+
 TEST(Classify, PreemptionAfterTheLauncherForwardedTheSignal) {
   AttemptEvidence e;
   e.preemption_forwarded = true;

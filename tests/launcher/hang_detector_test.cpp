@@ -145,5 +145,52 @@ TEST(HangDetector, RanksThatExitedAreNotSilent) {
   EXPECT_FALSE(verdict.has_value());
 }
 
+// Two ranks per node. Heartbeats come from a thread of each rank, so when every rank of one node falls silent while
+// the other node's ranks keep beating, the node is what failed (dead, frozen, cut off), before Slurm says so.
+TEST(HangDetector, AWholeNodeFallingSilentIsNamedAsTheNode) {
+  auto on = [](const std::string& node, Heartbeat h) {
+    h.node = node;
+    return h;
+  };
+  HangDetector d(fixed(1.0), 4, 0.0);
+  d.observe(
+      {on("a", beat(0, 1, 1, 1)), on("a", beat(1, 1, 1, 1)), on("b", beat(2, 1, 1, 1)), on("b", beat(3, 1, 1, 1))},
+      0.1);
+  for (int i = 0; i < 20; ++i)
+    d.observe({on("a", beat(0, 2 + i, 1, 2)), on("a", beat(1, 2 + i, 1, 2)), on("b", beat(2, 1, 1, 1)),
+               on("b", beat(3, 1, 1, 1))},
+              0.2 + 0.1 * i);
+  auto verdict = d.check(2.0);
+  ASSERT_TRUE(verdict.has_value());
+  EXPECT_EQ(verdict->kind, HangVerdict::Kind::Silent);
+  EXPECT_EQ(verdict->ranks, (std::vector<int>{2, 3}));
+  EXPECT_EQ(verdict->silent_nodes, std::vector<std::string>{"b"});
+  EXPECT_NE(verdict->description.find("every running rank on b is silent"), std::string::npos) << verdict->description;
+
+  // One silent rank of two on a node is that rank's problem, not the node's.
+  HangDetector one(fixed(1.0), 4, 0.0);
+  one.observe(
+      {on("a", beat(0, 1, 1, 1)), on("a", beat(1, 1, 1, 1)), on("b", beat(2, 1, 1, 1)), on("b", beat(3, 1, 1, 1))},
+      0.1);
+  for (int i = 0; i < 20; ++i)
+    one.observe({on("a", beat(0, 2 + i, 1, 2)), on("a", beat(1, 2 + i, 1, 2)), on("b", beat(2, 2 + i, 1, 2)),
+                 on("b", beat(3, 1, 1, 1))},
+                0.2 + 0.1 * i);
+  verdict = one.check(2.0);
+  ASSERT_TRUE(verdict.has_value());
+  EXPECT_EQ(verdict->ranks, std::vector<int>{3});
+  EXPECT_TRUE(verdict->silent_nodes.empty());
+
+  // Every node silent (the heartbeats' file system, say): no node stands out.
+  HangDetector all(fixed(1.0), 4, 0.0);
+  all.observe(
+      {on("a", beat(0, 1, 1, 1)), on("a", beat(1, 1, 1, 1)), on("b", beat(2, 1, 1, 1)), on("b", beat(3, 1, 1, 1))},
+      0.1);
+  verdict = all.check(2.0);
+  ASSERT_TRUE(verdict.has_value());
+  EXPECT_EQ(verdict->ranks.size(), 4u);
+  EXPECT_TRUE(verdict->silent_nodes.empty());
+}
+
 }  // namespace
 }  // namespace tenax::launch

@@ -169,5 +169,20 @@ TEST(OutputScanner, SignalNames) {
   EXPECT_EQ(signal_from_description("something else"), 0);
 }
 
+// Every node-failure report is kept, once per node and in order, whatever came before it; at most kMaxLostNodes.
+TEST(OutputScanner, KeepsEveryLostNodeOnceAndBoundsTheList) {
+  OutputScanner s;
+  s.scan("srun: error: n1: task 2: Exited with exit code 76");
+  s.scan("srun: error: Node failure on n3");
+  s.scan("srun: error: Node failure on n3");
+  s.scan("srun: error: Node failure on n5");
+  ASSERT_EQ(s.lost_nodes().size(), 2u);
+  EXPECT_EQ(s.lost_nodes()[0].node, "n3");
+  EXPECT_EQ(s.lost_nodes()[1].node, "n5");
+  for (int i = 0; i < 1000; ++i)
+    s.scan("srun: error: Node failure on x" + std::to_string(i));
+  EXPECT_EQ(s.lost_nodes().size(), OutputScanner::kMaxLostNodes);
+}
+
 }  // namespace
 }  // namespace tenax::launch
