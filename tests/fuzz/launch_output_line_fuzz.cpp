@@ -16,7 +16,20 @@ void check(const std::optional<tenax::launch::FailureEvent>& event) {
   if (event->text.size() > tenax::launch::kMaxScannedLine) std::abort();
   if (event->rank < -1 || event->value < 0) std::abort();
   if (event->kind == Kind::NodeLost && (event->node.empty() || event->rank != -1)) std::abort();
-  if (event->kind != Kind::NodeLost && event->rank < 0) std::abort();
+  // The SPANK plugin's refusal names no rank: the step never started.
+  if (event->kind == Kind::Refused && event->rank != -1) std::abort();
+  if (event->kind != Kind::NodeLost && event->kind != Kind::Refused && event->rank < 0) std::abort();
+}
+
+// The lost nodes the scanner keeps: bounded, one entry per node, each named.
+void check_lost_nodes(const tenax::launch::OutputScanner& scanner) {
+  const auto& lost = scanner.lost_nodes();
+  if (lost.size() > tenax::launch::OutputScanner::kMaxLostNodes) std::abort();
+  for (std::size_t i = 0; i < lost.size(); ++i) {
+    if (lost[i].node.empty() || lost[i].kind != tenax::launch::FailureEvent::Kind::NodeLost) std::abort();
+    for (std::size_t j = 0; j < i; ++j)
+      if (lost[j].node == lost[i].node) std::abort();
+  }
 }
 
 }  // namespace
@@ -33,5 +46,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check(scanner.scan(text.substr(start, end - start)));
     start = end + 1;
   }
+  check_lost_nodes(scanner);
   return 0;
 }
