@@ -226,8 +226,9 @@ class GpuBench {
   std::vector<Row> rows_;
 };
 
-// Matmul rates at a size that fills the GPU: fp32 through the library's cuda::gemm (no TF32), and bf16 inputs with
-// fp32 accumulation through cublasGemmEx (the reference rate for model FLOP utilisation).
+// Matmul rates at a size that fills the GPU: fp32 through the library's cuda::gemm (no TF32), and bf16 and fp16 inputs
+// with fp32 accumulation through cublasGemmEx (bf16: the reference rate for model FLOP utilisation) beside tenax's
+// cuda::gemm_lowp of the same inputs.
 void gpu_matmul_rates(const Options& o) {
   std::printf("\nCUDA matmul rates (C = A B, square)\n%-34s %8s %10s %10s\n", "path", "m=n=k", "time ms", "TFLOP/s");
   cublasHandle_t handle;
@@ -240,23 +241,28 @@ void gpu_matmul_rates(const Options& o) {
         o.reps, [&] { cuda::gemm(Trans::No, Trans::No, s, s, s, 1.0f, a.f(), s, b.f(), s, 0.0f, c.f(), s, nullptr); });
     std::printf("%-34s %8zu %10.3f %10.1f\n", "fp32 (tenax cuda::gemm)", s, t32 * 1e3, flops / t32 / 1e12);
     DeviceArray a16(s * s * 2), b16(s * s * 2), c16(s * s * 2);
-    cuda::cast_from_f32(a.f(), a16.f(), DType::BF16, s * s, nullptr);
-    cuda::cast_from_f32(b.f(), b16.f(), DType::BF16, s * s, nullptr);
     const float alpha = 1.0f, beta = 0.0f;
     const int is = static_cast<int>(s);
-    const double t16 = median_device_seconds(o.reps, [&] {
-      TENAX_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, is, is, is, &alpha, b16.f(), CUDA_R_16BF, is,
-                                      a16.f(), CUDA_R_16BF, is, &beta, c16.f(), CUDA_R_16BF, is, CUBLAS_COMPUTE_32F,
-                                      CUBLAS_GEMM_DEFAULT));
-    });
-    std::printf("%-34s %8zu %10.3f %10.1f\n", "bf16 in/out, fp32 accumulate", s, t16 * 1e3, flops / t16 / 1e12);
-    // The training path's product: bf16 inputs, fp32 accumulation into an fp32 C (tenax cuda::gemm_lowp).
-    const double tlow = median_device_seconds(o.reps, [&] {
-      cuda::gemm_lowp(DType::BF16, Trans::No, Trans::No, s, s, s, 1.0f, a16.f(), s, b16.f(), s, 0.0f, c.f(), s, nullptr,
-                      own_handle);
-    });
-    std::printf("%-34s %8zu %10.3f %10.1f\n", "bf16 in, fp32 out (cuda::gemm_lowp)", s, tlow * 1e3,
-                flops / tlow / 1e12);
+    for (DType type : {DType::BF16, DType::F16}) {
+      const std::string name(dtype_name(type));
+      const cudaDataType_t cuda_type = type == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
+      cuda::cast_from_f32(a.f(), a16.f(), type, s * s, nullptr);
+      cuda::cast_from_f32(b.f(), b16.f(), type, s * s, nullptr);
+      const double t16 = median_device_seconds(o.reps, [&] {
+        TENAX_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, is, is, is, &alpha, b16.f(), cuda_type, is,
+                                        a16.f(), cuda_type, is, &beta, c16.f(), cuda_type, is, CUBLAS_COMPUTE_32F,
+                                        CUBLAS_GEMM_DEFAULT));
+      });
+      std::printf("%-34s %8zu %10.3f %10.1f\n", (name + " in/out, fp32 accumulate").c_str(), s, t16 * 1e3,
+                  flops / t16 / 1e12);
+      // The training path's product: 16-bit inputs, fp32 accumulation into an fp32 C (tenax cuda::gemm_lowp).
+      const double tlow = median_device_seconds(o.reps, [&] {
+        cuda::gemm_lowp(type, Trans::No, Trans::No, s, s, s, 1.0f, a16.f(), s, b16.f(), s, 0.0f, c.f(), s, nullptr,
+                        own_handle);
+      });
+      std::printf("%-34s %8zu %10.3f %10.1f\n", (name + " in, fp32 out (cuda::gemm_lowp)").c_str(), s, tlow * 1e3,
+                  flops / tlow / 1e12);
+    }
   }
   cuda::destroy_blas_handle(own_handle);
   TENAX_CUBLAS_CHECK(cublasDestroy(handle));
