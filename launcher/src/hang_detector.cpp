@@ -59,21 +59,25 @@ void HangDetector::observe(const std::vector<Heartbeat>& beats, double now_s) {
   }
 }
 
-std::vector<std::string> HangDetector::wholly_silent_nodes(const std::vector<int>& silent_ranks) const {
-  std::vector<bool> silent(ranks_.size(), false);
-  for (int r : silent_ranks)
-    silent[static_cast<std::size_t>(r)] = true;
-  // Nodes with a rank still beating; a node without a name (no heartbeat yet) is no evidence either way.
+std::vector<std::string> HangDetector::wholly_silent_nodes(const std::vector<int>& silent_ranks, double now_s,
+                                                           double timeout_s) const {
+  // The ranks of a node that died or froze stop within a heartbeat of each other, so the first of them crosses the
+  // timeout while the others are a little short of it: on the node of a silent rank, every rank quiet for half the
+  // timeout counts. A node with a rank that beat more recently than that is still alive.
+  const double quiet_s = timeout_s / 2;
   std::vector<std::string> beating, quiet;
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     const Seen& s = ranks_[r];
-    if (!s.known || s.exited || s.node.empty()) continue;
-    std::vector<std::string>& into = silent[r] ? quiet : beating;
+    if (!s.known || s.exited || s.node.empty()) continue;  // a node without a name is no evidence either way
+    std::vector<std::string>& into = now_s - s.beat_changed_s > quiet_s ? quiet : beating;
     if (std::find(into.begin(), into.end(), s.node) == into.end()) into.push_back(s.node);
   }
   std::vector<std::string> nodes;
-  for (const std::string& node : quiet)
-    if (std::find(beating.begin(), beating.end(), node) == beating.end()) nodes.push_back(node);
+  for (int r : silent_ranks) {
+    const std::string& node = ranks_[static_cast<std::size_t>(r)].node;
+    if (node.empty() || std::find(beating.begin(), beating.end(), node) != beating.end()) continue;
+    if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
+  }
   if (beating.empty()) nodes.clear();  // every node silent: no node stands out (e.g. the heartbeat file system)
   return nodes;
 }
@@ -92,7 +96,7 @@ std::optional<HangVerdict> HangDetector::check(double now_s) const {
                 << " (last step " << s.step << ", collective " << s.seq << ")";
   }
   if (!silent.ranks.empty()) {
-    silent.silent_nodes = wholly_silent_nodes(silent.ranks);
+    silent.silent_nodes = wholly_silent_nodes(silent.ranks, now_s, timeout);
     silent.description = silent_text.str() + ", hang timeout " + seconds(timeout);
     if (!silent.silent_nodes.empty()) {
       silent.description += "; every running rank on " + silent.silent_nodes.front();

@@ -70,8 +70,10 @@ class HangDetector {
     bool exited = false;
     std::string node;
   };
-  // The nodes all of whose running ranks are among `silent_ranks`, when some other node still has a rank beating.
-  std::vector<std::string> wholly_silent_nodes(const std::vector<int>& silent_ranks) const;
+  // The nodes of `silent_ranks` none of whose running ranks beat in the last timeout/2, when some other node still
+  // has a rank that did.
+  std::vector<std::string> wholly_silent_nodes(const std::vector<int>& silent_ranks, double now_s,
+                                               double timeout_s) const;
 
   HangSettings settings_;
   double start_s_;

@@ -167,6 +167,24 @@ TEST(HangDetector, AWholeNodeFallingSilentIsNamedAsTheNode) {
   EXPECT_EQ(verdict->silent_nodes, std::vector<std::string>{"b"});
   EXPECT_NE(verdict->description.find("every running rank on b is silent"), std::string::npos) << verdict->description;
 
+  // The ranks of a frozen node stop a moment apart: when the first crosses the timeout, the second (quiet for more than
+  // half of it) still counts for its node.
+  HangDetector staggered(fixed(1.0), 4, 0.0);
+  staggered.observe(
+      {on("a", beat(0, 1, 1, 1)), on("a", beat(1, 1, 1, 1)), on("b", beat(2, 1, 1, 1)), on("b", beat(3, 1, 1, 1))},
+      0.1);
+  staggered.observe(
+      {on("a", beat(0, 2, 1, 2)), on("a", beat(1, 2, 1, 2)), on("b", beat(2, 2, 1, 2)), on("b", beat(3, 1, 1, 1))},
+      0.4);
+  for (int i = 0; i < 8; ++i)
+    staggered.observe({on("a", beat(0, 3 + i, 1, 2)), on("a", beat(1, 3 + i, 1, 2)), on("b", beat(2, 2, 1, 2)),
+                       on("b", beat(3, 1, 1, 1))},
+                      0.5 + 0.1 * i);
+  verdict = staggered.check(1.15);
+  ASSERT_TRUE(verdict.has_value());
+  EXPECT_EQ(verdict->ranks, std::vector<int>{3});
+  EXPECT_EQ(verdict->silent_nodes, std::vector<std::string>{"b"});
+
   // One silent rank of two on a node is that rank's problem, not the node's.
   HangDetector one(fixed(1.0), 4, 0.0);
   one.observe(
