@@ -16,6 +16,7 @@
 #include "core/json.hpp"
 #include "launcher_signals.hpp"
 #include "ledger.hpp"
+#include "node_probe.hpp"
 #include "output_pump.hpp"
 #include "processes.hpp"
 #include "restart_progress.hpp"
@@ -25,6 +26,10 @@
 
 namespace tenax::launch {
 namespace {
+
+// How long a node's slurmd gets to accept a connection after a failure: a reachable node answers in well under a
+// millisecond, an unreachable one leaves ARP (about 3 s) or the SYN unanswered.
+constexpr std::chrono::milliseconds kNodeProbeTimeout{2000};
 
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -112,6 +117,7 @@ class Supervisor {
       Classification classified = classify(report.evidence);
       const bool failed = classified.outcome != Outcome::Success && classified.outcome != Outcome::Usage &&
                           classified.outcome != Outcome::Preempted;
+      if (failed && slurm_ && classified.outcome != Outcome::NodeLost) blame_unreachable_node(classified);
       const std::int64_t committed = newest_committed_step(report);
       progress_.record(progress_basis_, {report.max_step, committed}, failed);
       announce("attempt " + std::to_string(plan.attempt) + " " + outcome_name(classified.outcome) + ": " +
@@ -150,6 +156,28 @@ class Supervisor {
       announce(std::string("warning: ") + error.what() + "; judging the attempt by the checkpoints its ranks reported");
     }
     return step;
+  }
+
+  // A crash, a peer failure or a hang may be the first sign of a node that is gone: ask every node of the allocation
+  // that is not excluded yet whether its slurmd still accepts a connection (node_probe.hpp). The first that does not
+  // is the lost node, whoever was reported first.
+  void blame_unreachable_node(Classification& classified) {
+    std::vector<std::string> candidates;
+    const std::set<std::string> excluded = bad_nodes_->excluded();
+    for (const std::string& node : job_.nodes)
+      if (!excluded.count(node)) candidates.push_back(node);
+    std::string note;
+    const std::vector<std::string> lost = probe_slurm_nodes(options_, candidates, kNodeProbeTimeout, &note);
+    if (!note.empty()) announce("warning: could not probe the nodes after the failure: " + note);
+    if (lost.empty()) return;
+    announce("node " + lost.front() + " does not accept a connection on its slurmd port after the failure" +
+             (lost.size() > 1 ? " (nor " + join({lost.begin() + 1, lost.end()}, ",") + ")" : std::string()));
+    classified.outcome = Outcome::NodeLost;
+    classified.summary = "node " + lost.front() + " does not answer (lost, or cut off from the network); what was " +
+                         "seen first followed from it: " + classified.summary;
+    classified.node = lost.front();
+    classified.rank = -1;
+    classified.node_lost = true;
   }
 
   void blame_node(const Classification& classified) {

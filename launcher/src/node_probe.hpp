@@ -1,0 +1,39 @@
+// After a failed attempt under Slurm: which nodes of the allocation no longer answer on their slurmd port. A node that
+// is cut off, dead or powered down often shows first as a crash or a communicator error of a rank on a healthy node
+// (Open MPI aborting on an unreachable peer, say), long before Slurm declares it down (SlurmdTimeout, 300 s by
+// default); blaming the node whose rank was reported first would strike a healthy node and keep the lost one.
+//
+// The probe asks `scontrol show node` for each node's address and slurmd port, then opens a TCP connection to every one
+// at once and waits at most `timeout` for all of them. A node whose connection is refused, unreachable or not accepted
+// in time is unreachable. A frozen node still accepts connections (its kernel answers): the heartbeats catch that one
+// (hang_detector.hpp). The probe never throws: without an answer from scontrol it names no node.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "options.hpp"
+
+namespace tenax::launch {
+
+struct NodeAddress {
+  std::string node;
+  std::string address;  // NodeAddr: an IPv4 or IPv6 literal, or a host name
+  int port = 6818;      // slurmd's port (Slurm's default when scontrol shows none)
+};
+
+// Parses `scontrol show node -o` output: one node per line, "NodeName=n1 ... NodeAddr=10.0.0.1 ... Port=6818 ...".
+// Lines without NodeName or NodeAddr, and ports outside 1-65535, are skipped.
+std::vector<NodeAddress> parse_node_addresses(const std::string& scontrol_output);
+
+// The nodes among `addresses` that do not accept a TCP connection within `timeout` (all probed at once).
+std::vector<std::string> unreachable_nodes(const std::vector<NodeAddress>& addresses,
+                                           std::chrono::milliseconds timeout);
+
+// Both steps for these nodes (scontrol from Options::scontrol); "" entries are ignored. `note` gets one line when
+// scontrol could not say (then no node is named).
+std::vector<std::string> probe_slurm_nodes(const Options& options, const std::vector<std::string>& nodes,
+                                           std::chrono::milliseconds timeout, std::string* note);
+
+}  // namespace tenax::launch
