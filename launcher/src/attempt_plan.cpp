@@ -129,6 +129,11 @@ Command srun_command(const Options& options, const AttemptPlan& plan, const std:
   if (!plan.exclude.empty()) command.argv.push_back("--exclude=" + join(plan.exclude, ","));
   // One dead task ends the step at once (detection in seconds, not at the communicator timeout).
   command.argv.push_back("--kill-on-bad-exit=1");
+  // A relaunch must not wait for the previous attempt's step: when a node of it was cut off, Slurm cannot learn that
+  // the step ended there and keeps its CPUs counted (with --no-kill, until the job ends), so a new step on the same
+  // healthy nodes would pend for ever. The launcher has ended that step's tasks itself; --overlap lets the new step
+  // share the CPUs Slurm still books to it.
+  command.argv.push_back("--overlap");
   command.argv.push_back("--mpi=" + options.srun_mpi);
   command.argv.push_back("--job-name=tenax-attempt-" + std::to_string(plan.attempt));
   command.argv.insert(command.argv.end(), options.extra_launcher_args.begin(), options.extra_launcher_args.end());

@@ -54,9 +54,9 @@ TEST(AttemptPlan, SrunCommandOfAFirstAttempt) {
   AttemptPlan plan = plan_slurm_attempt(o, {"n1", "n2", "n3"}, {});
   plan.attempt = 1;
   Command c = srun_command(o, plan, "/runs/r", "");
-  EXPECT_EQ(c.argv,
-            (std::vector<std::string>{"srun", "--nodes=2", "--ntasks=8", "--ntasks-per-node=4", "--kill-on-bad-exit=1",
-                                      "--mpi=pmix", "--job-name=tenax-attempt-1", "/opt/train", "--config", "a.yaml"}));
+  EXPECT_EQ(c.argv, (std::vector<std::string>{"srun", "--nodes=2", "--ntasks=8", "--ntasks-per-node=4",
+                                              "--kill-on-bad-exit=1", "--overlap", "--mpi=pmix",
+                                              "--job-name=tenax-attempt-1", "/opt/train", "--config", "a.yaml"}));
   EXPECT_EQ(env_value(c.env, "TENAX_CHECKPOINT_DIR"), "<unset>");
   EXPECT_EQ(env_value(c.env, "TENAX_HEARTBEAT_INTERVAL"), "500ms");
 }
