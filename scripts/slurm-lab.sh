@@ -8,7 +8,7 @@
 # refuses to start without one).
 #
 #   slurm-lab.sh up DIR [--nodes N] [--plugin SO [--plugin-args "key=value ..."]] [--slurmd-timeout S]
-#                       [--switches halves|interleaved] [--owner-pid PID]
+#                       [--switches halves|interleaved] [--owner-pid PID] [--netns [--isl-rate RATE]]
 #       Writes DIR/etc/{slurm.conf,topology.conf,plugstack.conf} and starts the daemons; returns once every node is
 #       idle. The nodes n1..nN sit under two leaf switches below a root switch: s1 holds the first half and s2 the
 #       rest (halves, the default), or s1 the odd and s2 the even nodes (interleaved: Slurm's node order then
@@ -16,6 +16,12 @@
 #       Partitions: debug (default), low (preemptible: REQUEUE after GraceTime=10) and high (preempts low).
 #       --owner-pid: a watchdog tears the lab down as soon as that process is gone, so a test killed by a
 #       timeout (SIGKILL, no trap runs) still leaves nothing behind.
+#       --netns: every node is a host of its own: a network namespace with one interface (eth0, 10.A.B.i/24) whose
+#       veth peer sits in its leaf switch's bridge; the two bridges are joined by an inter-switch link (a veth pair),
+#       shaped with tc tbf to RATE (e.g. 100mbit) by --isl-rate. slurmd and everything it starts (slurmstepd, the
+#       tasks, Open MPI's TCP traffic) run inside the node's namespace and reach the others only through the
+#       bridges; slurmctld and munged stay on the host, which has the address 10.A.B.254 on the first bridge. The
+#       tasks get OMPI_MCA_btl_tcp_if_include=eth0 from their environment only if the job sets it.
 #   slurm-lab.sh down DIR          cancel every job, kill every step and daemon of this lab (by PID), wait for them
 #   slurm-lab.sh env DIR           print `export SLURM_CONF=...` for eval in a shell (client commands need it)
 #   slurm-lab.sh plugstack DIR [LINE...]  rewrite plugstack.conf (no LINE: empty); clients and new steps read it at
@@ -24,6 +30,12 @@
 #   slurm-lab.sh start-node DIR nX restart nX's slurmd (ReturnToService=1 brings a DOWN node back to idle)
 #   slurm-lab.sh wait-idle DIR [SECONDS]  wait until every node is idle (default 30 s)
 #   slurm-lab.sh ports DIR         print the controller's and each node's port
+# Faults of a --netns lab (each reversible; none sends a packet that would tell the peers):
+#   slurm-lab.sh partition-node DIR nX   cut nX off: its interface leaves its switch (link still up, no RST, no FIN)
+#   slurm-lab.sh heal-node DIR nX        put it back
+#   slurm-lab.sh freeze-node DIR nX      SIGSTOP every process in nX's namespace; thaw-node DIR nX: SIGCONT
+#   slurm-lab.sh throttle-node DIR nX RATE   tbf both ways on nX's link (RATE "off" removes it)
+#   slurm-lab.sh exec DIR nX CMD...      run CMD inside nX's network namespace
 set -euo pipefail
 
 die() {
@@ -126,11 +138,13 @@ node_names() { seq -f 'n%g' 1 "$1"; }
 write_configs() {
   local lab=$1 nodes=$2 timeout=$3 switches=$4 ctl_port=$5
   shift 5
+  local controller=localhost node_addr
+  if net_load "$lab"; then controller="localhost($NET_SUBNET.254)"; fi
   local node_ports=("$@") half=$(((nodes + 1) / 2)) i
   cat >"$lab/etc/slurm.conf" <<EOF
 # Written by slurm-lab.sh: a ${nodes}-node cluster emulated on one host.
 ClusterName=lab
-SlurmctldHost=localhost
+SlurmctldHost=${controller}
 SlurmctldPort=${ctl_port}
 SlurmUser=root
 SlurmdUser=root
@@ -165,7 +179,9 @@ PlugStackConfig=${lab}/etc/plugstack.conf
 TmpFS=${lab}/tmp/%n
 EOF
   for i in $(seq 1 "$nodes"); do
-    echo "NodeName=n$i NodeHostname=localhost NodeAddr=127.0.0.1 Port=${node_ports[$((i - 1))]} CPUs=4" \
+    node_addr=127.0.0.1
+    if net_load "$lab"; then node_addr="$NET_SUBNET.$i"; fi
+    echo "NodeName=n$i NodeHostname=localhost NodeAddr=$node_addr Port=${node_ports[$((i - 1))]} CPUs=4" \
       "RealMemory=2000 State=UNKNOWN" >>"$lab/etc/slurm.conf"
   done
   cat >>"$lab/etc/slurm.conf" <<EOF
@@ -189,6 +205,127 @@ EOF
   } >"$lab/etc/topology.conf"
 }
 
+# --- network (--netns) -----------------------------------------------------------------------------------------------
+# Names are derived from the lab folder so that labs side by side never share one: tl<4 hex> + s1/s2 (bridges), i1/i2
+# (the inter-switch link), n<i> (a node's host-side interface) and tl<4 hex>-n<i> (its namespace). What exists is
+# written to run/net.env before it is created, so `down` removes it even after a failed bring-up.
+net_prefix() { printf 'tl%s' "$(printf '%s' "$1" | md5sum | cut -c1-4)"; }
+
+# A /24 of 10.200.0.0/13 that no interface of the host uses yet.
+pick_subnet() {
+  local used candidate
+  used=$(ip -4 -o addr show 2>/dev/null | awk '{print $4}')
+  for _ in $(seq 100); do
+    candidate="10.$((200 + RANDOM % 8)).$((RANDOM % 250))"
+    grep -q "^${candidate//./\.}\." <<<"$used" || {
+      echo "$candidate"
+      return 0
+    }
+  done
+  die "no free 10.200.0.0/13 subnet for the lab's network"
+}
+
+net_load() { # sets NET_PREFIX NET_SUBNET NET_NODES, or returns 1 when the lab has no network of its own
+  [[ -s "$1/run/net.env" ]] || return 1
+  # shellcheck disable=SC1091
+  source "$1/run/net.env"
+}
+
+node_switch() { # node index -> bridge suffix (s1 or s2), as topology.conf places it
+  local i=$1 nodes=$2 switches=$3
+  if ((nodes == 1)); then echo s1; elif [[ "$switches" == interleaved ]]; then
+    ((i % 2 == 1)) && echo s1 || echo s2
+  else
+    ((i <= (nodes + 1) / 2)) && echo s1 || echo s2
+  fi
+}
+
+net_up() {
+  local lab=$1 nodes=$2 switches=$3 isl_rate=$4 prefix subnet i ns
+  command -v ip >/dev/null || die "--netns needs iproute2's ip"
+  command -v nsenter >/dev/null || die "--netns needs util-linux's nsenter"
+  prefix=$(net_prefix "$lab")
+  subnet=$(pick_subnet)
+  printf 'NET_PREFIX=%s\nNET_SUBNET=%s\nNET_NODES=%s\nNET_SWITCHES=%s\n' "$prefix" "$subnet" "$nodes" "$switches" \
+    >"$lab/run/net.env"
+  for sw in s1 s2; do
+    ip link add "${prefix}$sw" type bridge || die "cannot create the bridge ${prefix}$sw (is the lab already up?)"
+    ip link set "${prefix}$sw" up
+  done
+  ip link add "${prefix}i1" type veth peer name "${prefix}i2"
+  ip link set "${prefix}i1" master "${prefix}s1" up
+  ip link set "${prefix}i2" master "${prefix}s2" up
+  if [[ -n "$isl_rate" ]]; then
+    for end in i1 i2; do
+      tc qdisc add dev "${prefix}$end" root tbf rate "$isl_rate" burst 64kb latency 100ms ||
+        die "tc tbf rate '$isl_rate' on the inter-switch link failed"
+    done
+  fi
+  ip addr add "$subnet.254/24" dev "${prefix}s1"
+  for i in $(seq 1 "$nodes"); do
+    ns="${prefix}-n$i"
+    ip netns add "$ns"
+    ip link add "${prefix}n$i" type veth peer name eth0 netns "$ns"
+    ip link set "${prefix}n$i" master "${prefix}$(node_switch "$i" "$nodes" "$switches")" up
+    ip -n "$ns" link set lo up
+    ip -n "$ns" addr add "$subnet.$i/24" dev eth0
+    ip -n "$ns" link set eth0 up
+  done
+}
+
+net_node_index() { # nX -> X, checked against the lab
+  local node=$1
+  [[ "$node" =~ ^n([1-9][0-9]*)$ ]] && ((BASH_REMATCH[1] <= NET_NODES)) || die "no node '$node' in this lab"
+  echo "${BASH_REMATCH[1]}"
+}
+
+net_pids() { ip netns pids "$NET_PREFIX-n$1" 2>/dev/null || true; }
+
+net_down() {
+  local lab=$1 i p pids
+  net_load "$lab" || return 0
+  for i in $(seq 1 "$NET_NODES"); do
+    pids=$(net_pids "$i")
+    for p in $pids; do kill -CONT "$p" 2>/dev/null || true; done
+    for p in $pids; do kill -KILL "$p" 2>/dev/null || true; done
+  done
+  for i in $(seq 1 "$NET_NODES"); do
+    # shellcheck disable=SC2046
+    [[ -z "$(net_pids "$i")" ]] || wait_gone 5 $(net_pids "$i") || true
+    ip netns del "$NET_PREFIX-n$i" 2>/dev/null || true
+    ip link del "${NET_PREFIX}n$i" 2>/dev/null || true
+  done
+  ip link del "${NET_PREFIX}i1" 2>/dev/null || true
+  for sw in s1 s2; do ip link del "${NET_PREFIX}$sw" 2>/dev/null || true; done
+  rm -f "$lab/run/net.env"
+}
+
+cmd_net_fault() {
+  local fault=$1 lab node i p
+  lab=$(readlink -f "$2")
+  node=$3
+  net_load "$lab" || die "$fault: $lab is not a --netns lab"
+  i=$(net_node_index "$node")
+  case "$fault" in
+    partition-node) ip link set "${NET_PREFIX}n$i" nomaster ;;
+    heal-node)
+      ip link set "${NET_PREFIX}n$i" master "${NET_PREFIX}$(node_switch "$i" "$NET_NODES" "$NET_SWITCHES")"
+      ;;
+    freeze-node) for p in $(net_pids "$i"); do kill -STOP "$p" 2>/dev/null || true; done ;;
+    thaw-node) for p in $(net_pids "$i"); do kill -CONT "$p" 2>/dev/null || true; done ;;
+    throttle-node)
+      local rate=$4
+      tc qdisc del dev "${NET_PREFIX}n$i" root 2>/dev/null || true
+      ip netns exec "$NET_PREFIX-n$i" tc qdisc del dev eth0 root 2>/dev/null || true
+      if [[ "$rate" != off ]]; then
+        tc qdisc add dev "${NET_PREFIX}n$i" root tbf rate "$rate" burst 16kb latency 400ms ||
+          die "throttle-node: tc tbf rate '$rate' failed"
+        nsenter --net="/run/netns/$NET_PREFIX-n$i" tc qdisc add dev eth0 root tbf rate "$rate" burst 16kb latency 400ms
+      fi
+      ;;
+  esac
+}
+
 # --- daemons ---------------------------------------------------------------------------------------------------------
 start_munged() {
   local lab=$1
@@ -202,7 +339,11 @@ start_munged() {
 start_slurmd() {
   local lab=$1 node=$2
   mkdir -p "$lab/spool/$node" "$lab/tmp/$node"
-  SLURM_CONF="$lab/etc/slurm.conf" slurmd -f "$lab/etc/slurm.conf" -N "$node" ||
+  # In a --netns lab slurmd (and so every step and task) enters the node's network namespace only: nsenter, not
+  # `ip netns exec`, which would also remount /sys and hide the cgroup file system slurmd needs.
+  local enter=()
+  if net_load "$lab"; then enter=(nsenter "--net=/run/netns/$NET_PREFIX-$node"); fi
+  SLURM_CONF="$lab/etc/slurm.conf" "${enter[@]}" slurmd -f "$lab/etc/slurm.conf" -N "$node" ||
     die "slurmd -N $node failed to start: see $lab/log/slurmd-$node.log"
 }
 
@@ -226,7 +367,7 @@ wait_idle() {
 cmd_up() {
   local lab=$1
   shift
-  local nodes=4 plugin="" plugin_args="" timeout=10 owner="" switches=halves
+  local nodes=4 plugin="" plugin_args="" timeout=10 owner="" switches=halves netns=0 isl_rate=""
   while (($#)); do
     case "$1" in
       --nodes) nodes=$2; shift 2 ;;
@@ -235,6 +376,8 @@ cmd_up() {
       --slurmd-timeout) timeout=$2; shift 2 ;;
       --owner-pid) owner=$2; shift 2 ;;
       --switches) switches=$2; shift 2 ;;
+      --netns) netns=1; shift ;;
+      --isl-rate) isl_rate=$2; shift 2 ;;
       *) die "up: unknown argument '$1' (see: slurm-lab.sh --help)" ;;
     esac
   done
@@ -243,6 +386,9 @@ cmd_up() {
   [[ $(id -u) -eq 0 ]] || die "the lab runs Slurm's daemons as root: run as root"
   [[ -d /sys/fs/cgroup ]] || die "slurmd needs a cgroup file system mounted at /sys/fs/cgroup"
   [[ -z "$plugin" || -r "$plugin" ]] || die "--plugin: '$plugin' is not a readable file"
+  [[ -z "$isl_rate" || "$netns" == 1 ]] || die "--isl-rate shapes the --netns lab's inter-switch link: add --netns"
+  [[ -z "$isl_rate" || "$isl_rate" =~ ^[1-9][0-9]*(bit|kbit|mbit|gbit)$ ]] ||
+    die "--isl-rate: '$isl_rate' is not a rate such as 100mbit"
   mkdir -p "$lab"
   lab=$(readlink -f "$lab")
   [[ ! -s "$lab/run/slurmctld.pid" ]] || ! alive "$(pid_of "$lab/run/slurmctld.pid")" ||
@@ -260,6 +406,7 @@ cmd_up() {
     echo $! >"$lab/run/watchdog.pid"
   fi
   start_munged "$lab"
+  if ((netns)); then net_up "$lab" "$nodes" "$switches" "$isl_rate"; fi
   local attempt ctl_port node_ports node
   for attempt in 1 2 3; do
     ctl_port=$(pick_port)
@@ -326,6 +473,7 @@ cmd_down() {
     wait_gone 5 "$p" || kill -KILL "$p" 2>/dev/null || true
   fi
   rm -f "$lab/run/munged.pid"
+  net_down "$lab"
   p=$(pid_of "$lab/run/watchdog.pid")
   # The watchdog itself calls `down`: it must not kill itself half-way.
   if alive "$p" && [[ "$p" != "$PPID" && "$p" != "$$" ]]; then
@@ -347,6 +495,12 @@ cmd_kill_node() {
   if alive "$p"; then
     kill -KILL "$p"
     pids+=("$p")
+  fi
+  if net_load "$lab"; then # a host of its own: everything in its namespace dies with it
+    for p in $(net_pids "$(net_node_index "$node")"); do
+      kill -KILL "$p" 2>/dev/null || true
+      pids+=("$p")
+    done
   fi
   ((${#pids[@]} == 0)) || wait_gone 5 "${pids[@]}" || die "kill-node: processes of $node survived SIGKILL"
   rm -f "$lab/run/slurmd-$node.pid"
@@ -385,5 +539,18 @@ case "$command" in
   start-node) (($# == 2)) || die "start-node DIR NODE"; cmd_start_node "$1" "$2" ;;
   wait-idle) wait_idle "$(readlink -f "$1")" "${2:-30}" ;;
   ports) cmd_ports "$1" ;;
+  partition-node | heal-node | freeze-node | thaw-node)
+    (($# == 2)) || die "$command DIR NODE"
+    cmd_net_fault "$command" "$1" "$2"
+    ;;
+  throttle-node) (($# == 3)) || die "throttle-node DIR NODE RATE|off"; cmd_net_fault throttle-node "$1" "$2" "$3" ;;
+  exec)
+    (($# >= 3)) || die "exec DIR NODE COMMAND..."
+    lab=$(readlink -f "$1")
+    net_load "$lab" || die "exec: $lab is not a --netns lab"
+    i=$(net_node_index "$2")
+    shift 2
+    exec nsenter --net="/run/netns/$NET_PREFIX-n$i" "$@"
+    ;;
   *) die "unknown command '$command' (see: slurm-lab.sh --help)" ;;
 esac

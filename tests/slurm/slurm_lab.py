@@ -28,8 +28,11 @@ def _raise_on_signal(signum, _frame):
 
 
 class Lab:
-    def __init__(self, lab_script, plugin=None, plugin_args="", nodes=4, switches="halves", slurmd_timeout=10):
+    def __init__(self, lab_script, plugin=None, plugin_args="", nodes=4, switches="halves", slurmd_timeout=10,
+                 netns=False, isl_rate=None):
         self.lab_script = lab_script
+        self.netns = netns  # every node a host of its own (a network namespace): slurm-lab.sh up --netns
+        self.isl_rate = isl_rate
         self.plugin = plugin
         self.plugin_args = plugin_args
         self.nodes = nodes
@@ -47,6 +50,8 @@ class Lab:
                    "--slurmd-timeout", str(self.slurmd_timeout), "--owner-pid", str(os.getpid())]
         if self.plugin:
             command += ["--plugin", self.plugin, "--plugin-args", self.plugin_args]
+        if self.netns:
+            command += ["--netns"] + (["--isl-rate", self.isl_rate] if self.isl_rate else [])
         started = time.monotonic()
         try:
             self._check([*command], what="bring-up")
@@ -158,6 +163,10 @@ class Lab:
 
     def start_node(self, node):
         self._check([self.lab_script, "start-node", self.dir, node], what=f"start-node {node}")
+
+    # Faults of a netns lab: silent and reversible (slurm-lab.sh partition-node, freeze-node, throttle-node).
+    def net_fault(self, fault, node, *args):
+        self._check([self.lab_script, fault, self.dir, node, *args], what=f"{fault} {node}")
 
     def wait_idle(self, timeout=30):
         self._check([self.lab_script, "wait-idle", self.dir, str(timeout)], what="wait-idle", timeout=timeout + 10)
