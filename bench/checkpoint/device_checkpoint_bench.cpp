@@ -21,27 +21,17 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.hpp"
 #include "tenax/checkpoint.hpp"
 #include "tenax/error.hpp"
 #include "tenax/runtime.hpp"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-double max_over_ranks(tenax::Communicator& world, double v) {
-  world.all_reduce(&v, &v, 1, tenax::DType::F64, tenax::ReduceOp::Max);
-  return v;
-}
+using tenax::bench::Clock;
+using tenax::bench::max_over_ranks;
+using tenax::bench::median;
+using tenax::bench::seconds_since;
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw tenax::DeviceError(std::string("bench: ") + what + ": " + cudaGetErrorString(e));
