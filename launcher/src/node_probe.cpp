@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <sstream>
@@ -38,57 +39,46 @@ struct Probe {
   bool answered = false;
 };
 
-// Starts a non-blocking connect to the address's first resolved endpoint; -1 when it failed at once (refused or
-// unreachable, or no address).
-int start_connect(const NodeAddress& a) {
+// At most this many connections are open at once (the process's descriptor limit is often 1024); larger
+// allocations are probed in rounds, each with the whole timeout.
+constexpr std::size_t kProbesPerRound = 256;
+
+enum class Start { InProgress, Failed, Untried };
+
+// Starts a non-blocking connect to the address's first resolved endpoint. Failed: the kernel refused it at once
+// (nothing listens, no route). Untried: no address, or no socket for it here — no evidence against the node.
+Start start_connect(const NodeAddress& a, int* fd_out) {
+  *fd_out = -1;
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICSERV;
   addrinfo* found = nullptr;
   if (getaddrinfo(a.address.c_str(), std::to_string(a.port).c_str(), &hints, &found) != 0 || found == nullptr)
-    return -1;
-  int fd = socket(found->ai_family, found->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, found->ai_protocol);
-  if (fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) != 0 && errno != EINPROGRESS) {
-    close(fd);
-    fd = -1;
+    return Start::Untried;
+  Start result = Start::Untried;
+  const int fd = socket(found->ai_family, found->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, found->ai_protocol);
+  if (fd >= 0) {
+    if (connect(fd, found->ai_addr, found->ai_addrlen) == 0 || errno == EINPROGRESS) {
+      *fd_out = fd;
+      result = Start::InProgress;
+    } else {
+      close(fd);
+      result = Start::Failed;
+    }
   }
   freeaddrinfo(found);
-  return fd;
+  return result;
 }
 
-}  // namespace
-
-std::vector<NodeAddress> parse_node_addresses(const std::string& output) {
-  std::vector<NodeAddress> out;
-  std::istringstream lines(output);
-  for (std::string line; std::getline(lines, line) && out.size() < kMaxNodesProbed;) {
-    NodeAddress a;
-    a.node = field(line, "NodeName");
-    a.address = field(line, "NodeAddr");
-    if (a.node.empty() || a.address.empty()) continue;
-    const std::string port = field(line, "Port");
-    if (!port.empty()) {
-      int value = 0;
-      const auto [end, error] = std::from_chars(port.data(), port.data() + port.size(), value);
-      if (error != std::errc() || end != port.data() + port.size() || value < 1 || value > 65535) continue;
-      a.port = value;
-    }
-    out.push_back(std::move(a));
-  }
-  return out;
-}
-
-std::vector<std::string> unreachable_nodes(const std::vector<NodeAddress>& addresses,
-                                           std::chrono::milliseconds timeout) {
+// One round: every address at once, for at most `timeout`.
+void probe_round(const NodeAddress* begin, const NodeAddress* end, std::chrono::milliseconds timeout,
+                 std::vector<std::string>& unreachable) {
   std::vector<Probe> probes;
-  std::vector<std::string> unreachable;
-  for (const NodeAddress& a : addresses) {
-    const int fd = start_connect(a);
-    if (fd < 0) {
-      unreachable.push_back(a.node);
-    } else {
-      probes.push_back({a.node, fd, false});
-    }
+  for (const NodeAddress* a = begin; a != end; ++a) {
+    int fd = -1;
+    const Start started = start_connect(*a, &fd);
+    if (started == Start::Failed) unreachable.push_back(a->node);
+    if (started == Start::InProgress) probes.push_back({a->node, fd, false});
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
@@ -118,6 +108,37 @@ std::vector<std::string> unreachable_nodes(const std::vector<NodeAddress>& addre
   for (Probe& p : probes) {
     if (!p.answered || p.fd < 0) unreachable.push_back(p.node);
     if (p.fd >= 0) close(p.fd);
+  }
+}
+
+}  // namespace
+
+std::vector<NodeAddress> parse_node_addresses(const std::string& output) {
+  std::vector<NodeAddress> out;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line) && out.size() < kMaxNodesProbed;) {
+    NodeAddress a;
+    a.node = field(line, "NodeName");
+    a.address = field(line, "NodeAddr");
+    if (a.node.empty() || a.address.empty()) continue;
+    const std::string port = field(line, "Port");
+    if (!port.empty()) {
+      int value = 0;
+      const auto [end, error] = std::from_chars(port.data(), port.data() + port.size(), value);
+      if (error != std::errc() || end != port.data() + port.size() || value < 1 || value > 65535) continue;
+      a.port = value;
+    }
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+std::vector<std::string> unreachable_nodes(const std::vector<NodeAddress>& addresses,
+                                           std::chrono::milliseconds timeout) {
+  std::vector<std::string> unreachable;
+  for (std::size_t at = 0; at < addresses.size(); at += kProbesPerRound) {
+    const std::size_t end = std::min(addresses.size(), at + kProbesPerRound);
+    probe_round(addresses.data() + at, addresses.data() + end, timeout, unreachable);
   }
   return unreachable;
 }

@@ -4,9 +4,12 @@
 // default); blaming the node whose rank was reported first would strike a healthy node and keep the lost one.
 //
 // The probe asks `scontrol show node` for each node's address and slurmd port, then opens a TCP connection to every one
-// at once and waits at most `timeout` for all of them. A node whose connection is refused, unreachable or not accepted
-// in time is unreachable. A frozen node still accepts connections (its kernel answers): the heartbeats catch that one
-// (hang_detector.hpp). The probe never throws: without an answer from scontrol it names no node.
+// at once (256 at a time) and waits at most `timeout` for them. A node whose connection is refused, unreachable or not
+// accepted in time is unreachable. A node whose address does not resolve, or that this process cannot open a socket
+// for (out of descriptors), is not blamed: that is no evidence against the node. A host name is resolved with
+// getaddrinfo, under the resolver's own timeouts. A frozen node still accepts connections (its kernel answers): the
+// heartbeats catch that one (hang_detector.hpp). The probe never throws: without an answer from scontrol it names no
+// node.
 #pragma once
 
 #include <chrono>
@@ -27,7 +30,7 @@ struct NodeAddress {
 // Lines without NodeName or NodeAddr, and ports outside 1-65535, are skipped.
 std::vector<NodeAddress> parse_node_addresses(const std::string& scontrol_output);
 
-// The nodes among `addresses` that do not accept a TCP connection within `timeout` (all probed at once).
+// The nodes among `addresses` that refuse a TCP connection or do not accept it within `timeout`.
 std::vector<std::string> unreachable_nodes(const std::vector<NodeAddress>& addresses,
                                            std::chrono::milliseconds timeout);
 
