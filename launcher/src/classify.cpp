@@ -135,6 +135,20 @@ Classification classify(const AttemptEvidence& e) {
     if (e.hang) c.summary += "; the hang detector had stopped the attempt first: " + e.hang->description;
     return c;
   }
+  // A node that no longer answers explains a crash, a peer failure or a hang seen first on a healthy node (Open MPI
+  // aborting on an unreachable peer, ranks waiting in a collective): it is the node lost, not the rank reported.
+  if (!e.unreachable_nodes.empty()) {
+    AttemptEvidence seen = e;
+    seen.unreachable_nodes.clear();
+    c.outcome = Outcome::NodeLost;
+    c.node = e.unreachable_nodes.front();
+    c.node_lost = true;
+    c.summary = "node " + c.node + " does not answer on its slurmd port (lost, or cut off from the network)";
+    if (e.unreachable_nodes.size() > 1)
+      c.summary += ", nor " + std::to_string(e.unreachable_nodes.size() - 1) + " more node(s)";
+    c.summary += "; what was seen first followed from it: " + classify(seen).summary;
+    return c;
+  }
   if (e.hang) {
     if (e.hang->kind == HangVerdict::Kind::Silent && !e.hang->silent_nodes.empty()) {
       c.outcome = Outcome::NodeLost;

@@ -33,6 +33,9 @@ struct AttemptEvidence {
   // Every node the process manager reported lost during the attempt, in order, whenever the report came: also after
   // another failure was noticed or a hang verdict began the teardown (Slurm's node-failure report often comes last).
   std::vector<FailureEvent> lost_nodes;
+  // Slurm: the nodes whose slurmd refused or did not accept a connection when probed after the attempt failed
+  // (node_probe.hpp; the supervisor probes only a failure that is not already a lost node).
+  std::vector<std::string> unreachable_nodes;
   int first_dead_rank = -1;  // local mode: first rank seen gone without an exit record
 };
 

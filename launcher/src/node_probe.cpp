@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <iterator>
 #include <sstream>
 
 #include "attempt_plan.hpp"
@@ -145,14 +146,10 @@ std::vector<std::string> unreachable_nodes(const std::vector<NodeAddress>& addre
 
 std::vector<std::string> probe_slurm_nodes(const Options& options, const std::vector<std::string>& nodes,
                                            std::chrono::milliseconds timeout, std::string* note) {
-  std::string list;
-  for (const std::string& n : nodes) {
-    if (n.empty()) continue;
-    if (!list.empty()) list += ',';
-    list += n;
-  }
-  if (list.empty()) return {};
-  const std::vector<std::string> argv = {options.scontrol, "show", "node", "-o", list};
+  std::vector<std::string> named;
+  std::copy_if(nodes.begin(), nodes.end(), std::back_inserter(named), [](const std::string& n) { return !n.empty(); });
+  if (named.empty()) return {};
+  const std::vector<std::string> argv = {options.scontrol, "show", "node", "-o", join(named, ",")};
   CommandResult result;
   try {
     result = run_command(argv, kScontrolOutput, std::chrono::milliseconds(10000));

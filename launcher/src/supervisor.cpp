@@ -117,7 +117,10 @@ class Supervisor {
       Classification classified = classify(report.evidence);
       const bool failed = classified.outcome != Outcome::Success && classified.outcome != Outcome::Usage &&
                           classified.outcome != Outcome::Preempted;
-      if (failed && slurm_ && classified.outcome != Outcome::NodeLost) blame_unreachable_node(classified);
+      if (failed && slurm_ && classified.outcome != Outcome::NodeLost) {
+        report.evidence.unreachable_nodes = unreachable_nodes_now();
+        if (!report.evidence.unreachable_nodes.empty()) classified = classify(report.evidence);
+      }
       const std::int64_t committed = newest_committed_step(report);
       progress_.record(progress_basis_, {report.max_step, committed}, failed);
       announce("attempt " + std::to_string(plan.attempt) + " " + outcome_name(classified.outcome) + ": " +
@@ -158,26 +161,18 @@ class Supervisor {
     return step;
   }
 
-  // A crash, a peer failure or a hang may be the first sign of a node that is gone: ask every node of the allocation
-  // that is not excluded yet whether its slurmd still accepts a connection (node_probe.hpp). The first that does not
-  // is the lost node, whoever was reported first.
-  void blame_unreachable_node(Classification& classified) {
+  // A crash, a peer failure or a hang may be the first sign of a node that is gone: the nodes of the allocation not
+  // excluded yet whose slurmd no longer accepts a connection (node_probe.hpp), evidence for classify().
+  std::vector<std::string> unreachable_nodes_now() {
     std::vector<std::string> candidates;
     const std::set<std::string> excluded = bad_nodes_->excluded();
     for (const std::string& node : job_.nodes)
       if (!excluded.count(node)) candidates.push_back(node);
     std::string note;
-    const std::vector<std::string> lost = probe_slurm_nodes(options_, candidates, kNodeProbeTimeout, &note);
+    std::vector<std::string> lost = probe_slurm_nodes(options_, candidates, kNodeProbeTimeout, &note);
     if (!note.empty()) announce("warning: could not probe the nodes after the failure: " + note);
-    if (lost.empty()) return;
-    announce("node " + lost.front() + " does not accept a connection on its slurmd port after the failure" +
-             (lost.size() > 1 ? " (nor " + join({lost.begin() + 1, lost.end()}, ",") + ")" : std::string()));
-    classified.outcome = Outcome::NodeLost;
-    classified.summary = "node " + lost.front() + " does not answer (lost, or cut off from the network); what was " +
-                         "seen first followed from it: " + classified.summary;
-    classified.node = lost.front();
-    classified.rank = -1;
-    classified.node_lost = true;
+    if (!lost.empty()) announce("no connection to the slurmd of " + join(lost, ", ") + " after the failure");
+    return lost;
   }
 
   void blame_node(const Classification& classified) {

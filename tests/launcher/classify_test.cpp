@@ -143,6 +143,23 @@ TEST(Classify, AWhollySilentNodeIsLostNotHung) {
   EXPECT_EQ(c.rank, 2);
 }
 
+// Open MPI on a healthy node aborts first on an unreachable peer; the probe after the failure finds the node that does
+// not answer. The node is lost; the crash it caused is kept in the summary.
+TEST(Classify, ANodeThatDoesNotAnswerAfterACrashIsTheLostNode) {
+  AttemptEvidence e;
+  e.manager_exit_code = 1;
+  e.first_event = FailureEvent{FailureEvent::Kind::Signal, 0, "n1", 9, "srun: error: n1: tasks 0-1: Killed"};
+  e.beats = {rank_beat(0, -1), rank_beat(1, -1), rank_beat(2, -1), rank_beat(3, -1)};
+  EXPECT_EQ(classify(e).node, "n1") << "without the probe the reported rank's node is blamed";
+  e.unreachable_nodes = {"n2"};
+  auto c = classify(e);
+  EXPECT_EQ(c.outcome, Outcome::NodeLost);
+  EXPECT_TRUE(c.node_lost);
+  EXPECT_EQ(c.node, "n2");
+  EXPECT_EQ(c.rank, -1);
+  EXPECT_NE(c.summary.find("followed from it: rank 0 on n1 was killed by signal 9"), std::string::npos) << c.summary;
+}
+
 // A program may print anything, a node-failure line too: an attempt whose ranks all finished is still a success.
 TEST(Classify, ANodeFailureLineInASuccessfulRunChangesNothing) {
   AttemptEvidence e;
