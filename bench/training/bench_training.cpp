@@ -167,9 +167,9 @@ void compare_phases(tenax::Communicator& comm, const TrainConfig& base, int warm
       phases.back().emplace_back(p.key(), p.at("mean").number());
   }
   std::filesystem::remove_all(dir);
-  if (warmup < 1 || ends.size() != static_cast<std::size_t>(warmup + steps) || step_s.size() != ends.size()) {
-    std::printf("# phases: %zu step ends and %zu step records for %d steps (needs --warmup >= 1): not compared\n",
-                ends.size(), step_s.size(), warmup + steps);
+  if (ends.size() != static_cast<std::size_t>(warmup + steps) || step_s.size() != ends.size()) {
+    std::printf("# phases: %zu step ends and %zu step records for %d steps: not compared\n", ends.size(), step_s.size(),
+                warmup + steps);
     return;
   }
   const double truth = std::chrono::duration<double>(ends.back() - ends[warmup - 1]).count() / steps;
@@ -251,6 +251,8 @@ int body(int argc, char** argv) {
   const bool on_gpu = base.engine.device == tenax::Device::Cuda;
   const int steps = args["steps"].as<int>(), warmup = args["warmup"].as<int>();
   if (steps < 1 || warmup < 0) throw tenax::UsageError("--steps must be >= 1 and --warmup >= 0");
+  // --phases times the first timed step from the end of a warm-up step.
+  if (args.count("phases") && warmup < 1) throw tenax::UsageError("--phases needs --warmup 1 or more");
 
   tenax::Communicator& world = runtime.world();
   const int n = world.size();
