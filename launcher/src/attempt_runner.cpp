@@ -50,7 +50,8 @@ class AttemptWatch {
 
   AttemptReport run(const Command& command) {
     report_.start_unix = unix_now();
-    prepare_heartbeats(run_dir_, plan_.attempt);
+    for (const std::string& warning : prepare_heartbeats(run_dir_, plan_.attempt))
+      announce("warning: " + warning);
     Spawned child = spawn(command.argv, command.env, command.env_defaults);
     manager_pid_ = child.pid;
     OutputPump pump(child.stdout_fd, child.stderr_fd);

@@ -162,19 +162,40 @@ std::vector<Heartbeat> read_heartbeats(const std::string& run_dir, int attempt) 
   return out;
 }
 
-void prepare_heartbeats(const std::string& run_dir, int attempt) {
+std::vector<std::string> prepare_heartbeats(const std::string& run_dir, int attempt) {
   namespace fs = std::filesystem;
   const fs::path root = fs::path(run_dir) / "heartbeat";
   std::error_code error;
   fs::create_directories(root, error);
   if (error) throw IoError("creating '" + root.string() + "' failed: " + error.message());
-  for (const auto& entry : fs::directory_iterator(root)) {
-    fs::remove_all(entry.path(), error);
-    if (error) throw IoError("removing stale heartbeats '" + entry.path().string() + "' failed: " + error.message());
+  std::vector<fs::path> stale;
+  for (const auto& entry : fs::directory_iterator(root, error))
+    stale.push_back(entry.path());
+  if (error) throw IoError("listing '" + root.string() + "' failed: " + error.message());
+  std::vector<std::string> warnings;
+  int moved = 0;
+  for (const fs::path& path : stale) {
+    // Ranks of an earlier attempt may still be writing there: those of a node cut off from the network live on and
+    // beat into the shared run directory. Moving the folder aside first takes it away from them (their next write
+    // finds no folder), so what is removed afterwards no longer changes under the removal.
+    fs::path target = path;
+    if (path.filename().string().rfind(".stale-", 0) != 0) {
+      target = root /
+               (".stale-" + path.filename().string() + "-" + std::to_string(getpid()) + "-" + std::to_string(++moved));
+      fs::rename(path, target, error);
+      if (error) target = path;
+    }
+    // A file a writer was creating as the folder moved can still appear once: a second pass removes it.
+    for (int pass = 0; pass < 3; ++pass) {
+      fs::remove_all(target, error);
+      if (!error) break;
+    }
+    if (error) warnings.push_back("stale heartbeats '" + target.string() + "' left behind: " + error.message());
   }
   const fs::path dir = root / ("attempt-" + std::to_string(attempt));
   fs::create_directories(dir, error);
   if (error) throw IoError("creating '" + dir.string() + "' failed: " + error.message());
+  return warnings;
 }
 
 }  // namespace tenax::launch

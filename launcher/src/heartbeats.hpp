@@ -36,7 +36,9 @@ std::vector<Heartbeat> read_heartbeats(const std::string& run_dir, int attempt);
 
 Heartbeat parse_heartbeat(const std::string& text, const std::string& origin);
 
-// Before attempt `attempt` starts: removes the heartbeat folders of earlier attempts and creates this one's.
-void prepare_heartbeats(const std::string& run_dir, int attempt);
+// Before attempt `attempt` starts: removes the heartbeat folders of earlier attempts (moved aside first, as ranks of a
+// cut-off node may still write there) and creates this one's. Throws IoError when this attempt's folder cannot be
+// made; returns a warning for each stale folder it could not remove (harmless: only attempt-<attempt> is read).
+std::vector<std::string> prepare_heartbeats(const std::string& run_dir, int attempt);
 
 }  // namespace tenax::launch

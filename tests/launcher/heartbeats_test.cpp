@@ -1,13 +1,17 @@
 // Reading the ranks' heartbeat files: what a rank (or anything else) writes there must not stop, block or mislead
 // the launcher.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "core/json.hpp"
 #include "heartbeats.hpp"
@@ -120,6 +124,53 @@ TEST_F(HeartbeatFiles, OnlyRankFilesAreRead) {
   const auto beats = read_heartbeats(run_dir_, 1);
   ASSERT_EQ(beats.size(), 1u);
   EXPECT_EQ(beats[0].rank, 0);
+}
+
+// The ranks of a node cut off from the network live on and keep beating into the shared run directory while the
+// launcher prepares the next attempt; removing their folder under them once failed with "Directory not empty" and
+// ended the whole run (exit 70) instead of relaunching on the spare node.
+TEST_F(HeartbeatFiles, RanksStillBeatingIntoAnEarlierAttemptDoNotStopTheNextOne) {
+  std::atomic<bool> stop{false};
+  std::atomic<long> written{0};
+  std::atomic<int> newest{1};
+  // Writers as the worker writes (a temporary, then a rename), by path, into the attempt they read last: some into a
+  // folder being removed.
+  auto beat = [&](int rank) {
+    for (long i = 0; !stop; ++i) {
+      const std::string dir = run_dir_ + "/heartbeat/attempt-" + std::to_string(newest.load());
+      const std::string temporary = dir + "/rank-" + std::to_string(rank) + ".json.tmp." + std::to_string(i);
+      const int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd < 0) continue;  // the folder moved away: a cut-off rank's write fails, as it would on a real node
+      close(fd);
+      if (rename(temporary.c_str(), (dir + "/rank-" + std::to_string(rank) + ".json").c_str()) == 0) ++written;
+    }
+  };
+  std::vector<std::thread> writers;
+  for (int rank = 0; rank < 4; ++rank)
+    writers.emplace_back(beat, rank);
+  while (written < 1000)
+    std::this_thread::yield();  // they are writing
+  std::vector<std::string> warnings;
+  for (int attempt = 2; attempt <= 20; ++attempt) {
+    // Every attempt's folder gets writers again, as the next cut-off node's ranks would.
+    ASSERT_NO_THROW(warnings = prepare_heartbeats(run_dir_, attempt)) << "attempt " << attempt;
+    EXPECT_TRUE(warnings.empty()) << warnings.front();
+    EXPECT_TRUE(std::filesystem::is_directory(run_dir_ + "/heartbeat/attempt-" + std::to_string(attempt)));
+    newest = attempt;
+    const long before = written;
+    while (written < before + 100)
+      std::this_thread::yield();
+  }
+  stop = true;
+  for (auto& writer : writers)
+    writer.join();
+  // Only the newest attempt's folder remains, and nothing of earlier ones.
+  int entries = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(run_dir_ + "/heartbeat")) {
+    EXPECT_EQ(entry.path().filename(), "attempt-20");
+    ++entries;
+  }
+  EXPECT_EQ(entries, 1);
 }
 
 }  // namespace
