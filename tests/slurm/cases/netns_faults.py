@@ -24,7 +24,7 @@ import time
 
 from cases.node_failure import step_nodes
 from cases.preemption import checkpoint_steps, reference_checksum, submit_training, wait_mid_run
-from slurm_lab import expect, final_checksums, read_text, wait_until
+from slurm_lab import LabError, expect, final_checksums, read_text, wait_until
 
 
 def attempts(run_dir):
@@ -50,6 +50,9 @@ def fault_run(tools, lab, name, fault, undo, launcher_args, detect_bound_s):
     print(f"{name}: {fault} {victim} after checkpoint step {at_step}", flush=True)
     try:
         lab.wait_job(job, timeout=120)
+    except LabError as error:
+        # What the launcher said is the first thing to read when the job ends otherwise.
+        raise LabError(f"{error}\n----- {output}\n{read_text(output)}") from None
     finally:
         lab.net_fault(undo, victim)
 
