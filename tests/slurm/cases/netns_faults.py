@@ -11,6 +11,10 @@ MPI worker under tenax-launch, after it has committed a checkpoint:
   aborts on the unreachable peer, whichever comes first, and the first report names a rank on a healthy node. The
   launcher must probe the nodes, name the one that does not answer, exclude it and resume on the spare from the newest
   checkpoint, within the hang timeout (5 s) and the probe, never waiting for TCP's own timeouts;
+- partition-heal: the same partition, healed as soon as the launcher has excluded the node, while the run goes on
+  without it: the cut-off ranks wake up (their step was cancelled meanwhile) and must not disturb the new attempt;
+- kill: the node dies outright (slurmd, the steps, every process of its namespace): its peers see their connections
+  close, the probe finds nothing listening where its slurmd was;
 - freeze: every process of that node is stopped (SIGSTOP), with a SlurmdTimeout of 60 s and a hang timeout of 3 s, so
   the launcher notices before Slurm does: every rank of that node silent while the other node's ranks keep beating is
   a lost node, excluded at once, not a hang that gives a healthy node a strike.
@@ -32,10 +36,12 @@ def attempts(run_dir):
     return [r for r in (json.loads(line) for line in lines if line.strip()) if r.get("event") == "attempt"]
 
 
-def fault_run(tools, lab, name, fault, undo, launcher_args, detect_bound_s):
+def fault_run(tools, lab, reference, name, fault, undo, launcher_args, detect_bound_s, undo_once_excluded=False):
     """Submits a training job, applies `fault` to the step's second node once a checkpoint is committed, and checks
-    that the node is named, excluded and replaced by the spare, and that the run ends with the reference checksum."""
-    reference = reference_checksum(tools, lab)
+    that the node is named, excluded and replaced by the spare, and that the run ends with the `reference` checksum
+    (the uninterrupted run's).
+    `undo` runs when the job has ended, or, with undo_once_excluded, as soon as the launcher has excluded the node (a
+    partition that heals while the run goes on elsewhere: what still runs there must not disturb it)."""
     job, output, checkpoint_dir, run_dir = submit_training(
         tools, lab, name, ["-p", "debug", "--no-kill", "--tenax-spares=1", "--tenax-max-restarts=3"], nodes=3,
         launcher_args=["--startup-timeout", "30s", *launcher_args])
@@ -49,12 +55,17 @@ def fault_run(tools, lab, name, fault, undo, launcher_args, detect_bound_s):
     lab.net_fault(fault, victim)
     print(f"{name}: {fault} {victim} after checkpoint step {at_step}", flush=True)
     try:
+        if undo_once_excluded:
+            wait_until(lambda: re.search(rf"node {victim} excluded", read_text(output)), 60, f"{victim} excluded")
+            lab.net_fault(undo, victim)
+            print(f"{name}: {undo} {victim} once excluded, {time.time() - faulted_at:.1f}s after the fault", flush=True)
         lab.wait_job(job, timeout=120)
     except LabError as error:
         # What the launcher said is the first thing to read when the job ends otherwise.
         raise LabError(f"{error}\n----- {output}\n{read_text(output)}") from None
     finally:
-        lab.net_fault(undo, victim)
+        if not undo_once_excluded:
+            lab.net_fault(undo, victim)
 
     text = read_text(output)
     expect(re.search(rf"node {victim} excluded", text), f"{name}: the launcher should exclude {victim}:\n{text}")
@@ -80,12 +91,25 @@ def run(tools):
     started = time.monotonic()
     with tools.lab(slurmd_timeout=3, netns=True, isl_rate="200mbit") as lab:
         lab.set_plugstack(lab.plugin_line(f"topology_file={lab.path('etc', 'topology.conf')}"))
-        victim = fault_run(tools, lab, "partition", "partition-node", "heal-node", ["--hang-timeout", "5s"],
+        reference = reference_checksum(tools, lab)
+        victim = fault_run(tools, lab, reference, "partition", "partition-node", "heal-node", ["--hang-timeout", "5s"],
                            detect_bound_s=15)
         lab.wait_idle(timeout=30)
         print(f"partition: {victim} back after healing", flush=True)
+        # Healed while the run goes on without it: the cut-off ranks wake up to a world that has moved on.
+        fault_run(tools, lab, reference, "partition-heal", "partition-node", "heal-node", ["--hang-timeout", "5s"],
+                  detect_bound_s=15, undo_once_excluded=True)
+        lab.wait_idle(timeout=60)
+        # A node killed outright (slurmd, steps, every process of its namespace): its peers see the connections
+        # close, and the probe finds nothing listening where its slurmd was.
+        victim = fault_run(tools, lab, reference, "kill", "kill-node", "start-node", ["--hang-timeout", "5s"],
+                           detect_bound_s=15)
+        lab.wait_idle(timeout=60)
+        print(f"kill: {victim} back after restarting its slurmd", flush=True)
     # Slurm slow to notice (SlurmdTimeout 60 s), the launcher's hang timeout short: the heartbeats decide.
     with tools.lab(slurmd_timeout=60, netns=True) as lab:
         lab.set_plugstack(lab.plugin_line(f"topology_file={lab.path('etc', 'topology.conf')}"))
-        fault_run(tools, lab, "freeze", "freeze-node", "thaw-node", ["--hang-timeout", "3s"], detect_bound_s=15)
+        reference = reference_checksum(tools, lab)
+        fault_run(tools, lab, reference, "freeze", "freeze-node", "thaw-node", ["--hang-timeout", "3s"],
+                  detect_bound_s=15)
     print(f"netns faults: {time.monotonic() - started:.1f}s", flush=True)
