@@ -3,8 +3,8 @@
 One node's slurmd, slurmstepd and tasks are SIGKILLed while a step runs on three nodes; Slurm marks the node DOWN,
 kills that step, and a new two-node step inside the same job gets a fresh placement (world size 4, ranks matching the
 placement library for the surviving nodes). The node then comes back (ReturnToService=1). This is the Slurm half of
-the node-failure case; the full case (tenax-launch excluding the node and resuming from the last checkpoint on a spare)
-builds on the same helpers once the launcher and the training example run here.
+the node-failure case; the full cases (tenax-launch excluding the node and resuming from the last checkpoint on a spare)
+are node_failure.py (test worker), gpt_training.py (the GPT) and netns_faults.py (nodes as hosts).
 """
 
 import os

@@ -1,8 +1,8 @@
 """A requeued job restarts with SLURM_RESTART_COUNT=1 and the same placement as its first run.
 
 The job records its tasks' environment, then waits; the test requeues it (`scontrol requeue`, what preemption with
-PreemptMode=REQUEUE does too) and checks the second run. This is the Slurm half of the preemption case; the full case
-(emergency checkpoint, identical final parameters) builds on it once tenax-launch and the training example run here.
+PreemptMode=REQUEUE does too) and checks the second run. This is the Slurm half of the preemption case; the full cases
+(emergency checkpoint, identical final parameters) are preemption.py (test worker) and gpt_training.py (the GPT).
 """
 
 import os

@@ -1,0 +1,138 @@
+"""The GPT example under real Slurm: placed by the plugin, surviving a lost node and a requeue, same final parameters.
+
+The training program is tenax-example-gpt on real text (the licence texts Debian ships in /usr/share/common-licenses,
+tokenised by tenax-data with a 512-piece BPE), supervised by tenax-launch as the batch shell, 2 nodes x 2 ranks over
+srun --mpi=pmix. Nothing tells the program its layout but the plugin: --tenax-layout=tp=2,pp=2 exports TENAX_LAYOUT,
+and each task's rank is the one the placement gives it (TENAX_RANK). Three runs on one cluster:
+- reference: uninterrupted, for the checksum of the final parameters (layout-independent, printed by the example);
+- node failure: a job of 3 nodes (--no-kill, --tenax-spares=1); once a checkpoint is committed, the node of the step
+  that is not the batch host loses its slurmd, steps and ranks to SIGKILL. The launcher excludes it, resumes on the
+  spare from the newest checkpoint;
+- requeue: `scontrol requeue` mid-run: SIGTERM to the launcher and the ranks, the engine's emergency checkpoint, the
+  launcher's exit 75, Slurm runs the job again and it resumes from that checkpoint.
+Both interrupted runs must end with the reference checksum.
+"""
+
+import os
+import re
+import time
+
+from cases.node_failure import step_nodes
+from slurm_lab import (LabError, build_artifact, expect, final_checksums, read_text, training_script,
+                       wait_until)
+
+STEPS = 120
+CHECKPOINT_EVERY = 10
+GPT_ARGS = ["--steps", str(STEPS), "--checkpoint-every", str(CHECKPOINT_EVERY), "--hidden", "64", "--layers", "2",
+            "--heads", "2", "--seq-len", "32", "--batch", "8", "--micro-batch", "2", "--log-every", "20",
+            "--validate-every", "60", "--validation-samples", "8", "--sample-tokens", "16"]
+LAUNCHER_ARGS = ["--tasks-per-node", "2", "--preempt-grace", "30s", "--startup-timeout", "30s"]
+
+
+def make_dataset(tools, lab):
+    tool = build_artifact(tools, "data", "src", "tenax-data")
+    corpus, model, data = "/usr/share/common-licenses", lab.path("tokenizer.model"), lab.path("dataset")
+    expect(os.path.isdir(corpus), f"{corpus} is missing (Debian's base-files ships it)")
+    for command in ([tool, "train-tokenizer", "--input", corpus, "--vocab", "512", "--output", model],
+                    [tool, "encode", "--input", corpus, "--tokenizer", model, "--output", data,
+                     "--validation-fraction", "0.1"]):
+        lab.check(command, timeout=120)
+    return data
+
+
+def committed_steps(checkpoint_dir):
+    names = os.listdir(checkpoint_dir) if os.path.isdir(checkpoint_dir) else []
+    steps = [int(m.group(1)) for m in (re.fullmatch(r"step_(\d+)", n) for n in names) if m]
+    return sorted(s for s in steps if os.path.exists(os.path.join(checkpoint_dir, f"step_{s}", "manifest.json")))
+
+
+def submit(tools, lab, data, name, sbatch_args, nodes=2):
+    launcher = build_artifact(tools, "launcher", "src", "tenax-launch")
+    gpt = build_artifact(tools, "examples", "gpt", "tenax-example-gpt")
+    checkpoint_dir, run_dir, output = lab.path(name, "ckpt"), lab.path(name, "run"), lab.path(f"{name}.out")
+    script = training_script(launcher, gpt, run_dir, checkpoint_dir, LAUNCHER_ARGS, ["--data", data, *GPT_ARGS])
+    job = lab.sbatch([f"-N{nodes}", "--ntasks-per-node=2", "--tenax-layout=tp=2,pp=2", f"--job-name={name}",
+                      "-o", output, "--open-mode=append", *sbatch_args], script)
+    return job, output, checkpoint_dir, run_dir
+
+
+def wait_for(lab, job, output, timeout):
+    try:
+        lab.wait_job(job, timeout=timeout)
+    except LabError as error:
+        raise LabError(f"{error}\n----- {output}\n{read_text(output)}") from None
+
+
+def wait_mid_run(lab, job, checkpoint_dir, output):
+    """Until a checkpoint past step 20 is committed and the job still runs: training, well before its end."""
+    wait_until(lambda: any(s >= 20 for s in committed_steps(checkpoint_dir)) or
+               lab.job_info(job).get("JobState") not in ("PENDING", "RUNNING"), 90,
+               f"job {job} to commit a checkpoint past step 20:\n{read_text(output)}")
+    expect(lab.job_info(job).get("JobState") == "RUNNING", f"job {job} ended early:\n{read_text(output)}")
+    return max(committed_steps(checkpoint_dir))
+
+
+def check_final(name, text, reference, at_least):
+    resumed = [int(s) for s in re.findall(r"resumed from \S+ at step (\d+)", text)]
+    expect(resumed and at_least <= resumed[-1] < STEPS,
+           f"{name}: the last attempt should resume from a checkpoint at or after step {at_least}: {resumed}\n{text}")
+    sums = final_checksums(text)
+    expect(sums == [reference], f"{name}: final checksum {sums}, uninterrupted run {reference}\n{text}")
+    return resumed[-1]
+
+
+def run(tools):
+    with tools.lab(slurmd_timeout=3) as lab:
+        lab.set_plugstack(lab.plugin_line(f"topology_file={lab.path('etc', 'topology.conf')}"))
+        data = make_dataset(tools, lab)
+
+        started = time.monotonic()
+        job, output, _, _ = submit(tools, lab, data, "reference", ["-p", "debug"])
+        wait_for(lab, job, output, 120)
+        text = read_text(output)
+        expect("layout tp=2,pp=2,dp=1" in text, f"the example should take its layout from the plugin:\n{text}")
+        expect(re.search(r"validation loss \d", text) and "sample: " in text,
+               f"the example should report a validation loss and a sample:\n{text}")
+        sums = final_checksums(text)
+        expect(len(sums) == 1, f"the uninterrupted run should print one final checksum:\n{text}")
+        reference = sums[0]
+        print(f"reference: GPT checksum {reference} in {time.monotonic() - started:.1f}s", flush=True)
+
+        # A node lost mid-run.
+        started = time.monotonic()
+        job, output, checkpoint_dir, run_dir = submit(
+            tools, lab, data, "node_failure", ["-p", "debug", "--no-kill", "--tenax-spares=1",
+                                               "--tenax-max-restarts=3"], nodes=3)
+        wait_mid_run(lab, job, checkpoint_dir, output)
+        nodes = wait_until(lambda: step_nodes(lab, job), 10, f"the running step of job {job}")
+        batch_host = lab.job_info(job).get("BatchHost")
+        expect(len(nodes) == 2 and batch_host in nodes,
+               f"the first attempt should use 2 nodes with {batch_host}: {nodes}")
+        victim = next(n for n in nodes if n != batch_host)
+        at_step = max(committed_steps(checkpoint_dir))
+        lab.kill_node(victim)
+        print(f"node failure: killed {victim} after checkpoint step {at_step}", flush=True)
+        wait_for(lab, job, output, 120)
+        text = read_text(output)
+        expect(re.search(rf"node {victim} excluded", text), f"the launcher should exclude {victim}:\n{text}")
+        expect(victim in read_text(f"{run_dir}/bad-nodes.txt"), f"{victim} is not in {run_dir}/bad-nodes.txt")
+        resumed = check_final("node failure", text, reference, at_step)
+        print(f"node failure: resumed at step {resumed} without {victim}, checksum {reference}, "
+              f"{time.monotonic() - started:.1f}s", flush=True)
+        lab.start_node(victim)
+        lab.wait_idle(timeout=30)
+
+        # Requeued by the administrator mid-run.
+        started = time.monotonic()
+        job, output, checkpoint_dir, _ = submit(tools, lab, data, "requeued", ["-p", "debug", "--requeue"])
+        wait_mid_run(lab, job, checkpoint_dir, output)
+        lab.requeue(job)
+        wait_for(lab, job, output, 120)
+        text = read_text(output)
+        emergency = [int(s) for s in re.findall(r"preempted: emergency checkpoint of step (\d+) committed", text)]
+        expect(len(emergency) == 1, f"requeue: expected one emergency checkpoint, got {emergency}\n{text}")
+        expect(lab.job_info(job).get("Restarts") == "1", f"requeue: the job should have run twice:\n{text}")
+        resumed = check_final("requeue", text, reference, emergency[0])
+        expect(resumed == emergency[0], f"requeue: resumed at {resumed}, emergency checkpoint {emergency[0]}")
+        print(f"requeue: emergency checkpoint at step {emergency[0]}, resumed there, checksum {reference}, "
+              f"{time.monotonic() - started:.1f}s", flush=True)
