@@ -39,10 +39,11 @@ bool any_confirmed_preemption(const std::vector<Heartbeat>& beats) {
 
 class AttemptWatch {
  public:
-  AttemptWatch(const Options& options, const AttemptPlan& plan, const std::string& run_dir)
+  AttemptWatch(const Options& options, const AttemptPlan& plan, const std::string& run_dir, const NodeProber& probe)
       : options_(options),
         plan_(plan),
         run_dir_(run_dir),
+        probe_(probe),
         local_(options.mode == Mode::Local),
         start_mono_(mono_now()),
         unix_offset_(unix_now() - start_mono_),
@@ -184,6 +185,7 @@ class AttemptWatch {
         notice(now, verdict->ranks.empty() ? -1 : verdict->ranks.front());
         if (verdict->kind == HangVerdict::Kind::Stalled) report_.detect_s = now - detector_.last_progress_s();
         announce("hang detected: " + verdict->description);
+        if (probe_ && verdict->silent_nodes.empty()) probe_nodes_before_teardown();
         begin_teardown(now, /*at_once=*/false, "hang");
       } else if (manager_done_ && report_.evidence.manager_exit_code != 0) {
         notice(now, -1);
@@ -199,6 +201,14 @@ class AttemptWatch {
       signal_descendants(SIGKILL);
       sigkill_sent_ = true;
     }
+  }
+
+  // The probe at a hang verdict (see run_attempt): at most the probe's timeout for each of its rounds, once per
+  // attempt, and only when the verdict names no node of its own.
+  void probe_nodes_before_teardown() {
+    const NodeProbeResult probed = probe_();
+    report_.evidence.unreachable_nodes = probed.unreachable;
+    report_.evidence.slow_nodes = probed.slow;
   }
 
   void begin_teardown(double now, bool at_once, const char* why) {
@@ -242,6 +252,7 @@ class AttemptWatch {
   const Options& options_;
   const AttemptPlan& plan_;
   const std::string& run_dir_;
+  const NodeProber& probe_;
   const bool local_;
   const double start_mono_;
   const double unix_offset_;
@@ -267,8 +278,8 @@ HangSettings hang_settings(const Options& options) {
 }
 
 AttemptReport run_attempt(const Options& options, const AttemptPlan& plan, const Command& command,
-                          const std::string& run_dir) {
-  AttemptWatch watch(options, plan, run_dir);
+                          const std::string& run_dir, const NodeProber& probe) {
+  AttemptWatch watch(options, plan, run_dir, probe);
   return watch.run(command);
 }
 

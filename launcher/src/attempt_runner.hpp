@@ -9,10 +9,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "attempt_plan.hpp"
 #include "classify.hpp"
+#include "node_probe.hpp"
 #include "options.hpp"
 
 namespace tenax::launch {
@@ -38,7 +40,13 @@ struct AttemptReport {
 // The hang detector's settings for these options.
 HangSettings hang_settings(const Options& options);
 
+// Asks the allocation's nodes how they answer (node_probe.hpp); given by the supervisor under Slurm.
+using NodeProber = std::function<NodeProbeResult()>;
+
+// `probe`, when given, runs at a hang verdict that names no node, before the teardown: while the ranks still wait in
+// their collective, a link at a trickle is still full and answers late (once the ranks are gone it drains, and a
+// connection crosses it as fast as any). What it finds goes into the evidence (unreachable_nodes, slow_nodes).
 AttemptReport run_attempt(const Options& options, const AttemptPlan& plan, const Command& command,
-                          const std::string& run_dir);
+                          const std::string& run_dir, const NodeProber& probe = {});
 
 }  // namespace tenax::launch

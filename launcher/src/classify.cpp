@@ -1,5 +1,7 @@
 #include "classify.hpp"
 
+#include <cstdio>
+
 #include <algorithm>
 #include <csignal>
 #include <cstring>
@@ -8,6 +10,12 @@
 
 namespace tenax::launch {
 namespace {
+
+std::string fixed_ms(double ms) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f ms", ms);
+  return text;
+}
 
 std::string rank_text(int rank, const std::string& node) {
   std::string text = "rank " + std::to_string(rank);
@@ -146,6 +154,23 @@ Classification classify(const AttemptEvidence& e) {
     c.summary = "node " + c.node + " does not answer on its slurmd port (lost, or cut off from the network)";
     if (e.unreachable_nodes.size() > 1)
       c.summary += ", nor " + std::to_string(e.unreachable_nodes.size() - 1) + " more node(s)";
+    c.summary += "; what was seen first followed from it: " + classify(seen).summary;
+    return c;
+  }
+  // A node whose link carries almost nothing still answers, late: the ranks wait on it in a collective (a hang of all
+  // of them together) or time out on it (a peer failure) with no sign of which node it is. A silent node found by the
+  // heartbeats below is the surer sign and comes first.
+  const bool silent_node = e.hang && e.hang->kind == HangVerdict::Kind::Silent && !e.hang->silent_nodes.empty();
+  if (!e.slow_nodes.empty() && !silent_node) {
+    AttemptEvidence seen = e;
+    seen.slow_nodes.clear();
+    const SlowNode& slow = e.slow_nodes.front();
+    c.outcome = Outcome::NodeLost;
+    c.node = slow.node;
+    c.node_lost = true;
+    c.summary = "node " + c.node + " answers on its slurmd port only after " + fixed_ms(slow.answer_ms) +
+                " (the nodes' median " + fixed_ms(slow.typical_ms) + "): its link is degraded";
+    if (e.slow_nodes.size() > 1) c.summary += ", as on " + std::to_string(e.slow_nodes.size() - 1) + " more node(s)";
     c.summary += "; what was seen first followed from it: " + classify(seen).summary;
     return c;
   }

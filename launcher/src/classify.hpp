@@ -8,6 +8,7 @@
 
 #include "hang_detector.hpp"
 #include "heartbeats.hpp"
+#include "node_probe.hpp"
 #include "options.hpp"
 #include "output_scanner.hpp"
 #include "restart_progress.hpp"
@@ -36,6 +37,8 @@ struct AttemptEvidence {
   // Slurm: the nodes whose slurmd refused or did not accept a connection when probed after the attempt failed
   // (node_probe.hpp; the supervisor probes only a failure that is not already a lost node).
   std::vector<std::string> unreachable_nodes;
+  // Slurm: the nodes that answered that probe far slower than the others (a link at a trickle), slowest first.
+  std::vector<SlowNode> slow_nodes;
   int first_dead_rank = -1;  // local mode: first rank seen gone without an exit record
 };
 

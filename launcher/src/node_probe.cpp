@@ -38,6 +38,7 @@ struct Probe {
   std::string node;
   int fd = -1;
   bool answered = false;
+  double answer_ms = -1;  // connect() to accepted, when it succeeded
 };
 
 // At most this many connections are open at once (the process's descriptor limit is often 1024); larger
@@ -71,17 +72,19 @@ Start start_connect(const NodeAddress& a, int* fd_out) {
   return result;
 }
 
-// One round: every address at once, for at most `timeout`.
+// One round: every address at once, for at most `timeout`. Each node that accepted gets its answer time in `answers`.
 void probe_round(const NodeAddress* begin, const NodeAddress* end, std::chrono::milliseconds timeout,
-                 std::vector<std::string>& unreachable) {
+                 std::vector<std::string>& unreachable, std::vector<NodeAnswer>* answers) {
+  using Clock = std::chrono::steady_clock;
   std::vector<Probe> probes;
+  const auto started = Clock::now();
   for (const NodeAddress* a = begin; a != end; ++a) {
     int fd = -1;
-    const Start started = start_connect(*a, &fd);
-    if (started == Start::Failed) unreachable.push_back(a->node);
-    if (started == Start::InProgress) probes.push_back({a->node, fd, false});
+    const Start start = start_connect(*a, &fd);
+    if (start == Start::Failed) unreachable.push_back(a->node);
+    if (start == Start::InProgress) probes.push_back({a->node, fd, false});
   }
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto deadline = started + timeout;
   while (true) {
     std::vector<pollfd> waiting;
     std::vector<Probe*> owners;
@@ -90,10 +93,10 @@ void probe_round(const NodeAddress* begin, const NodeAddress* end, std::chrono::
       waiting.push_back({p.fd, POLLOUT, 0});
       owners.push_back(&p);
     }
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (waiting.empty() || left.count() <= 0) break;
     if (poll(waiting.data(), waiting.size(), static_cast<int>(left.count())) < 0 && errno != EINTR) break;
+    const double now_ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
     for (std::size_t i = 0; i < waiting.size(); ++i) {
       if (waiting[i].revents == 0) continue;
       int error = 0;
@@ -103,13 +106,27 @@ void probe_round(const NodeAddress* begin, const NodeAddress* end, std::chrono::
       if (error != 0) {
         close(owners[i]->fd);
         owners[i]->fd = -1;  // refused or unreachable: answered, but not by slurmd
+      } else {
+        owners[i]->answer_ms = now_ms;
       }
     }
   }
   for (Probe& p : probes) {
     if (!p.answered || p.fd < 0) unreachable.push_back(p.node);
+    if (p.answer_ms >= 0 && answers) answers->push_back({p.node, p.answer_ms});
     if (p.fd >= 0) close(p.fd);
   }
+}
+
+// Every address, in rounds of kProbesPerRound.
+std::vector<std::string> probe_all(const std::vector<NodeAddress>& addresses, std::chrono::milliseconds timeout,
+                                   std::vector<NodeAnswer>* answers) {
+  std::vector<std::string> unreachable;
+  for (std::size_t at = 0; at < addresses.size(); at += kProbesPerRound) {
+    const std::size_t end = std::min(addresses.size(), at + kProbesPerRound);
+    probe_round(addresses.data() + at, addresses.data() + end, timeout, unreachable, answers);
+  }
+  return unreachable;
 }
 
 }  // namespace
@@ -136,16 +153,46 @@ std::vector<NodeAddress> parse_node_addresses(const std::string& output) {
 
 std::vector<std::string> unreachable_nodes(const std::vector<NodeAddress>& addresses,
                                            std::chrono::milliseconds timeout) {
-  std::vector<std::string> unreachable;
-  for (std::size_t at = 0; at < addresses.size(); at += kProbesPerRound) {
-    const std::size_t end = std::min(addresses.size(), at + kProbesPerRound);
-    probe_round(addresses.data() + at, addresses.data() + end, timeout, unreachable);
-  }
-  return unreachable;
+  return probe_all(addresses, timeout, nullptr);
 }
 
-std::vector<std::string> probe_slurm_nodes(const Options& options, const std::vector<std::string>& nodes,
-                                           std::chrono::milliseconds timeout, std::string* note) {
+std::vector<SlowNode> slow_answers(const std::vector<NodeAnswer>& fastest) {
+  if (fastest.size() < 2) return {};  // nothing to compare with
+  std::vector<double> times;
+  for (const NodeAnswer& a : fastest)
+    times.push_back(a.ms);
+  std::nth_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2), times.end());
+  const double typical = times[times.size() / 2];
+  std::vector<SlowNode> slow;
+  for (const NodeAnswer& a : fastest)
+    if (a.ms >= kSlowAnswerMs && a.ms >= kSlowAnswerFactor * typical) slow.push_back({a.node, a.ms, typical});
+  std::sort(slow.begin(), slow.end(), [](const SlowNode& x, const SlowNode& y) { return x.answer_ms > y.answer_ms; });
+  return slow;
+}
+
+NodeProbeResult probe_nodes(const std::vector<NodeAddress>& addresses, std::chrono::milliseconds timeout) {
+  NodeProbeResult result;
+  std::vector<NodeAnswer> answers;
+  result.unreachable = probe_all(addresses, timeout, &answers);
+  // The fastest of a few answers per node: one late answer is a scheduling hiccup, a link at a trickle is slow every
+  // time. The later rounds ask only the nodes that answered.
+  std::vector<NodeAddress> answering;
+  for (const NodeAddress& a : addresses)
+    if (std::any_of(answers.begin(), answers.end(), [&](const NodeAnswer& n) { return n.node == a.node; }))
+      answering.push_back(a);
+  for (int round = 1; round < kAnswerRounds && !answering.empty(); ++round) {
+    std::vector<NodeAnswer> more;
+    probe_all(answering, timeout, &more);
+    for (const NodeAnswer& m : more)
+      for (NodeAnswer& a : answers)
+        if (a.node == m.node) a.ms = std::min(a.ms, m.ms);
+  }
+  result.slow = slow_answers(answers);
+  return result;
+}
+
+NodeProbeResult probe_slurm_nodes(const Options& options, const std::vector<std::string>& nodes,
+                                  std::chrono::milliseconds timeout, std::string* note) {
   std::vector<std::string> named;
   std::copy_if(nodes.begin(), nodes.end(), std::back_inserter(named), [](const std::string& n) { return !n.empty(); });
   if (named.empty()) return {};
@@ -163,7 +210,7 @@ std::vector<std::string> probe_slurm_nodes(const Options& options, const std::ve
     if (note) *note = describe_failure(argv, result);
     return {};
   }
-  return unreachable_nodes(addresses, timeout);
+  return probe_nodes(addresses, timeout);
 }
 
 }  // namespace tenax::launch

@@ -113,13 +113,17 @@ class Supervisor {
       if (!plan.exclude.empty()) start_line += ", excluding " + join(plan.exclude, ",");
       announce(start_line + ": " + join(command.argv, " "));
 
-      AttemptReport report = run_attempt(options_, plan, command, run_dir_);
+      AttemptReport report = run_attempt(options_, plan, command, run_dir_,
+                                         slurm_ ? NodeProber([this] { return probe_nodes_now(); }) : NodeProber());
       Classification classified = classify(report.evidence);
       const bool failed = classified.outcome != Outcome::Success && classified.outcome != Outcome::Usage &&
                           classified.outcome != Outcome::Preempted;
+      // After the teardown too: a crash or a peer failure is probed only now, and a node may have gone meanwhile.
       if (failed && slurm_ && classified.outcome != Outcome::NodeLost) {
-        report.evidence.unreachable_nodes = unreachable_nodes_now();
-        if (!report.evidence.unreachable_nodes.empty()) classified = classify(report.evidence);
+        const NodeProbeResult probed = probe_nodes_now();
+        report.evidence.unreachable_nodes = probed.unreachable;
+        report.evidence.slow_nodes = probed.slow;
+        if (!probed.unreachable.empty() || !probed.slow.empty()) classified = classify(report.evidence);
       }
       const std::int64_t committed = newest_committed_step(report);
       progress_.record(progress_basis_, {report.max_step, committed}, failed);
@@ -161,18 +165,23 @@ class Supervisor {
     return step;
   }
 
-  // A crash, a peer failure or a hang may be the first sign of a node that is gone: the nodes of the allocation not
-  // excluded yet whose slurmd no longer accepts a connection (node_probe.hpp), evidence for classify().
-  std::vector<std::string> unreachable_nodes_now() {
+  // A crash, a peer failure or a hang may be the first sign of a node that is gone or whose link is degraded: the
+  // nodes of the allocation not excluded yet whose slurmd no longer accepts a connection, or accepts it far slower
+  // than the others' (node_probe.hpp), evidence for classify().
+  NodeProbeResult probe_nodes_now() {
     std::vector<std::string> candidates;
     const std::set<std::string> excluded = bad_nodes_->excluded();
     for (const std::string& node : job_.nodes)
       if (!excluded.count(node)) candidates.push_back(node);
     std::string note;
-    std::vector<std::string> lost = probe_slurm_nodes(options_, candidates, kNodeProbeTimeout, &note);
+    NodeProbeResult probed = probe_slurm_nodes(options_, candidates, kNodeProbeTimeout, &note);
     if (!note.empty()) announce("warning: could not probe the nodes after the failure: " + note);
-    if (!lost.empty()) announce("no connection to the slurmd of " + join(lost, ", ") + " after the failure");
-    return lost;
+    if (!probed.unreachable.empty())
+      announce("no connection to the slurmd of " + join(probed.unreachable, ", ") + " after the failure");
+    for (const SlowNode& slow : probed.slow)
+      announce("the slurmd of " + slow.node + " answered only after " + fixed(slow.answer_ms, 1) +
+               " ms (the nodes' median " + fixed(slow.typical_ms, 1) + " ms)");
+    return probed;
   }
 
   void blame_node(const Classification& classified) {

@@ -160,6 +160,31 @@ TEST(Classify, ANodeThatDoesNotAnswerAfterACrashIsTheLostNode) {
   EXPECT_NE(c.summary.find("followed from it: rank 0 on n1 was killed by signal 9"), std::string::npos) << c.summary;
 }
 
+// A link throttled to a trickle: every rank waits in a collective until the hang timeout, no rank or node stands out,
+// and the probe finds one node answering far slower than the others. That node is lost (excluded), with the hang kept
+// in the summary; without the probe's answer nobody is blamed.
+TEST(Classify, ANodeAnsweringFarSlowerAfterAStallIsTheLostNode) {
+  AttemptEvidence e;
+  e.manager_exit_code = 1;
+  e.hang = HangVerdict{HangVerdict::Kind::Stalled, {}, {}, "no progress for 5.0 s: all ranks stuck together"};
+  e.beats = {rank_beat(0, -1), rank_beat(1, -1), rank_beat(2, -1), rank_beat(3, -1)};
+  EXPECT_EQ(classify(e).outcome, Outcome::Hang);
+  EXPECT_TRUE(classify(e).node.empty());
+  e.slow_nodes = {SlowNode{"n2", 152.5, 0.1}};
+  auto c = classify(e);
+  EXPECT_EQ(c.outcome, Outcome::NodeLost);
+  EXPECT_TRUE(c.node_lost);
+  EXPECT_EQ(c.node, "n2");
+  EXPECT_NE(c.summary.find("only after 152.5 ms (the nodes' median 0.1 ms)"), std::string::npos) << c.summary;
+  EXPECT_NE(c.summary.find("followed from it: no progress for 5.0 s"), std::string::npos) << c.summary;
+  // A node that does not answer at all is the surer sign, and a whole node of silent ranks too.
+  e.unreachable_nodes = {"n3"};
+  EXPECT_EQ(classify(e).node, "n3");
+  e.unreachable_nodes.clear();
+  e.hang = HangVerdict{HangVerdict::Kind::Silent, {2, 3}, {"n4", "n4"}, "rank 2 on n4 silent ...", {"n4"}};
+  EXPECT_EQ(classify(e).node, "n4");
+}
+
 // A program may print anything, a node-failure line too: an attempt whose ranks all finished is still a success.
 TEST(Classify, ANodeFailureLineInASuccessfulRunChangesNothing) {
   AttemptEvidence e;

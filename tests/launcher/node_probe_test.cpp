@@ -29,6 +29,30 @@ TEST(NodeProbe, ParsesScontrolsNodeLines) {
 
 // A listening socket answers; a port nobody listens on refuses; both are decided well before the timeout. More nodes
 // than one round holds are all probed.
+// The rule for a link at a trickle: the fastest of a node's answers at least 10 ms and 20x the nodes' median.
+TEST(NodeProbe, ANodeFarSlowerThanTheOthersIsSlow) {
+  const std::vector<NodeAnswer> fast = {{"n1", 0.08}, {"n2", 0.12}, {"n3", 0.10}, {"n4", 0.09}};
+  EXPECT_TRUE(slow_answers(fast).empty());
+  std::vector<NodeAnswer> one_slow = fast;
+  one_slow[1].ms = 35.0;
+  const auto slow = slow_answers(one_slow);
+  ASSERT_EQ(slow.size(), 1u);
+  EXPECT_EQ(slow[0].node, "n2");
+  EXPECT_DOUBLE_EQ(slow[0].answer_ms, 35.0);
+  EXPECT_NEAR(slow[0].typical_ms, 0.10, 1e-9);
+  // Slow, but everywhere alike (a busy or distant fabric): nobody stands out.
+  EXPECT_TRUE(slow_answers({{"n1", 30.0}, {"n2", 45.0}, {"n3", 40.0}}).empty());
+  // Far slower than the others, but under 10 ms: a scheduling hiccup, not a degraded link.
+  EXPECT_TRUE(slow_answers({{"n1", 0.1}, {"n2", 9.0}, {"n3", 0.1}}).empty());
+  // Alone there is nothing to compare with.
+  EXPECT_TRUE(slow_answers({{"n1", 500.0}}).empty());
+  // Slowest first.
+  const auto two = slow_answers({{"n1", 0.1}, {"n2", 20.0}, {"n3", 0.1}, {"n4", 80.0}, {"n5", 0.2}});
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].node, "n4");
+  EXPECT_EQ(two[1].node, "n2");
+}
+
 TEST(NodeProbe, AListeningNodeAnswersAndAClosedPortDoesNot) {
   const int listener = socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(listener, 0);
@@ -56,6 +80,12 @@ TEST(NodeProbe, AListeningNodeAnswersAndAClosedPortDoesNot) {
       std::chrono::milliseconds(5000));
   // A name that does not resolve is no evidence against the node.
   EXPECT_EQ(lost, std::vector<std::string>{"down"});
+  // With the answers' times: nodes of one host answer alike, none is slow.
+  const NodeProbeResult probed = probe_nodes(
+      {{"up", "127.0.0.1", open_port}, {"up-too", "127.0.0.1", open_port}, {"down", "127.0.0.1", closed_port}},
+      std::chrono::milliseconds(5000));
+  EXPECT_EQ(probed.unreachable, std::vector<std::string>{"down"});
+  EXPECT_TRUE(probed.slow.empty()) << probed.slow.front().node << " " << probed.slow.front().answer_ms;
 
   // 300 nodes, more than one round of 256, all but the last on the listener (whose backlog, capped by the kernel's
   // somaxconn, must hold them: nothing accepts).

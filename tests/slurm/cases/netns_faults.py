@@ -15,6 +15,9 @@ MPI worker under tenax-launch, after it has committed a checkpoint:
   without it: the cut-off ranks wake up (their step was cancelled meanwhile) and must not disturb the new attempt;
 - kill: the node dies outright (slurmd, the steps, every process of its namespace): its peers see their connections
   close, the probe finds nothing listening where its slurmd was;
+- throttle: the node's link is throttled to 100 kbit/s under all-reduces of 256 KiB: the ranks wait together past the
+  hang timeout and the node still answers, but late, behind the stalled traffic; the probe at the hang verdict names
+  it as the node with the degraded link;
 - freeze: every process of that node is stopped (SIGSTOP), with a SlurmdTimeout of 60 s and a hang timeout of 3 s, so
   the launcher notices before Slurm does: every rank of that node silent while the other node's ranks keep beating is
   a lost node, excluded at once, not a hang that gives a healthy node a strike.
@@ -27,7 +30,7 @@ import re
 import time
 
 from cases.node_failure import step_nodes
-from cases.preemption import checkpoint_steps, reference_checksum, submit_training, wait_mid_run
+from cases.preemption import WORKER_ARGS, checkpoint_steps, reference_checksum, submit_training, wait_mid_run
 from slurm_lab import LabError, expect, final_checksums, read_text, wait_until
 
 
@@ -36,7 +39,8 @@ def attempts(run_dir):
     return [r for r in (json.loads(line) for line in lines if line.strip()) if r.get("event") == "attempt"]
 
 
-def fault_run(tools, lab, reference, name, fault, undo, launcher_args, detect_bound_s, undo_once_excluded=False):
+def fault_run(tools, lab, reference, name, fault, undo, launcher_args, detect_bound_s, undo_once_excluded=False,
+              fault_args=(), undo_args=(), worker_args=WORKER_ARGS):
     """Submits a training job, applies `fault` to the step's second node once a checkpoint is committed, and checks
     that the node is named, excluded and replaced by the spare, and that the run ends with the `reference` checksum
     (the uninterrupted run's).
@@ -44,7 +48,7 @@ def fault_run(tools, lab, reference, name, fault, undo, launcher_args, detect_bo
     partition that heals while the run goes on elsewhere: what still runs there must not disturb it)."""
     job, output, checkpoint_dir, run_dir = submit_training(
         tools, lab, name, ["-p", "debug", "--no-kill", "--tenax-spares=1", "--tenax-max-restarts=3"], nodes=3,
-        launcher_args=["--startup-timeout", "30s", *launcher_args])
+        launcher_args=["--startup-timeout", "30s", *launcher_args], worker_args=worker_args)
     wait_mid_run(job, lab, checkpoint_dir, output)
     nodes = wait_until(lambda: step_nodes(lab, job), 10, f"the running step of job {job}")
     batch_host = lab.job_info(job).get("BatchHost")
@@ -52,12 +56,12 @@ def fault_run(tools, lab, reference, name, fault, undo, launcher_args, detect_bo
     victim = next(n for n in nodes if n != batch_host)
     at_step = max(checkpoint_steps(checkpoint_dir))
     faulted_at = time.time()
-    lab.net_fault(fault, victim)
-    print(f"{name}: {fault} {victim} after checkpoint step {at_step}", flush=True)
+    lab.net_fault(fault, victim, *fault_args)
+    print(f"{name}: {' '.join([fault, victim, *fault_args])} after checkpoint step {at_step}", flush=True)
     try:
         if undo_once_excluded:
             wait_until(lambda: re.search(rf"node {victim} excluded", read_text(output)), 60, f"{victim} excluded")
-            lab.net_fault(undo, victim)
+            lab.net_fault(undo, victim, *undo_args)
             print(f"{name}: {undo} {victim} once excluded, {time.time() - faulted_at:.1f}s after the fault", flush=True)
         lab.wait_job(job, timeout=120)
     except LabError as error:
@@ -65,7 +69,7 @@ def fault_run(tools, lab, reference, name, fault, undo, launcher_args, detect_bo
         raise LabError(f"{error}\n----- {output}\n{read_text(output)}") from None
     finally:
         if not undo_once_excluded:
-            lab.net_fault(undo, victim)
+            lab.net_fault(undo, victim, *undo_args)
 
     text = read_text(output)
     expect(re.search(rf"node {victim} excluded", text), f"{name}: the launcher should exclude {victim}:\n{text}")
@@ -106,6 +110,13 @@ def run(tools):
                            detect_bound_s=15)
         lab.wait_idle(timeout=60)
         print(f"kill: {victim} back after restarting its slurmd", flush=True)
+        # A link throttled to a trickle (100 kbit/s both ways) under a run whose all-reduces are 256 KiB: every rank
+        # waits in the collective past the hang timeout, none is silent, the node still answers — late, behind the
+        # stalled traffic, which the probe at the hang verdict sees.
+        heavy = [*WORKER_ARGS[:-1], "65536"]
+        heavy_reference = reference_checksum(tools, lab, "reference-heavy", heavy)
+        fault_run(tools, lab, heavy_reference, "throttle", "throttle-node", "throttle-node", ["--hang-timeout", "5s"],
+                  detect_bound_s=15, fault_args=("100kbit",), undo_args=("off",), worker_args=heavy)
     # Slurm slow to notice (SlurmdTimeout 60 s), the launcher's hang timeout short: the heartbeats decide.
     with tools.lab(slurmd_timeout=60, netns=True) as lab:
         lab.set_plugstack(lab.plugin_line(f"topology_file={lab.path('etc', 'topology.conf')}"))

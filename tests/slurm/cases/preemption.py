@@ -26,24 +26,24 @@ def checkpoint_steps(directory):
     return sorted(int(m.group(1)) for m in (re.fullmatch(r"ckpt-(\d+)\.bin", n) for n in names) if m)
 
 
-def submit_training(tools, lab, name, sbatch_args, nodes=2, launcher_args=()):
+def submit_training(tools, lab, name, sbatch_args, nodes=2, launcher_args=(), worker_args=WORKER_ARGS):
     """Submits one supervised training job; returns (job id, output file, checkpoint dir, run dir)."""
     launcher = build_artifact(tools, "launcher", "src", "tenax-launch")
     worker = build_artifact(tools, "tests", "launcher", "deterministic_worker")
     checkpoint_dir, run_dir, output = lab.path(name, "ckpt"), lab.path(name, "run"), lab.path(f"{name}.out")
-    script = training_script(launcher, worker, run_dir, checkpoint_dir, [*LAUNCHER_ARGS, *launcher_args], WORKER_ARGS)
+    script = training_script(launcher, worker, run_dir, checkpoint_dir, [*LAUNCHER_ARGS, *launcher_args], worker_args)
     job = lab.sbatch([f"-N{nodes}", "--ntasks-per-node=2", f"--job-name={name}", "-o", output, "--open-mode=append",
                       *sbatch_args], script)
     return job, output, checkpoint_dir, run_dir
 
 
-def reference_checksum(tools, lab):
+def reference_checksum(tools, lab, name="reference", worker_args=WORKER_ARGS):
     started = time.monotonic()
-    job, output, _, _ = submit_training(tools, lab, "reference", ["-p", "debug"])
+    job, output, _, _ = submit_training(tools, lab, name, ["-p", "debug"], worker_args=worker_args)
     lab.wait_job(job, timeout=60)
     sums = final_checksums(read_text(output))
     expect(len(sums) == 1, f"the uninterrupted run should print one final checksum:\n{read_text(output)}")
-    print(f"reference: checksum {sums[0]} in {time.monotonic() - started:.1f}s", flush=True)
+    print(f"{name}: checksum {sums[0]} in {time.monotonic() - started:.1f}s", flush=True)
     return sums[0]
 
 
