@@ -1,8 +1,15 @@
-// Timing helpers the checkpoint benchmarks share: a monotonic clock, the median of repetitions, and the slowest rank.
+// What the checkpoint benchmarks share: a monotonic clock, the median of repetitions, the slowest rank, and the
+// lines that make a figure reproducible (the CPU, the load while it ran, the file system it was written to).
 #pragma once
+
+#include <sys/vfs.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "tenax/communicator.hpp"
@@ -24,6 +31,72 @@ inline double median(std::vector<double> v) {
 inline double max_over_ranks(Communicator& world, double v) {
   world.all_reduce(&v, &v, 1, DType::F64, ReduceOp::Max);
   return v;
+}
+
+// "CPU <model>, <n> CPUs" from /proc/cpuinfo (the first "model name"; "unknown CPU" where there is none).
+inline std::string cpu_description() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, model = "unknown CPU";
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const auto colon = line.find(':');
+    if (colon != std::string::npos) model = line.substr(line.find_first_not_of(' ', colon + 1));
+    break;
+  }
+  return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " CPUs";
+}
+
+// The 1, 5 and 15 minute load averages ("?" where /proc/loadavg cannot be read): a figure taken on a busy machine
+// says so.
+inline std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string one, five, fifteen;
+  if (!(in >> one >> five >> fifteen)) return "?";
+  return one + " " + five + " " + fifteen;
+}
+
+// The file system type under `path` (or its nearest existing parent: the benchmark creates it) by its statfs magic,
+// for the common ones; the hexadecimal magic otherwise.
+inline std::string file_system_of(std::string path) {
+  struct statfs info {};
+  while (statfs(path.c_str(), &info) != 0) {
+    const auto slash = path.find_last_of('/');
+    if (path.empty() || slash == std::string::npos) return "unknown file system";
+    path = slash == 0 ? "/" : path.substr(0, slash);
+    if (path == "/" && statfs(path.c_str(), &info) != 0) return "unknown file system";
+  }
+  switch (static_cast<unsigned long>(info.f_type)) {
+    case 0xEF53UL:
+      return "ext4";
+    case 0x58465342UL:
+      return "xfs";
+    case 0x9123683EUL:
+      return "btrfs";
+    case 0x01021994UL:
+      return "tmpfs";
+    case 0x794C7630UL:
+      return "overlayfs";
+    case 0x6969UL:
+      return "nfs";
+    case 0x0BD00BD0UL:
+      return "lustre";
+    case 0x47504653UL:
+      return "gpfs";
+    case 0x65735546UL:
+      return "fuse";
+    case 0x2FC12FC1UL:
+      return "zfs";
+    default: {
+      char hex[32];
+      std::snprintf(hex, sizeof hex, "file system 0x%lx", static_cast<unsigned long>(info.f_type));
+      return hex;
+    }
+  }
+}
+
+// One comment line for the top of a benchmark's output.
+inline std::string machine_line() {
+  return "# machine: " + cpu_description() + "; load average " + load_average();
 }
 
 }  // namespace tenax::bench

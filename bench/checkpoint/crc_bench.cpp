@@ -11,6 +11,7 @@
 
 #include <cxxopts.hpp>
 
+#include "bench_timing.hpp"
 #include "checkpoint/crc32c.hpp"
 
 namespace {
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
     std::printf("%s\n", options.help().c_str());
     return 0;
   }
+  std::printf("%s\n", tenax::bench::machine_line().c_str());
   std::printf("# crc32c_extend is %s\n", tenax::ckpt::crc32c_uses_isal() ? "ISA-L crc32_iscsi" : "the in-house loop");
   std::printf("%12s %18s %18s %8s\n", "bytes", "crc32c_extend GB/s", "in-house GB/s", "ratio");
   std::string list = args["sizes"].as<std::string>();

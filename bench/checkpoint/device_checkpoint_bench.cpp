@@ -184,6 +184,8 @@ int body(int argc, char** argv) {
     check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
     std::printf("# %d rank(s), device %s, median of %d, slowest rank; seconds (GiB/s)\n", world.size(), prop.name,
                 reps);
+    std::printf("%s; dir %s (%s)\n", tenax::bench::machine_line().c_str(), args["dir"].as<std::string>().c_str(),
+                tenax::bench::file_system_of(args["dir"].as<std::string>()).c_str());
     std::printf("%10s | %16s %16s | %9s %16s %9s | %9s\n", "size/rank", "d2h pinned", "d2h pageable", "save", "stall",
                 "vs pinned", "commit");
   }

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.hpp"
 #include "checkpoint/shard_plan.hpp"
 
 namespace {
@@ -67,6 +68,7 @@ int main(int argc, char** argv) {
   const int tensors = args["tensors"].as<int>();
   float data = 0;
   bool missed = false;
+  std::printf("%s\n", tenax::bench::machine_line().c_str());
   std::printf("%8s %8s %10s | %10s %10s %9s %10s\n", "ranks", "tensors", "blocks", "describe s", "plan s", "us/block",
               "sort s");
   double first_per_block = 0, last_per_block = 0;

@@ -386,6 +386,35 @@ TEST(CheckpointMpi, DeviceShardsWithoutTheirStreamAreRefused) {
   }
 }
 
+// The store path a save took is counted: every file written and its size, and how much of it went around the page
+// cache (none when direct I/O is off; with it on, at most the file, and all but the HDF5 structure where the file
+// system takes O_DIRECT).
+TEST(CheckpointMpi, WriteTotalsCountTheFilesAndTheStorePathTaken) {
+  Communicator& world = tenax::test::world();
+  const ParallelLayout layout{1, 1, world.size()};
+  for (const bool direct : {false, true}) {
+    SharedTempDir dir(world, direct ? "totals-direct" : "totals-buffered");
+    TestModel model = make_model(layout, world.rank());
+    CheckpointOptions options = options_for(dir.path(), layout, /*keep=*/2);
+    options.direct_io = direct;
+    Checkpointer ckpt(world, options, model.shards);
+    EXPECT_EQ(ckpt.write_totals().files, 0u);
+    std::uint64_t on_disk = 0;
+    for (std::uint64_t step = 1; step <= 2; ++step) {
+      fill(model, step);
+      ckpt.save(step);
+      ckpt.wait();
+      on_disk +=
+          std::filesystem::file_size(dir / ("step_" + std::to_string(step) + "/" + ckpt::rank_file_name(world.rank())));
+    }
+    const Checkpointer::WriteTotals totals = ckpt.write_totals();
+    EXPECT_EQ(totals.files, 2u);
+    EXPECT_EQ(totals.bytes, on_disk);
+    EXPECT_LE(totals.direct_bytes, totals.bytes);
+    if (!direct) EXPECT_EQ(totals.direct_bytes, 0u);
+  }
+}
+
 TEST(CheckpointMpi, EmptyDirectoryIsAFreshStart) {
   Communicator& world = tenax::test::world();
   const ParallelLayout layout{1, 1, world.size()};

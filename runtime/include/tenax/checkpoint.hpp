@@ -200,6 +200,15 @@ class Checkpointer {
   const CheckpointOptions& options() const;
   // Bytes this rank writes per checkpoint (the size of its staging memory).
   std::uint64_t staged_bytes() const;
+  // This rank's checkpoint files written so far, counted when each write finished (by wait(), progress() or the next
+  // save): how many bytes went to storage and how many of them around the page cache (O_DIRECT; 0 where the file
+  // system refused it or direct_io is off). The store path a figure was measured on, for benchmarks and logs.
+  struct WriteTotals {
+    std::uint64_t files = 0;
+    std::uint64_t bytes = 0;
+    std::uint64_t direct_bytes = 0;
+  };
+  WriteTotals write_totals() const;
 
  private:
   struct State;

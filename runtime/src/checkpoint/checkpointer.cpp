@@ -191,6 +191,10 @@ std::uint64_t Checkpointer::staged_bytes() const {
   return state_->arena.size();
 }
 
+Checkpointer::WriteTotals Checkpointer::write_totals() const {
+  return state_->totals;
+}
+
 Checkpointer::State::WriteResult Checkpointer::State::write_job(std::uint64_t step) {
   WriteResult result;
   try {
@@ -218,7 +222,10 @@ Checkpointer::State::WriteResult Checkpointer::State::write_job(std::uint64_t st
       result.blobs.push_back(ckpt::ManifestBlob{rank, name, bytes.size(), crc});
     }
     ckpt::RankFileHeader header{step, rank, world_size, options.layout};
-    result.file_bytes = ckpt::write_rank_file(path, header, shard_writes, blob_writes, options.direct_io);
+    const ckpt::RankFileWritten written =
+        ckpt::write_rank_file(path, header, shard_writes, blob_writes, options.direct_io);
+    result.file_bytes = written.file_bytes;
+    result.direct_bytes = written.direct_bytes;
   } catch (const std::exception& e) {
     result.outcome = Outcome{1, e.what()};
   }
@@ -253,6 +260,11 @@ void Checkpointer::State::finish_write() {
   wait_on_every_rank(
       world, [this](std::chrono::milliseconds t) { return write_done.wait_for(t) == std::future_status::ready; });
   WriteResult result = take(write_done, WriteResult{});
+  if (result.outcome.code == 0) {
+    ++totals.files;
+    totals.bytes += result.file_bytes;
+    totals.direct_bytes += result.direct_bytes;
+  }
   // Rank 0's I/O thread ran the previous checkpoint's commit before this write: its outcome is known by now.
   Outcome previous_commit;
   if (world.rank() == 0 && committing) previous_commit = take_outcome(commit_done);

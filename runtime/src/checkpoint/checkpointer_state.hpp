@@ -32,6 +32,7 @@ struct Checkpointer::State {
   struct WriteResult {
     Outcome outcome;
     std::uint64_t file_bytes = 0;
+    std::uint64_t direct_bytes = 0;
     std::vector<std::uint32_t> crcs;  // per LocalWrite
     std::vector<ckpt::ManifestBlob> blobs;
   };
@@ -57,6 +58,7 @@ struct Checkpointer::State {
   std::optional<std::uint64_t> committing;
   std::future<Outcome> commit_done;  // rank 0 only
   std::optional<std::uint64_t> last_committed;
+  WriteTotals totals;  // this rank's files written so far (training thread, from each finished write)
 
   // Declared last so that it is destroyed first: its queued jobs use everything above.
   std::unique_ptr<ckpt::IoThread> io;

@@ -93,9 +93,9 @@ std::vector<Placement> write_structure(const std::string& path, const RankFileHe
 
 }  // namespace
 
-std::uint64_t write_rank_file(const std::string& path, const RankFileHeader& header,
-                              const std::vector<ShardWrite>& shards, const std::vector<BlobWrite>& blobs,
-                              bool direct_io) {
+RankFileWritten write_rank_file(const std::string& path, const RankFileHeader& header,
+                                const std::vector<ShardWrite>& shards, const std::vector<BlobWrite>& blobs,
+                                bool direct_io) {
   using Clock = std::chrono::steady_clock;
   try {
     const auto t0 = Clock::now();
@@ -113,7 +113,7 @@ std::uint64_t write_rank_file(const std::string& path, const RankFileHeader& hea
     TENAX_LOG(Debug, "ckpt") << path << ": " << size << " bytes (" << raw.direct_bytes() << " direct), HDF5 "
                              << ms(t0, t1) << " ms, data " << ms(t1, t2) << " ms, fsync " << ms(t2, Clock::now())
                              << " ms";
-    return size;
+    return {size, raw.direct_bytes()};
   } catch (...) {
     // Truncate first: if HDF5 failed to close the file it keeps a descriptor open, which would hold the space of an
     // unlinked file until the process exits.

@@ -36,13 +36,18 @@ struct RankFileHeader {
   ParallelLayout layout;
 };
 
-// Creates `path` (it must not exist), writes everything, closes, fsyncs it, and returns its size. HDF5 writes the
-// structure and the small datasets; the large datasets' bytes go through RawDataWriter (direct_io: around the page
-// cache where the file system allows). On any failure the partial file is removed and IoError is raised with the
-// path and the system's error text.
-std::uint64_t write_rank_file(const std::string& path, const RankFileHeader& header,
-                              const std::vector<ShardWrite>& shards, const std::vector<BlobWrite>& blobs,
-                              bool direct_io);
+struct RankFileWritten {
+  std::uint64_t file_bytes = 0;    // the file's size
+  std::uint64_t direct_bytes = 0;  // of the large datasets' bytes, those written with O_DIRECT
+};
+
+// Creates `path` (it must not exist), writes everything, closes, fsyncs it, and returns its size and how much of it
+// went around the page cache. HDF5 writes the structure and the small datasets; the large datasets' bytes go through
+// RawDataWriter (direct_io: around the page cache where the file system allows). On any failure the partial file is
+// removed and IoError is raised with the path and the system's error text.
+RankFileWritten write_rank_file(const std::string& path, const RankFileHeader& header,
+                                const std::vector<ShardWrite>& shards, const std::vector<BlobWrite>& blobs,
+                                bool direct_io);
 
 // What a block's dataset says about itself (its attributes and its shape), to cross-check with the manifest.
 struct BlockAttributes {
