@@ -60,7 +60,7 @@ cxxopts::Options make_options() {
     ("log-every", "print the training loss every N steps", cxxopts::value<int>()->default_value("10"));
   o.add_options("fault tolerance")
     ("checkpoint-dir", "checkpoint directory (default: TENAX_CHECKPOINT_DIR; none: no checkpoints)", cxxopts::value<std::string>())
-    ("checkpoint-every", "save every N steps (0: only at the end and on preemption)", cxxopts::value<int>()->default_value("50"))
+    ("checkpoint-every", "save every N steps (0: only at the end and on preemption), or auto: the Young/Daly interval from the measured save cost and the MTBF (TENAX_MTBF, or this run's own under tenax-launch)", cxxopts::value<std::string>()->default_value("50"))
     ("keep", "complete checkpoints kept (default: TENAX_CKPT_KEEP)", cxxopts::value<int>()->default_value("0"))
     ("run-dir", "write step metrics and the loss curves to <dir>/metrics/ (default: TENAX_RUN_DIR)", cxxopts::value<std::string>());
   o.add_options("sample")
@@ -113,7 +113,7 @@ int body(int argc, char** argv) {
   c.grad_clip = a["grad-clip"].as<float>();
   c.data_parallel.zero1 = a.count("zero1") > 0;
   if (a.count("checkpoint-dir")) c.checkpoint.dir = a["checkpoint-dir"].as<std::string>();
-  c.checkpoint.every = a["checkpoint-every"].as<int>();
+  c.checkpoint = tenax::CheckpointPolicy::parse_every(a["checkpoint-every"].as<std::string>(), c.checkpoint);
   c.checkpoint.keep = a["keep"].as<int>();
   if (a.count("run-dir")) c.run_dir = a["run-dir"].as<std::string>();
 

@@ -102,6 +102,11 @@ std::vector<std::pair<std::string, std::string>> protocol_env(const Options& opt
   if (plan.original_world_size != 0) {
     env.emplace_back("TENAX_ORIGINAL_WORLD_SIZE", std::to_string(plan.original_world_size));
   }
+  if (plan.observed_mtbf_s > 0) {
+    env.emplace_back(
+        "TENAX_RUN_MTBF",
+        std::to_string(std::max<long long>(1, static_cast<long long>(plan.observed_mtbf_s * 1000.0))) + "ms");
+  }
   return env;
 }
 

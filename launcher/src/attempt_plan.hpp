@@ -19,6 +19,9 @@ struct AttemptPlan {
   int tasks_per_node = 0;            // Slurm: 0 = srun decides
   std::vector<std::string> exclude;  // Slurm: excluded nodes of the allocation, sorted
   int original_world_size = 0;       // set when data parallelism was shrunk (elastic)
+  // The run's wall time so far over its failures (from the ledger), once it has failed: TENAX_RUN_MTBF for the
+  // program's automatic checkpoint interval. 0: no failure yet.
+  double observed_mtbf_s = 0;
 };
 
 // Nodes for the next Slurm attempt from the allocation and the excluded nodes. Spares need no special handling: srun

@@ -102,6 +102,7 @@ class Supervisor {
         return finish(kExitGaveUp, error.what());
       }
       plan.attempt = ++attempt_;
+      plan.observed_mtbf_s = observed_mtbf_s();
       plan.restart_count = attempt_ - 1;
       Command command = slurm_ ? srun_command(options_, plan, run_dir_, checkpoint_dir_)
                                : local_command(options_, plan, run_dir_, checkpoint_dir_);
@@ -182,6 +183,17 @@ class Supervisor {
       announce("the slurmd of " + slow.node + " answered only after " + fixed(slow.answer_ms, 1) +
                " ms (the nodes' median " + fixed(slow.typical_ms, 1) + " ms)");
     return probed;
+  }
+
+  // The run's mean time between failures so far, across attempts and requeues (the ledger's wall time over its
+  // failures); 0 before the first failure, or when the ledger cannot be read (the program then assumes TENAX_MTBF).
+  double observed_mtbf_s() {
+    try {
+      const GoodputSummary summary = summarize_ledger(ledger_->path());
+      return summary.failures > 0 ? summary.wall_s / summary.failures : 0;
+    } catch (const Error&) {
+      return 0;
+    }
   }
 
   void blame_node(const Classification& classified) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -192,6 +193,46 @@ TEST(GptDataResume, PreemptedAndResumedInAnotherLayoutTrainsOnTheSameSamples) {
   for (const auto& [shift, deviation] : shifted_deviation)
     EXPECT_GT(deviation, 100 * kLayoutTolerance)
         << "a data position shifted by " << shift << " step would pass this test: the batches are too alike";
+}
+
+// The automatic checkpoint interval (--checkpoint-every auto) under tenax-launch: without a failure it assumes
+// TENAX_MTBF (24 h) and saves rarely; once a rank has been killed, the launcher hands the run's own mean time between
+// failures (seconds here) to the next attempt, which picks a much shorter interval, and says why.
+int automatic_interval_steps(const std::string& output, const std::string& source) {
+  const std::regex note("checkpoint interval \\(automatic, Young/Daly\\): (\\d+) steps = [^\\n]* from " + source);
+  std::smatch m;
+  return std::regex_search(output, m, note) ? std::stoi(m[1]) : -1;
+}
+
+TEST(GptAutomaticCheckpointInterval, AFailureShortensIt) {
+  ScratchDir data_dir("gpt-data-auto");
+  const std::string data = write_dataset(data_dir.path());
+  std::vector<std::string> args = gpt_args(data, {});
+  const auto every = std::find(args.begin(), args.end(), "--checkpoint-every");
+  ASSERT_NE(every, args.end());
+  *(every + 1) = "auto";
+
+  ScratchDir quiet_dir("gpt-auto-quiet");
+  Launch quiet(quick_restart_launcher_args(quiet_dir, 2), args, quiet_dir / "out.txt");
+  ASSERT_EQ(quiet.wait(seconds(120)), 0) << quiet.output();
+  const int quiet_steps = automatic_interval_steps(quiet.output(), "TENAX_MTBF");
+  EXPECT_EQ(quiet_steps, 120) << "24 h between failures: no save before the end\n" << quiet.output();
+
+  ScratchDir dir("gpt-auto-failure");
+  Launch launch(quick_restart_launcher_args(dir, 2), args, dir / "out.txt");
+  auto beat = wait_for_step(dir / "run", 1, 1, 20, seconds(60));
+  ASSERT_TRUE(beat.has_value()) << launch.output();
+  ASSERT_EQ(kill(static_cast<pid_t>(beat->pid), SIGKILL), 0);
+  ASSERT_EQ(launch.wait(seconds(120)), 0) << launch.output();
+  const int after_failure = automatic_interval_steps(launch.output(), "this run's failures \\(TENAX_RUN_MTBF\\)");
+  EXPECT_GE(after_failure, 1) << launch.output();
+  EXPECT_LT(after_failure, quiet_steps / 2) << launch.output();
+  std::printf("automatic interval: %d steps without a failure, %d after one\n", quiet_steps, after_failure);
+  std::smatch line;
+  const std::string output = launch.output();
+  if (std::regex_search(output, line, std::regex("checkpoint interval \\(automatic[^\\n]*")))
+    std::printf("%s\n", line.str().c_str());
+  EXPECT_EQ(final_checksum(launch.output()), final_checksum(quiet.output())) << launch.output();
 }
 
 }  // namespace

@@ -45,6 +45,12 @@ TEST(AttemptPlan, LocalCommandIsMpirunWithOpenMpiDefaultsTheUserMayOverride) {
   EXPECT_EQ(env_value(c.env_defaults, "OMPI_ALLOW_RUN_AS_ROOT"), "1");
   EXPECT_EQ(env_value(c.env_defaults, "OMPI_MCA_rmaps_base_oversubscribe"), "1");
   EXPECT_EQ(env_value(c.env_defaults, "OMPI_MCA_hwloc_base_binding_policy"), "none");
+  EXPECT_EQ(env_value(c.env, "TENAX_RUN_MTBF"), "<unset>") << "no failure yet";
+  // After failures: the run's own mean time between them, for the program's automatic checkpoint interval.
+  plan.observed_mtbf_s = 12.3456;
+  EXPECT_EQ(env_value(local_command(o, plan, "/runs/r1", "/ckpt/r1").env, "TENAX_RUN_MTBF"), "12345ms");
+  plan.observed_mtbf_s = 0.0001;
+  EXPECT_EQ(env_value(local_command(o, plan, "/runs/r1", "/ckpt/r1").env, "TENAX_RUN_MTBF"), "1ms") << "never 0";
 }
 
 TEST(AttemptPlan, SrunCommandOfAFirstAttempt) {

@@ -31,6 +31,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tenax/batch_source.hpp"
@@ -76,8 +77,18 @@ struct LearningRateSchedule {
 };
 
 struct CheckpointPolicy {
-  std::string dir;       // "": TENAX_CHECKPOINT_DIR (tenax-launch sets it); "none" or "" with it unset: none
-  int every = 0;         // save every N steps; 0: only at the end and on preemption
+  std::string dir;  // "": TENAX_CHECKPOINT_DIR (tenax-launch sets it); "none" or "" with it unset: none
+  int every = 0;    // save every N steps; 0: only at the end and on preemption
+  // Automatic interval: after each save, the interval that loses the least expected time (Young/Daly, from the
+  // slowest rank's blocking time of that save, the mean step time since the previous one and the MTBF) replaces
+  // `every`, which is the interval until the first save (50 when 0). The choice and its inputs are logged and in the
+  // run's summary.
+  bool automatic = false;
+  double mtbf_s = 0;  // the MTBF it assumes; 0: this run's own (TENAX_RUN_MTBF, from tenax-launch), else TENAX_MTBF
+
+  // A command line's --checkpoint-every: "N" (N >= 0) sets `every`, "auto" sets `automatic` (`every` stays the
+  // interval until the first save). Returns `policy` so changed; UsageError naming the text otherwise.
+  static CheckpointPolicy parse_every(std::string_view text, CheckpointPolicy policy);
   int keep = 0;          // complete checkpoints kept; 0: TENAX_CKPT_KEEP
   int max_failures = 3;  // periodic saves that may fail in a row (each a warning) before the run stops
 };

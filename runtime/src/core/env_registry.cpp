@@ -72,6 +72,12 @@ const std::vector<Var>& registry() {
       {"TENAX_LOADER_PREFETCH", Int, "4", "Batches the data loader prepares ahead of the step.", {}, 1, 4096},
 
       // Checkpoints (docs/checkpoint-format.md). The directory is TENAX_CHECKPOINT_DIR above.
+      {"TENAX_MTBF", Duration, "24h",
+       "Mean time between failures an automatic checkpoint interval (--checkpoint-every auto) assumes until the run "
+       "has seen failures of its own."},
+      {"TENAX_RUN_MTBF", Duration, "0",
+       "Set by tenax-launch once the run has failed: its wall time so far over its failures, which an automatic "
+       "checkpoint interval uses instead of TENAX_MTBF (0: no failure yet)."},
       {"TENAX_CKPT_KEEP",
        Int,
        "3",

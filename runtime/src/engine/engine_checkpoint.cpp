@@ -1,6 +1,14 @@
 // Checkpoints of the engine's state: every parameter, master weight and optimizer moment (derived from the parameter
 // buffers and the optimizer: the model developer lists nothing) and the progress, saved asynchronously in any layout
 // and resumed into any other (tenax/checkpoint.hpp).
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+
+#include "engine/checkpoint_interval.hpp"
 #include "engine/engine_state.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
@@ -64,6 +72,9 @@ void Engine::Impl::open_checkpoints() {
   checkpoint_keep =
       config.checkpoint.keep > 0 ? config.checkpoint.keep : static_cast<int>(env::get_int("TENAX_CKPT_KEEP"));
   if (config.checkpoint.every < 0) throw UsageError("checkpoint: every must be >= 0 (0: no periodic saves)");
+  if (!(std::isfinite(config.checkpoint.mtbf_s) && config.checkpoint.mtbf_s >= 0))
+    throw UsageError("checkpoint: mtbf_s must be >= 0 seconds (0: the run's own, else TENAX_MTBF)");
+  checkpoint_every = config.checkpoint.automatic && config.checkpoint.every == 0 ? 50 : config.checkpoint.every;
   if (config.checkpoint.max_failures < 1)
     throw UsageError("checkpoint: max_failures must be >= 1 (consecutive failed saves before the run stops)");
   if (checkpoint_dir.empty()) return;
@@ -127,12 +138,22 @@ void Engine::Impl::save_checkpoint(bool emergency) {
     writer->save(static_cast<std::uint64_t>(step), progress_blobs());
 }
 
-void Engine::Impl::after_step_checkpoint() {
+void Engine::Impl::after_step_checkpoint(double step_seconds) {
   if (!writer) return;
+  step_seconds_since_save += step_seconds;
+  ++steps_since_save;
   // Every rank raises the same IoError at the same call (the checkpointer agrees on outcomes), so every rank takes the
   // same branch here.
   try {
-    if (config.checkpoint.every > 0 && step % config.checkpoint.every == 0) save_checkpoint(false);
+    if (config.checkpoint.automatic) {
+      if (step - last_saved.value_or(0) >= checkpoint_every) {
+        const auto start = std::chrono::steady_clock::now();
+        save_checkpoint(false);
+        choose_interval(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      }
+    } else if (checkpoint_every > 0 && step % checkpoint_every == 0) {
+      save_checkpoint(false);
+    }
     writer->progress();
   } catch (const IoError& error) {
     ++consecutive_failures;
@@ -150,6 +171,40 @@ void Engine::Impl::after_step_checkpoint() {
     last_commit_seen = committed;
     consecutive_failures = 0;
   }
+}
+
+CheckpointPolicy CheckpointPolicy::parse_every(std::string_view text, CheckpointPolicy policy) {
+  if (text == "auto") {
+    policy.automatic = true;
+    return policy;
+  }
+  int value = -1;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() || value < 0)
+    throw UsageError("--checkpoint-every '" + std::string(text) +
+                     "': give a number of steps (0: only at the end and on preemption) or auto");
+  policy.every = value;
+  policy.automatic = false;
+  return policy;
+}
+
+void Engine::Impl::choose_interval(double save_seconds) {
+  // The slowest rank's cost and step decide: every rank computes the same interval from the same agreed numbers.
+  double measured[2] = {save_seconds, steps_since_save > 0 ? step_seconds_since_save / steps_since_save : 0};
+  world.all_reduce(measured, measured, 2, DType::F64, ReduceOp::Max).wait();
+  step_seconds_since_save = 0;
+  steps_since_save = 0;
+  const double cost = std::max(measured[0], 1e-6), step_s = measured[1];
+  const MtbfChoice mtbf = choose_mtbf(config.checkpoint.mtbf_s);
+  const double interval = daly_interval_s(cost, mtbf.seconds);
+  const int chosen = interval_in_steps(interval, step_s, std::max(1L, config.steps));
+  std::ostringstream note;
+  note << "checkpoint interval (automatic, Young/Daly): " << chosen << " steps = " << std::fixed << std::setprecision(2)
+       << chosen * step_s << " s, from a save's blocking cost of " << std::setprecision(4) << cost << " s, steps of "
+       << step_s << " s and an MTBF of " << std::setprecision(1) << mtbf.seconds << " s from " << mtbf.source;
+  if (chosen != checkpoint_every && world.rank() == 0) TENAX_LOG(Info, "engine") << note.str();
+  checkpoint_every = chosen;
+  interval_note = note.str();
 }
 
 ResumeInfo Engine::resume() {

@@ -61,7 +61,7 @@ int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCal
     {
       auto measured = metrics.measure(metrics::Phase::Checkpoint);
       const Clock::time_point start = Clock::now();
-      e.after_step_checkpoint();
+      e.after_step_checkpoint(r.seconds);
       stall += seconds_since(start);
     }
     metrics.end_step();
@@ -96,6 +96,7 @@ int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCal
       // No rank may exit before every rank's part of the checkpoint is committed: mpirun kills the rest at once.
       e.world.barrier();
       e.summary = metrics.finish().table;
+      if (!e.interval_note.empty()) e.summary += "\n  " + e.interval_note;
       return worker.finish(kExitPreempted);
     }
   }
@@ -107,6 +108,7 @@ int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCal
     report_commits();
   }
   e.summary = metrics.finish().table;
+  if (!e.interval_note.empty()) e.summary += "\n  " + e.interval_note;
   return worker.finish(kExitSuccess);
 }
 

@@ -66,7 +66,10 @@ struct Engine::Impl {
   void open_checkpoints();
   ResumeInfo resume();
   void save_checkpoint(bool emergency);
-  void after_step_checkpoint();  // periodic save and commits, with the failure policy
+  // Periodic save and commits, with the failure policy; step_seconds: the step just taken (automatic interval).
+  void after_step_checkpoint(double step_seconds);
+  // Automatic interval: the next interval from this save's blocking time (agreed over the ranks).
+  void choose_interval(double save_seconds);
 
   std::optional<metrics::StepMetrics::Scope> phase(metrics::Phase p);
 
@@ -124,6 +127,12 @@ struct Engine::Impl {
   std::unique_ptr<Checkpointer> writer;
   std::unique_ptr<HostStateMirror> mirror;
   std::optional<long> last_saved;
+  // The periodic interval in force (CheckpointPolicy::every, or the automatic choice) and what the automatic choice
+  // measured since the last save on this rank.
+  int checkpoint_every = 0;
+  double step_seconds_since_save = 0;
+  long steps_since_save = 0;
+  std::string interval_note;  // the automatic choice and its inputs, for the summary
   std::optional<std::uint64_t> last_commit_seen;
   int consecutive_failures = 0;
   std::string summary;

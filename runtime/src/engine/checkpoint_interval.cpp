@@ -1,0 +1,34 @@
+#include "engine/checkpoint_interval.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tenax/env.hpp"
+#include "tenax/error.hpp"
+
+namespace tenax {
+
+double daly_interval_s(double cost_s, double mtbf_s) {
+  if (!(std::isfinite(cost_s) && cost_s > 0) || !(std::isfinite(mtbf_s) && mtbf_s > 0))
+    throw UsageError("checkpoint interval: the checkpoint cost (" + std::to_string(cost_s) + " s) and the mean time " +
+                     "between failures (" + std::to_string(mtbf_s) + " s) must both be > 0");
+  if (cost_s >= 2 * mtbf_s) return mtbf_s;
+  const double ratio = cost_s / (2 * mtbf_s);
+  return std::sqrt(2 * cost_s * mtbf_s) * (1 + std::sqrt(ratio) / 3 + ratio / 9) - cost_s;
+}
+
+int interval_in_steps(double interval_s, double step_s, long max_steps) {
+  const long cap = std::max(1L, max_steps);
+  if (!(step_s > 0) || !std::isfinite(interval_s / step_s)) return static_cast<int>(std::min<long>(cap, 1L << 30));
+  const double steps = std::round(interval_s / step_s);
+  return static_cast<int>(std::clamp<double>(steps, 1, static_cast<double>(std::min<long>(cap, 1L << 30))));
+}
+
+MtbfChoice choose_mtbf(double configured_s) {
+  if (configured_s > 0) return {configured_s, "the program"};
+  const double observed = static_cast<double>(env::get_duration("TENAX_RUN_MTBF").count()) / 1000.0;
+  if (observed > 0) return {observed, "this run's failures (TENAX_RUN_MTBF)"};
+  return {static_cast<double>(env::get_duration("TENAX_MTBF").count()) / 1000.0, "TENAX_MTBF"};
+}
+
+}  // namespace tenax

@@ -1,0 +1,32 @@
+// The automatic checkpoint interval (CheckpointPolicy::automatic): the interval that loses the least expected time to
+// checkpoints and failures together, Daly's higher-order form of Young's sqrt(2 C M).
+//
+//   J. W. Young, "A first order approximation to the optimum checkpoint interval", CACM 17(9), 1974.
+//   J. T. Daly, "A higher order estimate of the optimum checkpoint interval for restart dumps", FGCS 22(3), 2006.
+//
+// Pure functions; the engine feeds them measured values every rank agrees on, so every rank picks the same step.
+#pragma once
+
+#include <string>
+
+namespace tenax {
+
+// Seconds of work between checkpoints for a blocking cost `cost_s` per checkpoint and a mean time between failures
+// `mtbf_s`: sqrt(2 C M) * (1 + sqrt(C / 2M) / 3 + (C / 2M) / 9) - C while C < 2M, else M (Daly, eq. 37). Both inputs
+// must be finite and > 0 (UsageError otherwise).
+double daly_interval_s(double cost_s, double mtbf_s);
+
+// That interval in whole steps of `step_s` seconds, rounded to the nearest, at least 1 and at most `max_steps`.
+int interval_in_steps(double interval_s, double step_s, long max_steps);
+
+// Where the mean time between failures came from, for the log and the summary.
+struct MtbfChoice {
+  double seconds = 0;
+  std::string source;  // "the program", "this run's failures (TENAX_RUN_MTBF)", "TENAX_MTBF"
+};
+
+// The MTBF the automatic interval uses: the program's own value when > 0, else what tenax-launch observed across this
+// run's attempts (TENAX_RUN_MTBF, set only once a failure happened), else the configured TENAX_MTBF.
+MtbfChoice choose_mtbf(double configured_s);
+
+}  // namespace tenax

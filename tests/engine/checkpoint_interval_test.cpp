@@ -1,0 +1,78 @@
+// The automatic checkpoint interval's arithmetic (engine/checkpoint_interval.hpp): Daly's optimum against values
+// worked out by hand, its limits, the conversion to steps, the choice of MTBF and the command-line form.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cmath>
+
+#include "engine/checkpoint_interval.hpp"
+#include "tenax/engine.hpp"
+#include "tenax/error.hpp"
+
+namespace tenax {
+namespace {
+
+TEST(CheckpointInterval, DalysOptimumMatchesTheFormula) {
+  // C = 10 s, M = 24 h: sqrt(2 C M) = 1314.53 s; C / 2M = 5.787e-5; x (1 + 0.0025358 + 0.0000064) - 10 = 1307.87 s.
+  EXPECT_NEAR(daly_interval_s(10, 86400), 1307.87, 0.01);
+  // C = 0.003 s, M = 20 s (the end-to-end test's order): sqrt(2 C M) = 0.346410; C / 2M = 7.5e-5, its root 0.0086603;
+  // 0.346410 x (1 + 0.0028868 + 0.0000083) - 0.003 = 0.344413 s.
+  EXPECT_NEAR(daly_interval_s(0.003, 20), 0.344413, 1e-5);
+  // For C << M it tends to Young's sqrt(2 C M) - C.
+  EXPECT_NEAR(daly_interval_s(1e-3, 1e6) / std::sqrt(2 * 1e-3 * 1e6), 1.0, 1e-3);
+  // A checkpoint as costly as two failure intervals or more: checkpoint once per MTBF.
+  EXPECT_DOUBLE_EQ(daly_interval_s(50, 20), 20);
+  EXPECT_DOUBLE_EQ(daly_interval_s(40, 20), 20);
+  // Shorter between failures, or cheaper checkpoints: a shorter interval.
+  EXPECT_LT(daly_interval_s(10, 3600), daly_interval_s(10, 86400));
+  EXPECT_LT(daly_interval_s(1, 3600), daly_interval_s(10, 3600));
+}
+
+TEST(CheckpointInterval, NonPositiveOrNonFiniteInputsAreRefused) {
+  EXPECT_THROW(daly_interval_s(0, 10), UsageError);
+  EXPECT_THROW(daly_interval_s(1, 0), UsageError);
+  EXPECT_THROW(daly_interval_s(-1, 10), UsageError);
+  EXPECT_THROW(daly_interval_s(1, INFINITY), UsageError);
+  EXPECT_THROW(daly_interval_s(NAN, 10), UsageError);
+}
+
+TEST(CheckpointInterval, StepsAreRoundedAndBounded) {
+  EXPECT_EQ(interval_in_steps(1.0, 0.1, 1000), 10);
+  EXPECT_EQ(interval_in_steps(1.04, 0.1, 1000), 10);
+  EXPECT_EQ(interval_in_steps(1.06, 0.1, 1000), 11);
+  EXPECT_EQ(interval_in_steps(0.01, 0.1, 1000), 1) << "at least one step";
+  EXPECT_EQ(interval_in_steps(1e9, 0.1, 500), 500) << "at most the run";
+  EXPECT_EQ(interval_in_steps(1.0, 0.0, 500), 500) << "steps of no measured time: as rarely as allowed";
+}
+
+TEST(CheckpointInterval, TheMtbfIsTheProgramsThenTheRunsThenTheConfigured) {
+  unsetenv("TENAX_RUN_MTBF");
+  setenv("TENAX_MTBF", "2h", 1);
+  EXPECT_DOUBLE_EQ(choose_mtbf(0).seconds, 7200);
+  EXPECT_EQ(choose_mtbf(0).source, "TENAX_MTBF");
+  setenv("TENAX_RUN_MTBF", "45s", 1);
+  EXPECT_DOUBLE_EQ(choose_mtbf(0).seconds, 45);
+  EXPECT_NE(choose_mtbf(0).source.find("TENAX_RUN_MTBF"), std::string::npos);
+  EXPECT_DOUBLE_EQ(choose_mtbf(600).seconds, 600);
+  EXPECT_EQ(choose_mtbf(600).source, "the program");
+  unsetenv("TENAX_RUN_MTBF");
+  unsetenv("TENAX_MTBF");
+  EXPECT_DOUBLE_EQ(choose_mtbf(0).seconds, 86400) << "TENAX_MTBF's default: 24 h";
+}
+
+TEST(CheckpointInterval, TheCommandLineTakesStepsOrAuto) {
+  CheckpointPolicy policy;
+  policy.every = 7;
+  CheckpointPolicy automatic = CheckpointPolicy::parse_every("auto", policy);
+  EXPECT_TRUE(automatic.automatic);
+  EXPECT_EQ(automatic.every, 7) << "the interval until the first save";
+  CheckpointPolicy fixed = CheckpointPolicy::parse_every("25", automatic);
+  EXPECT_FALSE(fixed.automatic);
+  EXPECT_EQ(fixed.every, 25);
+  EXPECT_EQ(CheckpointPolicy::parse_every("0", policy).every, 0);
+  for (const char* bad : {"", "-1", "ten", "10s", "Auto", "1e3"})
+    EXPECT_THROW(CheckpointPolicy::parse_every(bad, policy), UsageError) << bad;
+}
+
+}  // namespace
+}  // namespace tenax
