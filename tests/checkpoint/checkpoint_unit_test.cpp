@@ -29,7 +29,8 @@ TEST(CheckpointCrc32c, KnownVectors) {
 TEST(CheckpointCrc32c, FastPathsMatchTablesForEveryLengthAndAlignment) {
   std::mt19937_64 rng(42);
   std::vector<std::uint8_t> src(200000 + 64);
-  // A 64-byte aligned destination: offset 0 and 32 take the 32-byte non-temporal path, the others the 8-byte one.
+  // A 64-byte aligned destination: offset 0 takes the 64-byte non-temporal path (where the CPU has AVX-512, else the
+  // 32-byte one), offset 32 the 32-byte path, the others the 8-byte one.
   struct FreeDeleter {
     void operator()(std::uint8_t* p) const { std::free(p); }
   };
