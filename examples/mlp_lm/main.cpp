@@ -16,8 +16,8 @@
 #include <string>
 
 #include "tenax/engine.hpp"
-#include "tenax/error.hpp"
 #include "tenax/env.hpp"
+#include "tenax/error.hpp"
 #include "tenax/models.hpp"
 #include "tenax/runtime.hpp"
 #include "tenax/synthetic_data.hpp"
