@@ -3,14 +3,18 @@
 The training program is tenax-example-gpt on real text (the licence texts Debian ships in /usr/share/common-licenses,
 tokenised by tenax-data with a 512-piece BPE), supervised by tenax-launch as the batch shell, 2 nodes x 2 ranks over
 srun --mpi=pmix. Nothing tells the program its layout but the plugin: --tenax-layout=tp=2,pp=2 exports TENAX_LAYOUT,
-and each task's rank is the one the placement gives it (TENAX_RANK). Three runs on one cluster:
+and each task's rank is the one the placement gives it (TENAX_RANK). Four runs on one cluster:
 - reference: uninterrupted, for the checksum of the final parameters (layout-independent, printed by the example);
 - node failure: a job of 3 nodes (--no-kill, --tenax-spares=1); once a checkpoint is committed, the node of the step
   that is not the batch host loses its slurmd, steps and ranks to SIGKILL. The launcher excludes it, resumes on the
   spare from the newest checkpoint;
 - requeue: `scontrol requeue` mid-run: SIGTERM to the launcher and the ranks, the engine's emergency checkpoint, the
-  launcher's exit 75, Slurm runs the job again and it resumes from that checkpoint.
-Both interrupted runs must end with the reference checksum.
+  launcher's exit 75, Slurm runs the job again and it resumes from that checkpoint;
+- preemption: a job of the high partition (PreemptMode=REQUEUE over low) needs every node; Slurm sends the batch shell
+  SIGUSR1 (sbatch --signal=B:USR1, preempt_send_user_signal), the launcher forwards it through srun, the same
+  emergency checkpoint, exit 75 and requeue follow.
+Every interrupted run must end with the reference checksum. (Slurm's time-limit warning is the same SIGUSR1 path; its
+case, time_limit.py, needs a run paced to outlast the limit, which the test worker's step time gives.)
 """
 
 import os
@@ -122,17 +126,33 @@ def run(tools):
         lab.start_node(victim)
         lab.wait_idle(timeout=30)
 
-        # Requeued by the administrator mid-run.
-        started = time.monotonic()
-        job, output, checkpoint_dir, _ = submit(tools, lab, data, "requeued", ["-p", "debug", "--requeue"])
-        wait_mid_run(lab, job, checkpoint_dir, output)
-        lab.requeue(job)
-        wait_for(lab, job, output, 120)
-        text = read_text(output)
-        emergency = [int(s) for s in re.findall(r"preempted: emergency checkpoint of step (\d+) committed", text)]
-        expect(len(emergency) == 1, f"requeue: expected one emergency checkpoint, got {emergency}\n{text}")
-        expect(lab.job_info(job).get("Restarts") == "1", f"requeue: the job should have run twice:\n{text}")
-        resumed = check_final("requeue", text, reference, emergency[0])
-        expect(resumed == emergency[0], f"requeue: resumed at {resumed}, emergency checkpoint {emergency[0]}")
-        print(f"requeue: emergency checkpoint at step {emergency[0]}, resumed there, checksum {reference}, "
-              f"{time.monotonic() - started:.1f}s", flush=True)
+        # Requeued by the administrator mid-run (SIGTERM to the launcher and the ranks alike), then preempted by a
+        # job of the high partition (SIGUSR1 to the batch shell only: the launcher forwards it to the ranks).
+        interrupted(tools, lab, data, reference, "requeue", ["-p", "debug", "--requeue"], lab.requeue, "SIGTERM")
+        interrupted(tools, lab, data, reference, "preemption", ["-p", "low", "--requeue", "--signal=B:USR1@600"],
+                    lambda job: preempt_all_nodes(lab), "SIGUSR1")
+
+
+def preempt_all_nodes(lab):
+    """A job of the high partition (PreemptMode=REQUEUE over low) that needs every node, whole."""
+    return lab.sbatch(["-p", "high", "-N4", "--exclusive", "-o", lab.path("high.out")], "#!/bin/bash\nsrun -N4 true\n")
+
+
+def interrupted(tools, lab, data, reference, name, sbatch_args, interrupt, signal):
+    """A run interrupted mid-run by `interrupt(job)`: the engine's emergency checkpoint, the launcher's exit 75 and
+    requeue, and the job's second run resuming from that checkpoint with the reference checksum."""
+    started = time.monotonic()
+    job, output, checkpoint_dir, _ = submit(tools, lab, data, name, sbatch_args)
+    wait_mid_run(lab, job, checkpoint_dir, output)
+    interrupt(job)
+    wait_for(lab, job, output, 120)
+    text = read_text(output)
+    expect(f"received {signal}: forwarded {signal} to the ranks" in text,
+           f"{name}: the launcher should forward {signal} to the ranks:\n{text}")
+    emergency = [int(s) for s in re.findall(r"preempted: emergency checkpoint of step (\d+) committed", text)]
+    expect(len(emergency) == 1, f"{name}: expected one emergency checkpoint, got {emergency}\n{text}")
+    expect(lab.job_info(job).get("Restarts") == "1", f"{name}: the job should have run twice:\n{text}")
+    resumed = check_final(name, text, reference, emergency[0])
+    expect(resumed == emergency[0], f"{name}: resumed at {resumed}, emergency checkpoint {emergency[0]}")
+    print(f"{name}: emergency checkpoint at step {emergency[0]}, resumed there, checksum {reference}, "
+          f"{time.monotonic() - started:.1f}s", flush=True)
