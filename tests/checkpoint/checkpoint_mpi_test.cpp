@@ -411,7 +411,9 @@ TEST(CheckpointMpi, WriteTotalsCountTheFilesAndTheStorePathTaken) {
     EXPECT_EQ(totals.files, 2u);
     EXPECT_EQ(totals.bytes, on_disk);
     EXPECT_LE(totals.direct_bytes, totals.bytes);
-    if (!direct) EXPECT_EQ(totals.direct_bytes, 0u);
+    if (!direct) {
+      EXPECT_EQ(totals.direct_bytes, 0u);
+    }
   }
 }
 

@@ -118,9 +118,15 @@ struct CheckpointOptions {
   // Load only (e.g. evaluating a checkpoint on read-only storage): no start-up probe of the directory, no clean-up of
   // leftovers, no staging memory; save() raises UsageError.
   bool read_only = false;
+  // The node-local tier (TENAX_CKPT_LOCAL_DIR; "": none): a directory on each node's own storage (/dev/shm, a local
+  // SSD) where every save, and every save_local(), also puts each rank's own copy of everything it holds, under
+  // <local_dir>/tenax-<key>/rank_<R>/. load() prefers it when every rank holds a valid copy at least as new as the
+  // shared directory's newest. `local_keep` (TENAX_CKPT_LOCAL_KEEP, >= 1) steps are kept per rank.
+  std::string local_dir;
+  int local_keep = 2;
 
-  // dir, keep, io_nice and direct_io from TENAX_CHECKPOINT_DIR / TENAX_CKPT_KEEP / TENAX_CKPT_IO_NICE /
-  // TENAX_CKPT_DIRECT_IO. Throws UsageError if
+  // dir, keep, io_nice, direct_io, local_dir and local_keep from TENAX_CHECKPOINT_DIR / TENAX_CKPT_KEEP /
+  // TENAX_CKPT_IO_NICE / TENAX_CKPT_DIRECT_IO / TENAX_CKPT_LOCAL_DIR / TENAX_CKPT_LOCAL_KEEP. Throws UsageError if
   // TENAX_CHECKPOINT_DIR is unset.
   static CheckpointOptions from_env(const ParallelLayout& layout = {});
 };
@@ -142,6 +148,9 @@ struct LoadResult {
   Blobs blobs;
   // Newer complete checkpoints that were rejected (missing, truncated or corrupt shard), each with the reason.
   std::vector<std::string> rejected;
+  // Loaded from the node-local tier (every rank read only its own copy under CheckpointOptions::local_dir; `path` is
+  // this rank's step directory there).
+  bool node_local = false;
 };
 
 // A complete checkpoint found in a directory (one whose manifest exists), newest first.
@@ -158,7 +167,14 @@ class Checkpointer {
   // UsageError naming the directory, rank and host otherwise: a read-only or foreign directory, or a node-local one),
   // removes step_*.tmp left by an interrupted run, and allocates and pre-touches the staging memory (as many bytes as
   // this rank writes; reused by every save). With options.read_only only the shards are checked.
-  Checkpointer(Communicator& world, CheckpointOptions options, std::vector<TensorShard> shards);
+  //
+  // With options.local_dir, `local_shards` are what this rank's node-local copy holds and what a load from that tier
+  // restores: every block the rank holds, replicas included, so that a restart on the same nodes needs no other rank's
+  // copy (empty: `shards`). The constructor then also derives the tier's key (local_tier.hpp; rank 0 creates the run
+  // id file `run-id` in `dir`) and removes this rank's interrupted local writes. A Checkpointer that loads (for
+  // example a read_only one) finds the copies only if its `shards` equal the saving one's `local_shards`.
+  Checkpointer(Communicator& world, CheckpointOptions options, std::vector<TensorShard> shards,
+               std::vector<TensorShard> local_shards = {});
   // Waits for this rank's I/O thread, but cannot commit (that needs every rank): call wait() first. A checkpoint left
   // uncommitted is never loaded and is removed by the next Checkpointer on the same directory.
   ~Checkpointer();
@@ -176,6 +192,12 @@ class Checkpointer {
   // flight any more. Costs one small all-reduce while a checkpoint is in flight, nothing otherwise.
   bool progress();
 
+  // Collective (it first finishes a shared checkpoint still being written, whose staging memory it reuses). Saves
+  // `step` to the node-local tier only: copies the local shards into staging memory and returns; the I/O thread writes
+  // and commits this rank's copy. A failed local write is a warning (the shared tier is what stays authoritative),
+  // never an error. UsageError without options.local_dir.
+  void save_local(std::uint64_t step, const Blobs& blobs = {});
+
   // Collective. Blocks until the checkpoint in flight is committed (durable, renamed, `latest` updated), or raises
   // its error. Returns at once when nothing is in flight.
   void wait();
@@ -184,6 +206,12 @@ class Checkpointer {
   // its commit. On return the checkpoint is durable and `latest` points to it.
   void emergency_save(std::uint64_t step, const Blobs& blobs = {});
 
+  // Collective. With options.local_dir (and no LoadOptions::step, and each rank's own blobs): first the node-local
+  // tier. The ranks agree on the newest step that every rank holds a complete local copy of and that is not older than
+  // the shared directory's newest complete checkpoint; every rank reads only its own copy, verified as below; if any
+  // rank's copy fails, every rank tries the next such step, then the shared directory. Local steps newer than the step
+  // loaded (from either tier) are removed: they belong to a future the run went back from.
+  //
   // Collective. Loads the newest complete checkpoint into the shards given to the constructor, reading from each saved
   // file only the blocks this rank's shards overlap (any saved layout and world size). The manifest's own checksum
   // and consistency are verified, every block read is checked against its CRC32C and its dataset's own attributes
@@ -195,6 +223,8 @@ class Checkpointer {
 
   // The step of the newest checkpoint this checkpointer committed, if any.
   std::optional<std::uint64_t> last_committed_step() const;
+  // The step of this rank's newest node-local copy this checkpointer committed, if any.
+  std::optional<std::uint64_t> last_local_step() const;
   // True while a checkpoint is being written or awaits its commit.
   bool in_flight() const;
   const CheckpointOptions& options() const;

@@ -7,6 +7,7 @@
 #include "checkpoint/commit.hpp"
 #include "checkpoint/crc32c.hpp"
 #include "checkpoint/dir_probe.hpp"
+#include "checkpoint/local_tier.hpp"
 #include "checkpoint/names.hpp"
 #include "checkpoint/shard_file.hpp"
 #include "core/file_system.hpp"
@@ -42,6 +43,8 @@ CheckpointOptions CheckpointOptions::from_env(const ParallelLayout& layout) {
   o.keep = static_cast<int>(env::get_int("TENAX_CKPT_KEEP"));
   o.io_nice = static_cast<int>(env::get_int("TENAX_CKPT_IO_NICE"));
   o.direct_io = env::get_bool("TENAX_CKPT_DIRECT_IO");
+  o.local_dir = env::get_string("TENAX_CKPT_LOCAL_DIR");
+  o.local_keep = static_cast<int>(env::get_int("TENAX_CKPT_LOCAL_KEEP"));
   o.layout = layout;
   return o;
 }
@@ -58,9 +61,12 @@ std::size_t round_up(std::size_t n, std::size_t to) {
 
 }  // namespace
 
-Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::vector<TensorShard> shards)
+Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::vector<TensorShard> shards,
+                           std::vector<TensorShard> local_shards)
     : state_(std::make_unique<State>(world, std::move(options))) {
   State& s = *state_;
+  const bool local_tier = !s.options.local_dir.empty();
+  if (local_tier && local_shards.empty()) local_shards = shards;
   run_agreed(world, [&] {
     if (s.options.dir.empty())
       throw UsageError("checkpoint: no directory given (set CheckpointOptions::dir or TENAX_CHECKPOINT_DIR)");
@@ -70,9 +76,14 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
     if (s.options.io_nice < 0 || s.options.io_nice > 19)
       throw UsageError("checkpoint: io_nice = " + std::to_string(s.options.io_nice) +
                        " is not a niceness a thread can give itself; use 0..19 (TENAX_CKPT_IO_NICE)");
+    if (local_tier && s.options.local_keep < 1)
+      throw UsageError("checkpoint: local_keep = " + std::to_string(s.options.local_keep) +
+                       " keeps no node-local copy; keep at least 1 (TENAX_CKPT_LOCAL_KEEP)");
     ckpt::normalize_shards(shards);
-    const bool device_shards =
-        std::any_of(shards.begin(), shards.end(), [](const TensorShard& t) { return t.memory == MemoryKind::Device; });
+    if (local_tier) ckpt::normalize_shards(local_shards);
+    auto on_device = [](const TensorShard& t) { return t.memory == MemoryKind::Device; };
+    const bool device_shards = std::any_of(shards.begin(), shards.end(), on_device) ||
+                               std::any_of(local_shards.begin(), local_shards.end(), on_device);
     // Without the producer's stream the copies would run on the legacy stream, unordered with kernels on a
     // non-blocking stream: a torn or stale checkpoint, or a load overwritten by pending work.
     if (device_shards && s.options.cuda_stream == nullptr)
@@ -85,6 +96,14 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
   s.plan = ckpt::make_plan(all_gather_strings(world, ckpt::describe_shards(s.shards)));
 
   std::size_t offset = 0;
+  if (local_tier && !s.options.read_only) {
+    for (const TensorShard& t : local_shards) {
+      s.local_offsets.push_back(offset);
+      offset = round_up(offset + t.bytes(), 4096);
+      if (t.memory == MemoryKind::Device) s.any_device = true;
+    }
+    s.local_crcs.resize(local_shards.size());
+  }
   for (int b = 0; b < static_cast<int>(s.plan.blocks.size()); ++b) {
     const auto& block = s.plan.blocks[b];
     if (block.writer != world.rank()) continue;
@@ -94,8 +113,17 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
            s.shards[shard].shape != block.box.shape)
       ++shard;
     std::size_t bytes = s.shards[shard].bytes();
-    s.writes.push_back(State::LocalWrite{shard, b, offset, bytes});
-    offset = round_up(offset + bytes, 4096);
+    int local = -1;  // a node-local shard that is this very block shares its staged copy
+    for (int i = 0; i < static_cast<int>(s.local_offsets.size()) && local < 0; ++i)
+      if (local_shards[i].name == name && local_shards[i].offset == block.box.offset &&
+          local_shards[i].shape == block.box.shape && local_shards[i].dtype == s.shards[shard].dtype)
+        local = i;
+    if (local >= 0) {
+      s.writes.push_back(State::LocalWrite{shard, b, s.local_offsets[local], bytes, local});
+    } else {
+      s.writes.push_back(State::LocalWrite{shard, b, offset, bytes, -1});
+      offset = round_up(offset + bytes, 4096);
+    }
     if (s.shards[shard].memory == MemoryKind::Device) s.any_device = true;
   }
   s.staged_crcs.resize(s.writes.size());
@@ -104,6 +132,36 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
     // Before any training is spent: a directory this job cannot write, or that is not one directory shared by every
     // rank, is a usage error now rather than a failed first save or a failed restart.
     ckpt::probe_checkpoint_dir(world, s.options.dir);
+  }
+  if (local_tier) {
+    // The key scopes the copies to this run of this model (local_tier.hpp). A loading-only checkpointer of a run that
+    // never saved finds no run id, hence no copies.
+    const std::vector<std::string> descriptions = all_gather_strings(world, ckpt::describe_shards(local_shards));
+    std::string run_id;
+    run_agreed(world, [&] {
+      if (world.rank() != 0) return;
+      if (!s.options.read_only) fs::make_dirs(s.options.dir);
+      run_id = s.options.read_only ? ckpt::read_run_id(s.options.dir) : ckpt::create_run_id(s.options.dir);
+    });
+    run_id = broadcast_string(world, run_id, 0);
+    if (!run_id.empty()) {
+      const std::string key = ckpt::local_tier_key(s.options.dir, run_id, world.size(), descriptions);
+      s.local_root = ckpt::local_rank_root(s.options.local_dir, key, world.rank());
+    }
+    s.local_shards = std::move(local_shards);
+    if (!s.options.read_only && !s.local_root.empty()) {
+      run_agreed(world, [&] {
+        try {
+          fs::make_dirs(s.local_root);
+          ckpt::remove_local_leftovers(s.local_root);
+        } catch (const std::exception& e) {
+          throw UsageError("the node-local checkpoint directory " + s.options.local_dir + " cannot hold copies (rank " +
+                           std::to_string(world.rank()) + "): " + e.what() +
+                           "; point TENAX_CKPT_LOCAL_DIR at a writable directory on the node's own storage, or "
+                           "unset it");
+        }
+      });
+    }
   }
   run_agreed(world, [&] {
     if (world.rank() == 0 && !s.options.read_only) ckpt::remove_leftovers(s.options.dir);
@@ -124,37 +182,118 @@ Checkpointer::~Checkpointer() {
   state_->io.reset();  // finishes queued jobs, including a commit every rank already agreed to
 }
 
+namespace {
+
+void check_blobs(const Blobs& blobs) {
+  for (const auto& [name, bytes] : blobs)
+    if (auto problem = ckpt::blob_name_problem(name))
+      throw UsageError("checkpoint blob name '" + name + "' " + *problem +
+                       " (blob names are non-empty, without '/', spaces or control characters)");
+}
+
+}  // namespace
+
+void Checkpointer::State::stage(bool shared) {
+  auto copy = [this](std::uint8_t* dst, const TensorShard& shard, std::size_t bytes) {
+    if (shard.memory == MemoryKind::Device) {
+      ckpt::copy_device_to_host_async(dst, shard.data, bytes, options.cuda_stream);
+      return std::uint32_t{0};  // taken on the I/O thread once the copy is done
+    }
+    return ckpt::crc32c_copy(dst, shard.data, bytes, 0);
+  };
+  for (std::size_t i = 0; i < local_offsets.size(); ++i)
+    local_crcs[i] = copy(arena.data() + local_offsets[i], local_shards[i], local_shards[i].bytes());
+  if (shared)
+    for (std::size_t i = 0; i < writes.size(); ++i) {
+      const LocalWrite& w = writes[i];
+      staged_crcs[i] = w.local >= 0 ? local_crcs[w.local] : copy(arena.data() + w.offset, shards[w.shard], w.bytes);
+    }
+  if (fence) fence->record(options.cuda_stream);
+}
+
+void Checkpointer::State::finish_local(bool block) {
+  if (!local_writing) return;
+  if (!block && local_done.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+  std::string failure;
+  try {
+    failure = local_done.get();
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  const std::uint64_t step = *local_writing;
+  local_writing.reset();
+  if (failure.empty()) {
+    last_local = step;
+  } else {
+    TENAX_LOG(Warn, "ckpt") << "node-local copy of step " << step << " failed on rank " << rank << ": " << failure
+                            << " (a restart reads the shared directory instead; fix or unset TENAX_CKPT_LOCAL_DIR)";
+  }
+}
+
+std::string Checkpointer::State::local_job(std::uint64_t step) {
+  try {
+    if (fence) {
+      ckpt::use_device(cuda_device);
+      fence->wait();
+    }
+    std::vector<ckpt::LocalShard> copies;
+    for (std::size_t i = 0; i < local_shards.size(); ++i) {
+      const std::uint8_t* staged = arena.data() + local_offsets[i];
+      const TensorShard& t = local_shards[i];
+      const std::uint32_t crc =
+          t.memory == MemoryKind::Device ? ckpt::crc32c_extend(0, staged, t.bytes()) : local_crcs[i];
+      copies.push_back(ckpt::LocalShard{&t, staged, crc});
+    }
+    ckpt::write_local_copy(local_root, step, rank, world_size, options.layout, copies, staged_blobs, options.local_keep,
+                           options.direct_io);
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
 void Checkpointer::save(std::uint64_t step, const Blobs& blobs) {
   State& s = *state_;
   if (s.writing) s.finish_write();  // at most one checkpoint in flight; its failure surfaces here
+  s.finish_local(true);             // its staging memory is about to be reused
   // Inside an agreement: a rank whose blobs are refused, or whose copy fails, must not leave the others to go on
   // into the next collective alone.
   run_agreed(s.world, [&] {
     if (s.options.read_only)
       throw UsageError("checkpoint: save() on a read-only checkpointer (CheckpointOptions::read_only) of " +
                        s.options.dir);
-    for (const auto& [name, bytes] : blobs)
-      if (auto problem = ckpt::blob_name_problem(name))
-        throw UsageError("checkpoint blob name '" + name + "' " + *problem +
-                         " (blob names are non-empty, without '/', spaces or control characters)");
-    for (std::size_t i = 0; i < s.writes.size(); ++i) {
-      const State::LocalWrite& w = s.writes[i];
-      const TensorShard& shard = s.shards[w.shard];
-      std::uint8_t* dst = s.arena.data() + w.offset;
-      if (shard.memory == MemoryKind::Device)
-        ckpt::copy_device_to_host_async(dst, shard.data, w.bytes, s.options.cuda_stream);
-      else
-        s.staged_crcs[i] = ckpt::crc32c_copy(dst, shard.data, w.bytes, 0);
-    }
-    if (s.fence) s.fence->record(s.options.cuda_stream);
+    check_blobs(blobs);
+    s.stage(true);
   });
   s.staged_blobs = blobs;
+  if (!s.local_root.empty()) {  // the node-local copy first: it is what a restart on these nodes reads
+    s.local_writing = step;
+    s.local_done = s.io->submit([&s, step] { return s.local_job(step); });
+  }
   s.writing = step;
   s.write_done = s.io->submit([&s, step] { return s.write_job(step); });
 }
 
+void Checkpointer::save_local(std::uint64_t step, const Blobs& blobs) {
+  State& s = *state_;
+  if (s.writing) s.finish_write();
+  s.finish_local(true);
+  run_agreed(s.world, [&] {
+    if (s.options.read_only || s.local_root.empty())
+      throw UsageError(
+          "checkpoint: save_local() needs a writable checkpointer with a node-local directory "
+          "(CheckpointOptions::local_dir, TENAX_CKPT_LOCAL_DIR)");
+    check_blobs(blobs);
+    s.stage(false);
+  });
+  s.staged_blobs = blobs;
+  s.local_writing = step;
+  s.local_done = s.io->submit([&s, step] { return s.local_job(step); });
+}
+
 bool Checkpointer::progress() {
   State& s = *state_;
+  s.finish_local(false);
   if (s.writing) {
     if (every_rank(s.world, s.write_done.wait_for(std::chrono::seconds(0)) == std::future_status::ready))
       s.finish_write();
@@ -168,6 +307,7 @@ bool Checkpointer::progress() {
 
 void Checkpointer::wait() {
   State& s = *state_;
+  s.finish_local(true);
   if (s.writing) s.finish_write();
   if (s.committing) s.finish_commit();
 }
@@ -180,6 +320,9 @@ void Checkpointer::emergency_save(std::uint64_t step, const Blobs& blobs) {
 
 std::optional<std::uint64_t> Checkpointer::last_committed_step() const {
   return state_->last_committed;
+}
+std::optional<std::uint64_t> Checkpointer::last_local_step() const {
+  return state_->last_local;
 }
 bool Checkpointer::in_flight() const {
   return state_->writing.has_value() || state_->committing.has_value();

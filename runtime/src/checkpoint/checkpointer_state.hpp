@@ -27,6 +27,7 @@ struct Checkpointer::State {
     int block = 0;
     std::size_t offset = 0;
     std::size_t bytes = 0;
+    int local = -1;  // the local shard whose staged copy this block is (node-local tier on), else -1
   };
   // What a write job reports back: the outcome and, on success, what the manifest needs from this rank.
   struct WriteResult {
@@ -60,12 +61,31 @@ struct Checkpointer::State {
   std::optional<std::uint64_t> last_committed;
   WriteTotals totals;  // this rank's files written so far (training thread, from each finished write)
 
+  // The node-local tier (local_tier.hpp); an empty root: off. Its shards are staged at local_offsets, and each block
+  // of `writes` that is one of them shares that copy.
+  std::string local_root;
+  std::vector<TensorShard> local_shards;
+  std::vector<std::size_t> local_offsets;
+  std::vector<std::uint32_t> local_crcs;
+  std::optional<std::uint64_t> local_writing;
+  std::future<std::string> local_done;  // "" when the copy is committed, else why not
+  std::optional<std::uint64_t> last_local;
+
   // Declared last so that it is destroyed first: its queued jobs use everything above.
   std::unique_ptr<ckpt::IoThread> io;
 
   void finish_write();   // collective: the agreement that every rank's file is durable, then queue the commit
   void finish_commit();  // collective: the agreement that rank 0's commit succeeded
   WriteResult write_job(std::uint64_t step);
+  std::string local_job(std::uint64_t step);  // on the I/O thread: this rank's node-local copy
+  // Copies the node-local shards (when the tier is on) and, with `shared`, the blocks this rank writes to the shared
+  // directory into staging memory, with their CRCs. Training thread.
+  void stage(bool shared);
+  // Takes the node-local write's result when it is done (or, with `block`, once it is): a failure is a warning.
+  void finish_local(bool block);
+  // The node-local tier's part of load(): the loaded result, or nothing (then the shared directory is read).
+  std::optional<LoadResult> load_local(const std::optional<std::uint64_t>& newest_shared,
+                                       std::vector<std::string>& rejected);
   ckpt::Manifest build_manifest(std::uint64_t step, const std::vector<std::string>& reports) const;
 };
 

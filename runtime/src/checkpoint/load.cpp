@@ -9,6 +9,7 @@
 #include "checkpoint/checkpointer_state.hpp"
 #include "checkpoint/commit.hpp"
 #include "checkpoint/crc32c.hpp"
+#include "checkpoint/local_tier.hpp"
 #include "checkpoint/shard_file.hpp"
 #include "core/file_system.hpp"
 #include "tenax/log.hpp"
@@ -237,7 +238,72 @@ AttemptResult attempt(const std::string& dir, const std::vector<TensorShard>& sh
   return out;
 }
 
+AttemptResult take_attempt(std::future<AttemptResult>& done) {
+  try {
+    return done.get();
+  } catch (const std::exception& e) {
+    AttemptResult failed;
+    failed.outcome = Outcome{1, e.what()};
+    return failed;
+  }
+}
+
+std::vector<std::uint64_t> parse_steps(const std::string& listing) {
+  std::vector<std::uint64_t> steps;
+  for (std::size_t at = 0, nl; (nl = listing.find('\n', at)) != std::string::npos; at = nl + 1)
+    steps.push_back(std::stoull(listing.substr(at, nl - at)));
+  return steps;
+}
+
 }  // namespace
+
+std::optional<LoadResult> Checkpointer::State::load_local(const std::optional<std::uint64_t>& newest_shared,
+                                                          std::vector<std::string>& rejected) {
+  std::string mine;
+  for (std::uint64_t step : ckpt::local_steps(local_root))
+    mine += std::to_string(step) + "\n";
+  const std::vector<std::string> every = all_gather_strings(world, mine);
+  // The steps every rank holds a copy of, newest first.
+  std::vector<std::uint64_t> common = parse_steps(every[0]);
+  for (std::size_t r = 1; r < every.size(); ++r) {
+    const std::vector<std::uint64_t> theirs = parse_steps(every[r]);
+    std::erase_if(common,
+                  [&](std::uint64_t step) { return std::find(theirs.begin(), theirs.end(), step) == theirs.end(); });
+  }
+  if (common.empty()) {
+    for (std::size_t r = 0; r < every.size(); ++r)
+      if (every[r].empty() && rank == 0 && !mine.empty())
+        TENAX_LOG(Info, "ckpt") << "rank " << r << " holds no node-local copy: reading the shared directory";
+    return std::nullopt;
+  }
+  for (std::uint64_t step : common) {
+    if (newest_shared && step < *newest_shared) {
+      TENAX_LOG(Info, "ckpt") << "the node-local copies (step " << step << ") are older than the shared directory's "
+                              << "step " << *newest_shared << ": reading the shared directory";
+      break;
+    }
+    const std::string dir = ckpt::local_step_dir(local_root, step);
+    const int me = rank;
+    std::future<AttemptResult> done =
+        io->submit([this, &dir, me] { return attempt(dir, shards, me, -1, cuda_device, options.cuda_stream); });
+    wait_on_every_rank(world,
+                       [&done](std::chrono::milliseconds t) { return done.wait_for(t) == std::future_status::ready; });
+    AttemptResult local = take_attempt(done);
+    // The key already says the copy is this run's model: one that does not fit is damaged, not a usage error.
+    if (local.outcome.code == 2) local.outcome.code = 1;
+    const Outcome all = agree(world, local.outcome);
+    if (all.code == 0) {
+      local.result.rejected = rejected;
+      local.result.node_local = true;
+      TENAX_LOG(Info, "ckpt") << "loaded step " << step << " from the node-local copy " << dir;
+      return std::move(local.result);
+    }
+    rejected.push_back("node-local copies of step " + std::to_string(step) + ": " + all.message);
+    TENAX_LOG(Warn, "ckpt") << "node-local copies of step " << step << " rejected: " << all.message
+                            << "; falling back to an older copy or the shared directory";
+  }
+  return std::nullopt;
+}
 
 LoadResult Checkpointer::load(const LoadOptions& options) {
   State& s = *state_;
@@ -247,18 +313,38 @@ LoadResult Checkpointer::load(const LoadOptions& options) {
     for (const auto& c : ckpt::complete_checkpoints(s.options.dir))
       if (!options.step || c.step == *options.step) listing += std::to_string(c.step) + "\n";
   listing = broadcast_string(s.world, listing, 0);
-  std::vector<std::uint64_t> steps;
-  for (std::size_t at = 0, nl; (nl = listing.find('\n', at)) != std::string::npos; at = nl + 1)
-    steps.push_back(std::stoull(listing.substr(at, nl - at)));
+  const std::vector<std::uint64_t> steps = parse_steps(listing);
+  std::vector<std::string> rejected;
+  // Local steps newer than the one the run goes on from belong to a future it went back from: never load them later.
+  auto prune_local = [&s](std::uint64_t loaded) {
+    if (s.local_root.empty()) return;
+    try {
+      if (int n = ckpt::remove_local_steps_after(s.local_root, loaded))
+        TENAX_LOG(Info, "ckpt") << "removed " << n << " node-local copies newer than step " << loaded;
+    } catch (const std::exception& e) {
+      TENAX_LOG(Warn, "ckpt") << "could not remove node-local copies newer than step " << loaded << ": " << e.what();
+    }
+  };
+  if (!s.local_root.empty() && !options.step &&
+      every_rank(s.world, options.blob_rank < 0 || options.blob_rank == s.world.rank())) {
+    std::optional<LoadResult> local =
+        s.load_local(steps.empty() ? std::nullopt : std::optional<std::uint64_t>(steps.front()), rejected);
+    if (local) {
+      prune_local(local->step);
+      return std::move(*local);
+    }
+  }
   if (steps.empty()) {
     if (options.step)
       throw IoError("checkpoint step " + std::to_string(*options.step) + " is not a complete checkpoint in " +
                     s.options.dir);
     TENAX_LOG(Info, "ckpt") << "no checkpoint in " << s.options.dir << ": starting fresh";
-    return LoadResult{};
+    prune_local(0);
+    LoadResult fresh;
+    fresh.rejected = std::move(rejected);
+    return fresh;
   }
 
-  std::vector<std::string> rejected;
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const std::string dir = ckpt::final_dir_path(s.options.dir, steps[i]);
     const int rank = s.world.rank();
@@ -268,14 +354,10 @@ LoadResult Checkpointer::load(const LoadOptions& options) {
     // A rank with much to read must not leave the others in one long collective (the watchdog would end them).
     wait_on_every_rank(s.world,
                        [&done](std::chrono::milliseconds t) { return done.wait_for(t) == std::future_status::ready; });
-    AttemptResult local;
-    try {
-      local = done.get();
-    } catch (const std::exception& e) {
-      local.outcome = Outcome{1, e.what()};
-    }
+    AttemptResult local = take_attempt(done);
     Outcome all = agree(s.world, local.outcome);
     if (all.code == 0) {
+      if (!options.step) prune_local(local.result.step);
       local.result.rejected = std::move(rejected);
       TENAX_LOG(Info, "ckpt") << "loaded " << dir << " (saved by " << local.result.saved_world_size << " ranks)";
       return std::move(local.result);

@@ -102,7 +102,7 @@ bool is_dataset_of(const std::string& dataset, const std::string& tensor) {
   return dataset.size() - base.size() - 1 <= 9;
 }
 
-void validate_tensor(const ManifestTensor& t, const std::vector<bool>& has_file) {
+void validate_tensor(const ManifestTensor& t, const std::vector<bool>& has_file, bool rank_scoped) {
   const std::string who = "tensor '" + t.name + "'";
   if (auto problem = tensor_name_problem(t.name)) damaged(who + ": the name " + *problem);
   for (auto d : t.global_shape)
@@ -133,6 +133,15 @@ void validate_tensor(const ManifestTensor& t, const std::vector<bool>& has_file)
     boxes.push_back(&b.box);
   }
   if (auto problem = check_tiling(t.global_shape, boxes)) {
+    if (problem->kind == TilingProblem::Uncovered && rank_scoped) {
+      // One rank's part of the tensor: only overlaps are damage (a rank holds few blocks, so pairwise is cheap).
+      for (std::size_t i = 0; i < boxes.size(); ++i)
+        for (std::size_t j = i + 1; j < boxes.size(); ++j)
+          if (intersect(*boxes[i], *boxes[j]))
+            damaged(who + ": the blocks at " + dims_string(boxes[i]->offset) + " and " + dims_string(boxes[j]->offset) +
+                    " overlap");
+      return;
+    }
     if (problem->kind == TilingProblem::Uncovered)
       damaged(who + ": its blocks cover " + std::to_string(problem->covered) + " of its " +
               std::to_string(volume(t.global_shape)) + " elements");
@@ -189,6 +198,7 @@ std::string Manifest::to_json() const {
   }
   o += "\n  ]";
   if (version < 3) return o + "\n}\n";
+  if (rank_scoped) o += ",\n  \"scope\": \"rank\"";
   if (vds) {
     o += ",\n  \"vds\": {\"name\": ";
     json::append_string(o, vds->name);
@@ -216,6 +226,10 @@ Manifest Manifest::from_json(std::string_view text) {
   const auto& layout = root.at("layout");
   m.layout = ParallelLayout{read_int(layout.at("tp")), read_int(layout.at("pp")), read_int(layout.at("dp"))};
 
+  if (const json::Value* scope = root.find("scope")) {
+    if (m.version < 3 || scope->string() != "rank") damaged("unknown scope '" + scope->string() + "'");
+    m.rank_scoped = true;
+  }
   std::vector<bool> has_file(m.world_size, false);
   for (const auto& f : root.at("files").array()) {
     ManifestFile file{read_rank(f.at("rank"), m.world_size), f.at("name").string(), f.at("bytes").u64()};
@@ -227,6 +241,8 @@ Manifest Manifest::from_json(std::string_view text) {
     has_file[file.rank] = true;
     m.files.push_back(std::move(file));
   }
+  if (m.rank_scoped && m.files.size() != 1)
+    damaged("a rank-scoped manifest lists " + std::to_string(m.files.size()) + " files, not one");
   for (const auto& t : root.at("tensors").array()) {
     ManifestTensor mt;
     mt.name = t.at("name").string();
@@ -244,7 +260,7 @@ Manifest Manifest::from_json(std::string_view text) {
       mb.crc32c = read_u32(b.at("crc32c"));
       mt.blocks.push_back(std::move(mb));
     }
-    validate_tensor(mt, has_file);
+    validate_tensor(mt, has_file, m.rank_scoped);
     m.tensors.push_back(std::move(mt));
   }
   std::sort(m.tensors.begin(), m.tensors.end(),

@@ -79,6 +79,9 @@ struct Manifest {
   std::vector<ManifestTensor> tensors;  // sorted by name
   std::vector<ManifestBlob> blobs;
   std::optional<FileDigest> vds;  // checkpoint.h5 (version 3)
+  // A node-local copy of one rank's state (local_tier.hpp): one file, and its tensors' blocks are the ones that rank
+  // holds, which need not cover the whole tensors ("scope": "rank" in the JSON; absent: the whole model).
+  bool rank_scoped = false;
 
   // The text of manifest.json, ending with its own checksum (version 3).
   std::string to_json() const;
@@ -86,7 +89,8 @@ struct Manifest {
   // (naming what is wrong) unless: the JSON is well formed and of a known version; its checksum matches (version 3);
   // every rank is inside the saved world and every file name is exactly its rank's rank_<r>.h5; tensor and blob
   // names are valid and unique; every block lies inside its tensor, has the byte size its shape implies, names one of
-  // its tensor's datasets, and the blocks of each tensor tile it exactly once (no overlap, nothing uncovered).
+  // its tensor's datasets, and the blocks of each tensor tile it exactly once (no overlap, nothing uncovered; a
+  // rank-scoped manifest lists exactly one file and its blocks only must not overlap).
   static Manifest from_json(std::string_view text);
   const ManifestTensor* find(const std::string& name) const;
 };

@@ -99,6 +99,11 @@ const std::vector<Var>& registry() {
       {"TENAX_CKPT_DIRECT_IO", Bool, "1",
        "Write checkpoint tensor data with O_DIRECT (around the page cache) where the file system supports it; 0 writes "
        "it through the page cache."},
+      {"TENAX_CKPT_LOCAL_DIR", Path, "",
+       "Node-local checkpoint tier: a directory on each node's own storage (/dev/shm, a local SSD) where every rank "
+       "also keeps its own copy of each checkpoint, read instead of the shared directory when a restart finds a valid "
+       "copy on every rank; empty: none."},
+      {"TENAX_CKPT_LOCAL_KEEP", Int, "2", "Node-local copies each rank keeps (the newest first).", {}, 1, 1000},
 
       // Slurm SPANK plugin (docs/user-guide.md). Set per job step by spank_tenax.so; users may set the last four
       // instead of the --tenax-* options (an option wins over the variable, site limits win over both).

@@ -1,0 +1,185 @@
+// The node-local tier: writing, listing and pruning one rank's copies; the run id and the key that scope them.
+#include "checkpoint/local_tier.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <random>
+
+#include "checkpoint/commit.hpp"
+#include "checkpoint/crc32c.hpp"
+#include "checkpoint/manifest.hpp"
+#include "checkpoint/shard_file.hpp"
+#include "core/file_system.hpp"
+
+namespace tenax::ckpt {
+namespace {
+
+std::string hex64(std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// step_<N> (complete), step_<N>.tmp (being written), step_<N>.deleting (being removed): the step, or nothing.
+std::optional<std::uint64_t> step_of(const std::string& name, std::string_view suffix) {
+  const std::string_view prefix = "step_";
+  if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return std::nullopt;
+  const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (digits.empty() || digits.size() > 19 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  return std::stoull(digits);
+}
+
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+    names.push_back(entry.path().filename().string());
+  return names;
+}
+
+// Moves a step aside before removing it, so that a crash half-way never leaves a step that looks complete.
+void remove_step(const std::string& root, const std::string& name) {
+  const std::string doomed = fs::join(root, name + ".deleting");
+  fs::remove_tree(doomed);
+  fs::rename_path(fs::join(root, name), doomed);
+  fs::remove_tree(doomed);
+}
+
+}  // namespace
+
+std::string read_run_id(const std::string& shared_dir) {
+  const std::string path = fs::join(shared_dir, kRunIdName);
+  if (!fs::exists(path)) return "";
+  std::string id = fs::read_file(path);
+  while (!id.empty() && (id.back() == '\n' || id.back() == '\r'))
+    id.pop_back();
+  return id;
+}
+
+std::string create_run_id(const std::string& shared_dir) {
+  std::string id = read_run_id(shared_dir);
+  if (!id.empty()) return id;
+  std::random_device rd;
+  id = hex64((static_cast<std::uint64_t>(rd()) << 32) ^ rd());
+  fs::replace_file_atomically(fs::join(shared_dir, kRunIdName), id + "\n", fs::Durability::ContentsAndName);
+  return id;
+}
+
+std::string local_tier_key(const std::string& shared_dir, const std::string& run_id, int world_size,
+                           const std::vector<std::string>& descriptions) {
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::weakly_canonical(shared_dir, ec);
+  std::string text = (ec ? shared_dir : absolute.string()) + "\n" + run_id + "\n" + std::to_string(world_size) + "\n";
+  for (const std::string& d : descriptions)
+    text += d + "\n--\n";
+  // Two CRC32Cs with different seeds: 64 bits, enough to tell a few runs on one node apart.
+  const std::uint64_t hi = crc32c_extend(0, text.data(), text.size());
+  const std::uint64_t lo = crc32c_extend(0x9e3779b9u, text.data(), text.size());
+  return hex64(hi << 32 | lo);
+}
+
+std::string local_rank_root(const std::string& local_dir, const std::string& key, int rank) {
+  return fs::join(fs::join(local_dir, "tenax-" + key), "rank_" + std::to_string(rank));
+}
+
+std::string local_step_dir(const std::string& root, std::uint64_t step) {
+  return fs::join(root, step_dir_name(step));
+}
+
+void write_local_copy(const std::string& root, std::uint64_t step, int rank, int world_size,
+                      const ParallelLayout& layout, const std::vector<LocalShard>& shards, const Blobs& blobs, int keep,
+                      bool direct_io) {
+  const std::string final_dir = local_step_dir(root, step);
+  const std::string tmp = final_dir + ".tmp";
+  try {
+    fs::make_dirs(root);
+    fs::remove_tree(tmp);
+    fs::make_dirs(tmp);
+
+    std::map<std::string, int> blocks_of;  // how many blocks of each tensor the file holds
+    for (const LocalShard& s : shards)
+      ++blocks_of[s.shard->name];
+    std::map<std::string, int> ordinal;
+    Manifest m;
+    m.step = step;
+    m.layout = layout;
+    m.world_size = world_size;
+    m.rank_scoped = true;
+    std::map<std::string, ManifestTensor> tensors;
+    std::vector<ShardWrite> writes;
+    for (const LocalShard& s : shards) {
+      const TensorShard& t = *s.shard;
+      const std::string dataset = block_dataset(t.name, ordinal[t.name]++, blocks_of[t.name]);
+      const Box box{t.offset, t.shape};
+      writes.push_back(ShardWrite{t.name, dataset, t.dtype, t.global_shape, box, s.staged, s.crc32c});
+      ManifestTensor& mt = tensors[t.name];
+      mt.name = t.name;
+      mt.dtype = t.dtype;
+      mt.global_shape = t.global_shape;
+      mt.blocks.push_back(ManifestBlock{rank, dataset, box, t.bytes(), s.crc32c});
+    }
+    for (auto& [name, t] : tensors)
+      m.tensors.push_back(std::move(t));
+    std::vector<BlobWrite> blob_writes;
+    for (const auto& [name, bytes] : blobs) {
+      const std::uint32_t crc = crc32c_extend(0, bytes.data(), bytes.size());
+      blob_writes.push_back(BlobWrite{name, &bytes, crc});
+      m.blobs.push_back(ManifestBlob{rank, name, bytes.size(), crc});
+    }
+    const std::string file = fs::join(tmp, rank_file_name(rank));
+    const RankFileWritten written =
+        write_rank_file(file, RankFileHeader{step, rank, world_size, layout}, writes, blob_writes, direct_io);
+    m.files.push_back(ManifestFile{rank, rank_file_name(rank), written.file_bytes});
+    fs::write_file_durable(fs::join(tmp, kManifestName), m.to_json());
+    fs::fsync_path(tmp);
+    if (fs::exists(final_dir))
+      remove_step(root, step_dir_name(step));  // saved again after going back to an earlier step
+    fs::rename_path(tmp, final_dir);
+    fs::fsync_path(root);
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove_all(tmp, ignored);
+    throw;
+  }
+  const std::vector<std::uint64_t> steps = local_steps(root);
+  for (std::size_t i = static_cast<std::size_t>(std::max(keep, 1)); i < steps.size(); ++i)
+    remove_step(root, step_dir_name(steps[i]));
+}
+
+std::vector<std::uint64_t> local_steps(const std::string& root) {
+  std::vector<std::uint64_t> steps;
+  for (const std::string& name : entries(root))
+    if (auto step = step_of(name, ""))
+      if (fs::exists(fs::join(fs::join(root, name), kManifestName))) steps.push_back(*step);
+  std::sort(steps.rbegin(), steps.rend());
+  return steps;
+}
+
+int remove_local_steps_after(const std::string& root, std::uint64_t step) {
+  int removed = 0;
+  for (const std::string& name : entries(root))
+    if (auto s = step_of(name, ""); s && *s > step) {
+      remove_step(root, name);
+      ++removed;
+    }
+  return removed;
+}
+
+int remove_local_leftovers(const std::string& root) {
+  int removed = 0;
+  for (const std::string& name : entries(root))
+    if (step_of(name, ".tmp") || step_of(name, ".deleting")) {
+      fs::remove_tree(fs::join(root, name));
+      ++removed;
+    }
+  return removed;
+}
+
+}  // namespace tenax::ckpt

@@ -1,0 +1,239 @@
+// The node-local tier under real mpirun ranks with real HDF5 files: a restart reads each rank's own copy and nothing
+// of the shared directory, agrees on a step every rank holds, falls back (and says why) past a damaged or missing
+// copy, never reads another run's or another model's copies, and forgets copies of a future the run went back from.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "checkpoint/local_tier.hpp"
+#include "checkpoint/manifest.hpp"
+#include "common/mpi_test.hpp"
+#include "core/file_system.hpp"
+#include "test_dirs.hpp"
+#include "test_model.hpp"
+
+namespace tenax::test {
+namespace {
+
+namespace stdfs = std::filesystem;
+
+CheckpointOptions tiered(const std::string& dir, const std::string& local_dir, const ParallelLayout& layout) {
+  CheckpointOptions o;
+  o.dir = dir;
+  o.local_dir = local_dir;
+  o.layout = layout;
+  return o;
+}
+
+ParallelLayout layout_for(int world) {
+  return world == 4 ? ParallelLayout{2, 1, 2} : ParallelLayout{1, 1, world};  // replicas on every rank either way
+}
+
+Blobs step_blob(int step) {
+  Blobs b;
+  put_value(b, "step", step);
+  return b;
+}
+
+// This rank's copy directory of `step` under `local_dir` (the only tenax-<key> folder there).
+std::string local_copy(const std::string& local_dir, int rank, std::uint64_t step) {
+  for (const auto& entry : stdfs::directory_iterator(local_dir))
+    if (entry.path().filename().string().rfind("tenax-", 0) == 0)
+      return (entry.path() / ("rank_" + std::to_string(rank)) / ("step_" + std::to_string(step))).string();
+  return "";
+}
+
+// Overwrites every byte of the file's second half: tensor data, so a read of it fails its CRC.
+void damage(const std::string& path) {
+  const auto size = stdfs::file_size(path);
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(size / 2));
+  const std::string junk(size - size / 2, '\x5a');
+  f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+}
+
+// Damages every rank file of a shared checkpoint: loading it from there is impossible.
+void damage_shared(Communicator& world, const std::string& dir, std::uint64_t step) {
+  world.barrier();
+  if (world.rank() == 0)
+    for (const auto& entry : stdfs::directory_iterator(dir + "/step_" + std::to_string(step)))
+      if (entry.path().filename().string().rfind("rank_", 0) == 0) damage(entry.path().string());
+  world.barrier();
+}
+
+// Saves step 10 to both tiers and step 12 to the node-local tier only, each with its own values.
+void save_10_and_12(Communicator& world, const std::string& dir, const std::string& local_dir) {
+  const ParallelLayout layout = layout_for(world.size());
+  TestModel model = make_model(layout, world.rank());
+  Checkpointer ckpt(world, tiered(dir, local_dir, layout), model.shards);
+  fill(model, 10);
+  ckpt.save(10, step_blob(10));
+  ckpt.wait();
+  fill(model, 12);
+  ckpt.save_local(12, step_blob(12));
+  ckpt.wait();
+  EXPECT_EQ(ckpt.last_committed_step(), std::optional<std::uint64_t>(10));
+  EXPECT_EQ(ckpt.last_local_step(), std::optional<std::uint64_t>(12));
+}
+
+LoadResult load_fresh_model(Communicator& world, const std::string& dir, const std::string& local_dir,
+                            std::uint64_t expect_seed) {
+  const ParallelLayout layout = layout_for(world.size());
+  TestModel model = make_model(layout, world.rank());
+  scramble(model);
+  Checkpointer ckpt(world, tiered(dir, local_dir, layout), model.shards);
+  LoadResult r = ckpt.load();
+  std::string first;
+  EXPECT_EQ(mismatches(model, expect_seed, &first), 0u) << "first wrong " << first;
+  return r;
+}
+
+TEST(CheckpointLocalTier, ARestartReadsItsOwnCopyAndNothingShared) {
+  Communicator& world = tenax::test::world();
+  SharedTempDir dir(world, "tier1"), local(world, "tier0");
+  save_10_and_12(world, dir.path(), local.path());
+  {  // The newest step exists only node-locally.
+    LoadResult r = load_fresh_model(world, dir.path(), local.path(), 12);
+    EXPECT_TRUE(r.loaded && r.node_local);
+    EXPECT_EQ(r.step, 12u);
+    EXPECT_EQ(get_value<int>(r.blobs, "step"), 12);
+    EXPECT_EQ(r.path, local_copy(local.path(), world.rank(), 12));
+  }
+  // The same step in both tiers: the local copy wins, and the shared files are never read (they are damaged here, so
+  // a read would fail its CRC and be reported in `rejected`).
+  {
+    const ParallelLayout layout = layout_for(world.size());
+    TestModel model = make_model(layout, world.rank());
+    Checkpointer ckpt(world, tiered(dir.path(), local.path(), layout), model.shards);
+    fill(model, 20);
+    ckpt.save(20, step_blob(20));
+    ckpt.wait();
+  }
+  damage_shared(world, dir.path(), 20);
+  LoadResult r = load_fresh_model(world, dir.path(), local.path(), 20);
+  EXPECT_TRUE(r.loaded && r.node_local);
+  EXPECT_EQ(r.step, 20u);
+  EXPECT_TRUE(r.rejected.empty()) << r.rejected.front();
+}
+
+TEST(CheckpointLocalTier, ADamagedCopyOnOneRankFallsBackOnEveryRankAndIsNamed) {
+  Communicator& world = tenax::test::world();
+  SharedTempDir dir(world, "tier1"), local(world, "tier0");
+  save_10_and_12(world, dir.path(), local.path());
+  const int victim = world.size() - 1;
+  if (world.rank() == victim) damage(local_copy(local.path(), victim, 12) + "/" + ckpt::rank_file_name(victim));
+  LoadResult r = load_fresh_model(world, dir.path(), local.path(), 10);
+  EXPECT_TRUE(r.loaded && r.node_local);  // step 10's local copies are intact
+  EXPECT_EQ(r.step, 10u);
+  ASSERT_EQ(r.rejected.size(), 1u);
+  EXPECT_NE(r.rejected[0].find("node-local copies of step 12"), std::string::npos) << r.rejected[0];
+  EXPECT_NE(r.rejected[0].find("rank " + std::to_string(victim)), std::string::npos) << r.rejected[0];
+  EXPECT_NE(r.rejected[0].find(local_copy(local.path(), victim, 12)), std::string::npos) << r.rejected[0];
+  // Step 12 is a future the run went back from: its copies are gone on every rank, so a later restart cannot pick it.
+  EXPECT_FALSE(stdfs::exists(local_copy(local.path(), world.rank(), 12)));
+}
+
+TEST(CheckpointLocalTier, AStepNotHeldByEveryRankIsNotUsed) {
+  Communicator& world = tenax::test::world();
+  SharedTempDir dir(world, "tier1"), local(world, "tier0");
+  save_10_and_12(world, dir.path(), local.path());
+  if (world.rank() == 0) stdfs::remove_all(local_copy(local.path(), 0, 12));  // as if rank 0 died while writing it
+  LoadResult r = load_fresh_model(world, dir.path(), local.path(), 10);
+  EXPECT_TRUE(r.loaded && r.node_local);
+  EXPECT_EQ(r.step, 10u);
+}
+
+TEST(CheckpointLocalTier, CopiesAreReadOnlyWhenAtLeastAsNewAsTheSharedTier) {
+  Communicator& world = tenax::test::world();
+  SharedTempDir dir(world, "tier1"), local(world, "tier0");
+  const ParallelLayout layout = layout_for(world.size());
+  {
+    TestModel model = make_model(layout, world.rank());
+    Checkpointer ckpt(world, tiered(dir.path(), local.path(), layout), model.shards);
+    fill(model, 5);
+    ckpt.save_local(5);
+    ckpt.wait();
+    // Step 9 to the shared tier only (a checkpointer without the local tier, e.g. after the node-local disk failed).
+    Checkpointer shared_only(world, tiered(dir.path(), "", layout), model.shards);
+    fill(model, 9);
+    shared_only.save(9);
+    shared_only.wait();
+  }
+  LoadResult r = load_fresh_model(world, dir.path(), local.path(), 9);
+  EXPECT_TRUE(r.loaded);
+  EXPECT_FALSE(r.node_local);
+  EXPECT_EQ(r.step, 9u);
+}
+
+TEST(CheckpointLocalTier, AnotherRunsOrAnotherModelsCopiesAreNeverRead) {
+  Communicator& world = tenax::test::world();
+  SharedTempDir dir(world, "tier1"), other(world, "other"), local(world, "tier0");
+  save_10_and_12(world, dir.path(), local.path());
+  {  // Another run (its own shared directory) on the same nodes: a fresh start.
+    const ParallelLayout layout = layout_for(world.size());
+    TestModel model = make_model(layout, world.rank());
+    scramble(model);
+    Checkpointer ckpt(world, tiered(other.path(), local.path(), layout), model.shards);
+    EXPECT_FALSE(ckpt.load().loaded);
+  }
+  // The same directory emptied and used again: a new run id, so step 12's copies are another run's.
+  world.barrier();
+  if (world.rank() == 0)
+    for (const auto& entry : stdfs::directory_iterator(dir.path()))
+      stdfs::remove_all(entry.path());
+  world.barrier();
+  {
+    const ParallelLayout layout = layout_for(world.size());
+    TestModel model = make_model(layout, world.rank());
+    Checkpointer ckpt(world, tiered(dir.path(), local.path(), layout), model.shards);
+    EXPECT_FALSE(ckpt.load().loaded);
+  }
+  // Another model in the original run's place (other shapes): its key differs, it loads nothing of the old copies.
+  SharedTempDir third(world, "tier1b");
+  save_10_and_12(world, third.path(), local.path());
+  {
+    const ParallelLayout layout = layout_for(world.size());
+    TestModel model = make_model(layout, world.rank(), /*extra_f32_elems=*/64);
+    Checkpointer ckpt(world, tiered(third.path(), local.path(), layout), model.shards);
+    EXPECT_THROW(ckpt.load(), UsageError);  // the shared tier says "another model"; the local copies are not used
+  }
+}
+
+TEST(CheckpointLocalTier, AFailedLocalWriteIsAWarningAndTheSharedTierGoesOn) {
+  Communicator& world = tenax::test::world();
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  SharedTempDir dir(world, "tier1"), base(world, "tier0");
+  SmallTmpfs tiny(world, base.path() + "/shm", 64 * 1024);
+  ASSERT_EQ(tiny.error(), "");
+  const ParallelLayout layout = layout_for(world.size());
+  TestModel model = make_model(layout, world.rank(), /*extra_f32_elems=*/64 * 1024);  // 256 KiB: cannot fit
+  Checkpointer ckpt(world, tiered(dir.path(), base.path() + "/shm", layout), model.shards);
+  fill(model, 3);
+  ckpt.save(3);
+  ckpt.wait();
+  EXPECT_EQ(ckpt.last_committed_step(), std::optional<std::uint64_t>(3));
+  EXPECT_EQ(ckpt.last_local_step(), std::nullopt);
+  LoadResult r = load_fresh_model(world, dir.path(), base.path() + "/shm", 3);
+  EXPECT_TRUE(r.loaded);
+  EXPECT_FALSE(r.node_local);
+}
+
+TEST(CheckpointLocalTier, AnUnusableLocalDirectoryIsAUsageErrorNamingIt) {
+  Communicator& world = tenax::test::world();
+  SharedTempDir dir(world, "tier1"), base(world, "tier0");
+  if (world.rank() == 0) std::ofstream(base.path() + "/a-file") << "x";
+  world.barrier();
+  const ParallelLayout layout = layout_for(world.size());
+  TestModel model = make_model(layout, world.rank());
+  try {
+    Checkpointer ckpt(world, tiered(dir.path(), base.path() + "/a-file", layout), model.shards);
+    ADD_FAILURE() << "a file as the node-local directory was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("TENAX_CKPT_LOCAL_DIR"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(base.path() + "/a-file"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tenax::test
