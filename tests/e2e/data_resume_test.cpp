@@ -235,5 +235,35 @@ TEST(GptAutomaticCheckpointInterval, AFailureShortensIt) {
   EXPECT_EQ(final_checksum(launch.output()), final_checksum(quiet.output())) << launch.output();
 }
 
+// kill -9 of a rank with a node-local tier: the restart reads every rank's own copy of a step that only the node-local
+// tier holds (shared saves every 20 steps, node-local every 5), and ends with the uninterrupted run's parameters.
+TEST(GptNodeLocalTier, KillNineRestartsFromTheNodeLocalCopy) {
+  ScratchDir data_dir("gpt-data-tier0");
+  const std::string data = write_dataset(data_dir.path());
+  std::vector<std::string> args = gpt_args(data, {"--tp", "2", "--dp", "2", "--checkpoint-local-every", "5"});
+  *(std::find(args.begin(), args.end(), "--checkpoint-every") + 1) = "20";
+  ScratchDir ref_dir("gpt-tier0-reference");
+  const Reference ref = uninterrupted(ref_dir, 4, args);
+  ASSERT_FALSE(ref.checksum.empty());
+
+  ScratchDir dir("gpt-tier0-kill9"), local("gpt-tier0-local");
+  ::setenv("TENAX_CKPT_LOCAL_DIR", local.path().c_str(), 1);
+  Launch launch(quick_restart_launcher_args(dir, 4), args, dir / "out.txt");
+  ::unsetenv("TENAX_CKPT_LOCAL_DIR");
+  // By step 33 the node-local copy of step 25 is committed on every rank (the save at step 30 waited for it); the
+  // newest shared checkpoint is step 20.
+  auto beat = wait_for_step(dir / "run", 3, 1, 33, seconds(60));
+  ASSERT_TRUE(beat.has_value()) << launch.output();
+  ASSERT_EQ(kill(static_cast<pid_t>(beat->pid), SIGKILL), 0);
+  ASSERT_EQ(launch.wait(seconds(120)), 0) << launch.output();
+  const std::string output = launch.output();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(output, m, std::regex("resumed from (\\S+) at step (\\d+)"))) << output;
+  EXPECT_EQ(m[1].str().rfind(local.path(), 0), 0u) << "the restart should read the node-local copy\n" << output;
+  EXPECT_GE(std::stol(m[2]), 25) << output;
+  EXPECT_EQ(final_checksum(output), ref.checksum) << output;
+  std::printf("kill -9 at step %lld: resumed at step %s from %s\n", beat->step, m[2].str().c_str(), m[1].str().c_str());
+}
+
 }  // namespace
 }  // namespace tenax::test

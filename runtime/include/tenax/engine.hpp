@@ -89,7 +89,13 @@ struct CheckpointPolicy {
   // A command line's --checkpoint-every: "N" (N >= 0) sets `every`, "auto" sets `automatic` (`every` stays the
   // interval until the first save). Returns `policy` so changed; UsageError naming the text otherwise.
   static CheckpointPolicy parse_every(std::string_view text, CheckpointPolicy policy);
-  int keep = 0;          // complete checkpoints kept; 0: TENAX_CKPT_KEEP
+  int keep = 0;  // complete checkpoints kept; 0: TENAX_CKPT_KEEP
+  // The node-local tier (tenax/checkpoint.hpp, CheckpointOptions::local_dir): "" takes TENAX_CKPT_LOCAL_DIR, "none" or
+  // "" with it unset: no tier. Every save then also keeps each rank's own copy there, and a restart on the same nodes
+  // reads it instead of the shared directory. `local_every` > 0 adds node-local-only saves every N steps between the
+  // shared ones (cheap: no shared write, no commit agreement).
+  std::string local_dir;
+  int local_every = 0;
   int max_failures = 3;  // periodic saves that may fail in a row (each a warning) before the run stops
 };
 

@@ -83,9 +83,17 @@ void Engine::Impl::open_checkpoints() {
   o.keep = checkpoint_keep;
   o.layout = *config.layout;
   o.cuda_stream = ctx->stream();
+  o.local_dir =
+      config.checkpoint.local_dir.empty() ? env::get_string("TENAX_CKPT_LOCAL_DIR") : config.checkpoint.local_dir;
+  if (o.local_dir == "none") o.local_dir.clear();
+  o.local_keep = static_cast<int>(env::get_int("TENAX_CKPT_LOCAL_KEEP"));
+  if (config.checkpoint.local_every < 0) throw UsageError("checkpoint: local_every must be >= 0 (0: none)");
   // Writing uses the primary holder of each element only (replicas are written once); the writer checks at once that
-  // every rank can write the directory and sees the same one.
-  writer = std::make_unique<Checkpointer>(world, o, shards_of(state_entries(), true));
+  // every rank can write the directory and sees the same one. A node-local copy holds every entry of the rank,
+  // replicas included, so that a restart from it needs nothing from another rank.
+  writer = std::make_unique<Checkpointer>(
+      world, o, shards_of(state_entries(), true),
+      o.local_dir.empty() ? std::vector<TensorShard>{} : shards_of(state_entries(), false));
 }
 
 ResumeInfo Engine::Impl::resume() {
@@ -154,6 +162,9 @@ void Engine::Impl::after_step_checkpoint(double step_seconds) {
     } else if (checkpoint_every > 0 && step % checkpoint_every == 0) {
       save_checkpoint(false);
     }
+    if (config.checkpoint.local_every > 0 && !writer->options().local_dir.empty() && last_saved != step &&
+        step % config.checkpoint.local_every == 0)
+      writer->save_local(static_cast<std::uint64_t>(step), progress_blobs());
     writer->progress();
   } catch (const IoError& error) {
     ++consecutive_failures;
