@@ -235,5 +235,92 @@ TEST(CheckpointLocalTier, AnUnusableLocalDirectoryIsAUsageErrorNamingIt) {
   }
 }
 
+// Emulated nodes on one machine: each rank's node name, and a node-local directory per node (<base>/<node>).
+CheckpointOptions on_node(const std::string& dir, const std::string& base, const std::string& node) {
+  CheckpointOptions o = tiered(dir, base + "/%n", layout_for(tenax::test::world().size()));
+  o.node_name = node;
+  return o;
+}
+
+// Saves step 10 to both tiers and step 12 node-locally, on the nodes `node_of(rank)`; returns once every partner copy
+// is kept.
+template <class NodeOf>
+void save_on_nodes(Communicator& world, const std::string& dir, const std::string& base, NodeOf node_of) {
+  TestModel model = make_model(layout_for(world.size()), world.rank());
+  Checkpointer ckpt(world, on_node(dir, base, node_of(world.rank())), model.shards);
+  fill(model, 10);
+  ckpt.save(10, step_blob(10));
+  ckpt.wait();
+  fill(model, 12);
+  ckpt.save_local(12, step_blob(12));
+  ckpt.wait();
+  ckpt.progress();
+  world.barrier();
+}
+
+LoadResult load_on_node(Communicator& world, const std::string& dir, const std::string& base, const std::string& node,
+                        std::uint64_t expect_seed) {
+  TestModel model = make_model(layout_for(world.size()), world.rank());
+  scramble(model);
+  Checkpointer ckpt(world, on_node(dir, base, node), model.shards);
+  LoadResult r = ckpt.load();
+  std::string first;
+  EXPECT_EQ(mismatches(model, expect_seed, &first), 0u) << "first wrong " << first;
+  return r;
+}
+
+void remove_node(Communicator& world, const std::string& base, const std::string& node) {
+  world.barrier();
+  if (world.rank() == 0) stdfs::remove_all(base + "/" + node);
+  world.barrier();
+}
+
+TEST(CheckpointPartnerCopies, ALostNodesRanksRestartFromTheCopiesItsPartnerKept) {
+  Communicator& world = tenax::test::world();
+  SharedTempDir dir(world, "tier1"), base(world, "nodes");
+  const int half = world.size() / 2;
+  auto two_nodes = [half](int rank) { return "n" + std::to_string(rank / half); };
+  save_on_nodes(world, dir.path(), base.path(), two_nodes);
+  // Node n1 is lost with everything on it; its ranks come back on a spare, n2, with an empty local directory.
+  remove_node(world, base.path(), "n1");
+  const std::string node = world.rank() < half ? "n0" : "n2";
+  LoadResult r = load_on_node(world, dir.path(), base.path(), node, 12);
+  EXPECT_TRUE(r.loaded && r.node_local);
+  EXPECT_EQ(r.step, 12u);
+  EXPECT_EQ(get_value<int>(r.blobs, "step"), 12);
+  EXPECT_TRUE(r.rejected.empty()) << r.rejected.front();
+  // The fetched copy is now the rank's own on its new node.
+  EXPECT_EQ(r.path.rfind(base.path() + "/" + node + "/", 0), 0u) << r.path;
+  EXPECT_TRUE(stdfs::exists(r.path + "/manifest.json")) << r.path;
+}
+
+TEST(CheckpointPartnerCopies, ANodeLostWithItsPartnerFallsBackToTheSharedTier) {
+  Communicator& world = tenax::test::world();
+  if (world.size() != 4) GTEST_SKIP() << "needs four nodes of one rank: n0 -> n1 -> n2 -> n3 -> n0";
+  SharedTempDir dir(world, "tier1"), base(world, "nodes");
+  auto own_node = [](int rank) { return "n" + std::to_string(rank); };
+  save_on_nodes(world, dir.path(), base.path(), own_node);
+  remove_node(world, base.path(), "n1");  // rank 1's own copies
+  remove_node(world, base.path(), "n2");  // and the node keeping them as partner (rank 2's own with it)
+  const std::string node = world.rank() == 1 ? "n5" : world.rank() == 2 ? "n6" : own_node(world.rank());
+  LoadResult r = load_on_node(world, dir.path(), base.path(), node, 10);
+  EXPECT_TRUE(r.loaded);
+  EXPECT_FALSE(r.node_local);
+  EXPECT_EQ(r.step, 10u);
+}
+
+TEST(CheckpointPartnerCopies, OneLostNodeOfFourIsRecoveredFromItsPartner) {
+  Communicator& world = tenax::test::world();
+  if (world.size() != 4) GTEST_SKIP() << "needs four nodes of one rank";
+  SharedTempDir dir(world, "tier1"), base(world, "nodes");
+  auto own_node = [](int rank) { return "n" + std::to_string(rank); };
+  save_on_nodes(world, dir.path(), base.path(), own_node);
+  remove_node(world, base.path(), "n2");
+  const std::string node = world.rank() == 2 ? "n7" : own_node(world.rank());
+  LoadResult r = load_on_node(world, dir.path(), base.path(), node, 12);
+  EXPECT_TRUE(r.loaded && r.node_local);
+  EXPECT_EQ(r.step, 12u);
+}
+
 }  // namespace
 }  // namespace tenax::test

@@ -1,6 +1,9 @@
 // Saving: staging on the training thread, writing on the I/O thread, the two agreements of the commit protocol.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <sstream>
 
 #include "checkpoint/checkpointer_state.hpp"
@@ -57,6 +60,15 @@ namespace {
 
 std::size_t round_up(std::size_t n, std::size_t to) {
   return (n + to - 1) / to * to;
+}
+
+// The node a rank runs on: the option, else Slurm's name for it, else the host name.
+std::string node_name(const CheckpointOptions& options) {
+  if (!options.node_name.empty()) return options.node_name;
+  if (const char* slurm = std::getenv("SLURMD_NODENAME"); slurm && *slurm) return slurm;
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) return "localhost";
+  return host;
 }
 
 }  // namespace
@@ -144,9 +156,15 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
       run_id = s.options.read_only ? ckpt::read_run_id(s.options.dir) : ckpt::create_run_id(s.options.dir);
     });
     run_id = broadcast_string(world, run_id, 0);
+    const std::string node = node_name(s.options);
+    s.partner_of = ckpt::partner_ranks(all_gather_strings(world, node));
+    s.partner_to = s.partner_of[world.rank()];
+    for (int r = 0; r < world.size(); ++r)
+      if (s.partner_of[r] == world.rank()) s.partner_from.push_back(r);
     if (!run_id.empty()) {
-      const std::string key = ckpt::local_tier_key(s.options.dir, run_id, world.size(), descriptions);
-      s.local_root = ckpt::local_rank_root(s.options.local_dir, key, world.rank());
+      s.local_key = ckpt::local_tier_key(s.options.dir, run_id, world.size(), descriptions);
+      s.local_base = ckpt::expand_node(s.options.local_dir, node);
+      s.local_root = ckpt::local_rank_root(s.local_base, s.local_key, world.rank());
     }
     s.local_shards = std::move(local_shards);
     if (!s.options.read_only && !s.local_root.empty()) {
@@ -178,6 +196,13 @@ Checkpointer::~Checkpointer() {
     TENAX_LOG(Warn, "ckpt") << "checkpoint step " << *state_->writing
                             << " was still being written and is not committed: call wait() before the checkpointer "
                                "goes away";
+  }
+  if (state_->partner && state_->partner->started && !state_->partner->work.is_completed()) {
+    // Transfers still posted read and write these buffers: leave them to the process rather than free them under
+    // the network (wait() finishes the exchange; only a checkpointer dropped without it gets here).
+    TENAX_LOG(Warn, "ckpt") << "the partner copy of step " << state_->partner->step
+                            << " was still in transfer: call wait() before the checkpointer goes away";
+    new State::PartnerExchange(std::move(*state_->partner));  // NOLINT: deliberately kept
   }
   state_->io.reset();  // finishes queued jobs, including a commit every rank already agreed to
 }
@@ -214,14 +239,16 @@ void Checkpointer::State::stage(bool shared) {
 void Checkpointer::State::finish_local(bool block) {
   if (!local_writing) return;
   if (!block && local_done.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
-  std::string failure;
+  LocalResult result;
   try {
-    failure = local_done.get();
+    result = local_done.get();
   } catch (const std::exception& e) {
-    failure = e.what();
+    result.failure = e.what();
   }
+  const std::string& failure = result.failure;
   const std::uint64_t step = *local_writing;
   local_writing.reset();
+  if (partner && partner->step == step) partner->out = std::move(result.packed);
   if (failure.empty()) {
     last_local = step;
   } else {
@@ -230,7 +257,8 @@ void Checkpointer::State::finish_local(bool block) {
   }
 }
 
-std::string Checkpointer::State::local_job(std::uint64_t step) {
+Checkpointer::State::LocalResult Checkpointer::State::local_job(std::uint64_t step) {
+  LocalResult result;
   try {
     if (fence) {
       ckpt::use_device(cuda_device);
@@ -246,16 +274,18 @@ std::string Checkpointer::State::local_job(std::uint64_t step) {
     }
     ckpt::write_local_copy(local_root, step, rank, world_size, options.layout, copies, staged_blobs, options.local_keep,
                            options.direct_io);
-    return "";
+    if (partner_to >= 0) result.packed = ckpt::pack_step(ckpt::local_step_dir(local_root, step));
   } catch (const std::exception& e) {
-    return e.what();
+    result.failure = e.what();
   }
+  return result;
 }
 
 void Checkpointer::save(std::uint64_t step, const Blobs& blobs) {
   State& s = *state_;
   if (s.writing) s.finish_write();  // at most one checkpoint in flight; its failure surfaces here
   s.finish_local(true);             // its staging memory is about to be reused
+  s.advance_partner(true);          // one partner exchange at a time
   // Inside an agreement: a rank whose blobs are refused, or whose copy fails, must not leave the others to go on
   // into the next collective alone.
   run_agreed(s.world, [&] {
@@ -269,6 +299,7 @@ void Checkpointer::save(std::uint64_t step, const Blobs& blobs) {
   if (!s.local_root.empty()) {  // the node-local copy first: it is what a restart on these nodes reads
     s.local_writing = step;
     s.local_done = s.io->submit([&s, step] { return s.local_job(step); });
+    if (s.partner_to >= 0) s.partner = State::PartnerExchange{step};
   }
   s.writing = step;
   s.write_done = s.io->submit([&s, step] { return s.write_job(step); });
@@ -278,6 +309,7 @@ void Checkpointer::save_local(std::uint64_t step, const Blobs& blobs) {
   State& s = *state_;
   if (s.writing) s.finish_write();
   s.finish_local(true);
+  s.advance_partner(true);
   run_agreed(s.world, [&] {
     if (s.options.read_only || s.local_root.empty())
       throw UsageError(
@@ -289,11 +321,13 @@ void Checkpointer::save_local(std::uint64_t step, const Blobs& blobs) {
   s.staged_blobs = blobs;
   s.local_writing = step;
   s.local_done = s.io->submit([&s, step] { return s.local_job(step); });
+  if (s.partner_to >= 0) s.partner = State::PartnerExchange{step};
 }
 
 bool Checkpointer::progress() {
   State& s = *state_;
   s.finish_local(false);
+  s.advance_partner(false);
   if (s.writing) {
     if (every_rank(s.world, s.write_done.wait_for(std::chrono::seconds(0)) == std::future_status::ready))
       s.finish_write();
@@ -308,6 +342,7 @@ bool Checkpointer::progress() {
 void Checkpointer::wait() {
   State& s = *state_;
   s.finish_local(true);
+  s.advance_partner(true);
   if (s.writing) s.finish_write();
   if (s.committing) s.finish_commit();
 }

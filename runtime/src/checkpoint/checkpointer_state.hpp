@@ -68,8 +68,32 @@ struct Checkpointer::State {
   std::vector<std::size_t> local_offsets;
   std::vector<std::uint32_t> local_crcs;
   std::optional<std::uint64_t> local_writing;
-  std::future<std::string> local_done;  // "" when the copy is committed, else why not
+  struct LocalResult {
+    std::string failure;               // "" when the copy is committed
+    std::vector<std::uint8_t> packed;  // the committed copy for the partner (pack_step), when there is one
+  };
+  std::future<LocalResult> local_done;
   std::optional<std::uint64_t> last_local;
+  std::string local_base;  // options.local_dir with %n expanded
+  std::string local_key;
+
+  // Partner copies (local_tier.hpp): every rank's partner, whom this rank sends its copies to (-1: none, all ranks
+  // on one node) and whose copies it keeps.
+  std::vector<int> partner_of;
+  int partner_to = -1;
+  std::vector<int> partner_from;
+  // The exchange of one step's copies. Set by save()/save_local() on every rank alike, started (a collective point in
+  // progress(), wait() or the next save) once every rank's local write is done, finished once every transfer is.
+  struct PartnerExchange {
+    std::uint64_t step = 0;
+    bool started = false;
+    std::vector<std::uint8_t> out;              // this rank's packed copy; empty when its local write failed
+    std::vector<std::vector<std::uint8_t>> in;  // per partner_from
+    std::uint64_t out_size = 0;
+    std::vector<std::uint64_t> in_sizes;
+    Work work;
+  };
+  std::optional<PartnerExchange> partner;
 
   // Declared last so that it is destroyed first: its queued jobs use everything above.
   std::unique_ptr<ckpt::IoThread> io;
@@ -77,12 +101,18 @@ struct Checkpointer::State {
   void finish_write();   // collective: the agreement that every rank's file is durable, then queue the commit
   void finish_commit();  // collective: the agreement that rank 0's commit succeeded
   WriteResult write_job(std::uint64_t step);
-  std::string local_job(std::uint64_t step);  // on the I/O thread: this rank's node-local copy
+  LocalResult local_job(std::uint64_t step);  // on the I/O thread: this rank's node-local copy (packed for the partner)
   // Copies the node-local shards (when the tier is on) and, with `shared`, the blocks this rank writes to the shared
   // directory into staging memory, with their CRCs. Training thread.
   void stage(bool shared);
   // Takes the node-local write's result when it is done (or, with `block`, once it is): a failure is a warning.
   void finish_local(bool block);
+  // Collective: moves the partner exchange on (starts it when every rank's local write is done, stores what arrived
+  // when every transfer is done); with `block`, until it is finished.
+  void advance_partner(bool block);
+  // Collective (load): every rank lacking its own copy of `step` receives it from the rank that keeps it as partner
+  // (`holder`, -1: it has its own) and commits it as its own. The outcome, agreed.
+  Outcome fetch_from_partners(std::uint64_t step, const std::vector<int>& holder);
   // The node-local tier's part of load(): the loaded result, or nothing (then the shared directory is read).
   std::optional<LoadResult> load_local(const std::optional<std::uint64_t>& newest_shared,
                                        std::vector<std::string>& rejected);

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <map>
+#include <set>
+#include <sstream>
 
 #include "checkpoint/checkpointer_state.hpp"
 #include "checkpoint/commit.hpp"
@@ -259,28 +262,72 @@ std::vector<std::uint64_t> parse_steps(const std::string& listing) {
 
 std::optional<LoadResult> Checkpointer::State::load_local(const std::optional<std::uint64_t>& newest_shared,
                                                           std::vector<std::string>& rejected) {
+  // Every rank tells what it holds: its own copies ("O <step>") and the partner copies its node keeps for other ranks
+  // ("P <rank> <step>"; every rank of the node lists them, so a node's copies are found whichever rank is asked).
   std::string mine;
   for (std::uint64_t step : ckpt::local_steps(local_root))
-    mine += std::to_string(step) + "\n";
+    mine += "O " + std::to_string(step) + "\n";
+  const std::string partners = fs::parent_of(ckpt::partner_root(local_base, local_key, 0));
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(partners, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("rank_", 0) != 0 || name.size() > 15 ||
+        name.find_first_not_of("0123456789", 5) != std::string::npos || name.size() == 5)
+      continue;
+    for (std::uint64_t step : ckpt::local_steps(entry.path().string()))
+      mine += "P " + name.substr(5) + " " + std::to_string(step) + "\n";
+  }
   const std::vector<std::string> every = all_gather_strings(world, mine);
-  // The steps every rank holds a copy of, newest first.
-  std::vector<std::uint64_t> common = parse_steps(every[0]);
-  for (std::size_t r = 1; r < every.size(); ++r) {
-    const std::vector<std::uint64_t> theirs = parse_steps(every[r]);
-    std::erase_if(common,
-                  [&](std::uint64_t step) { return std::find(theirs.begin(), theirs.end(), step) == theirs.end(); });
+  std::vector<std::set<std::uint64_t>> own(world_size);
+  std::vector<std::map<std::uint64_t, std::vector<int>>> kept_by(world_size);  // rank -> step -> holders
+  std::set<std::uint64_t, std::greater<>> candidates;
+  for (int h = 0; h < world_size; ++h) {
+    std::istringstream in(every[h]);
+    std::string tag;
+    while (in >> tag) {
+      long long r = h;
+      std::uint64_t step = 0;
+      if (tag == "P") in >> r;
+      in >> step;
+      if (!in || r < 0 || r >= world_size) break;
+      if (tag == "O")
+        own[h].insert(step);
+      else
+        kept_by[r][step].push_back(h);
+      candidates.insert(step);
+    }
   }
-  if (common.empty()) {
-    for (std::size_t r = 0; r < every.size(); ++r)
-      if (every[r].empty() && rank == 0 && !mine.empty())
-        TENAX_LOG(Info, "ckpt") << "rank " << r << " holds no node-local copy: reading the shared directory";
-    return std::nullopt;
-  }
-  for (std::uint64_t step : common) {
+  for (std::uint64_t step : candidates) {
     if (newest_shared && step < *newest_shared) {
-      TENAX_LOG(Info, "ckpt") << "the node-local copies (step " << step << ") are older than the shared directory's "
-                              << "step " << *newest_shared << ": reading the shared directory";
+      TENAX_LOG(Info, "ckpt") << "the node-local copies (step " << step << " and older) are older than the shared "
+                              << "directory's step " << *newest_shared << ": reading the shared directory";
       break;
+    }
+    // Where each rank's copy of this step comes from: its own (-1) or the lowest rank keeping it as partner.
+    std::vector<int> holder(world_size, -1);
+    int missing = -1;
+    for (int r = 0; r < world_size && missing < 0; ++r) {
+      if (own[r].count(step)) continue;
+      auto it = kept_by[r].find(step);
+      if (it == kept_by[r].end())
+        missing = r;
+      else
+        holder[r] = it->second.front();
+    }
+    if (missing >= 0) {
+      if (rank == 0)
+        TENAX_LOG(Info, "ckpt") << "node-local step " << step << ": rank " << missing
+                                << " has no copy of it, nor does its partner; trying older steps";
+      continue;
+    }
+    if (std::any_of(holder.begin(), holder.end(), [](int h) { return h >= 0; })) {
+      const Outcome fetched = fetch_from_partners(step, holder);
+      if (fetched.code != 0) {
+        rejected.push_back("node-local copies of step " + std::to_string(step) + ": " + fetched.message);
+        TENAX_LOG(Warn, "ckpt") << "node-local copies of step " << step << " rejected: " << fetched.message
+                                << "; falling back to an older copy or the shared directory";
+        continue;
+      }
     }
     const std::string dir = ckpt::local_step_dir(local_root, step);
     const int me = rank;
@@ -295,7 +342,10 @@ std::optional<LoadResult> Checkpointer::State::load_local(const std::optional<st
     if (all.code == 0) {
       local.result.rejected = rejected;
       local.result.node_local = true;
-      TENAX_LOG(Info, "ckpt") << "loaded step " << step << " from the node-local copy " << dir;
+      TENAX_LOG(Info, "ckpt") << "loaded step " << step << " from the node-local copy " << dir
+                              << (holder[rank] >= 0
+                                      ? " (fetched from its partner, rank " + std::to_string(holder[rank]) + ")"
+                                      : std::string());
       return std::move(local.result);
     }
     rejected.push_back("node-local copies of step " + std::to_string(step) + ": " + all.message);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -13,6 +14,7 @@
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/shard_file.hpp"
 #include "core/file_system.hpp"
+#include "tenax/error.hpp"
 
 namespace tenax::ckpt {
 namespace {
@@ -52,7 +54,43 @@ void remove_step(const std::string& root, const std::string& name) {
   fs::remove_tree(doomed);
 }
 
+std::uint32_t read_u32(const std::vector<std::uint8_t>& b, std::size_t end, std::size_t& at) {
+  if (end - at < 4) throw IoError("partner copy: truncated");
+  std::uint32_t v = 0;
+  std::memcpy(&v, b.data() + at, 4);
+  at += 4;
+  return v;
+}
+
+std::uint64_t read_u64(const std::vector<std::uint8_t>& b, std::size_t end, std::size_t& at) {
+  if (end - at < 8) throw IoError("partner copy: truncated");
+  std::uint64_t v = 0;
+  std::memcpy(&v, b.data() + at, 8);
+  at += 8;
+  return v;
+}
+
+template <class T>
+void append(std::vector<std::uint8_t>& b, T v) {
+  const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
+  b.insert(b.end(), p, p + sizeof v);
+}
+
+constexpr std::uint32_t kPackMagic = 0x50584e54;  // "TNXP"
+
 }  // namespace
+
+// Makes a written and fsynced `tmp` step `step` of `root` (replacing an older copy of the same step only now), then
+// keeps the newest `keep` steps.
+static void commit_step(const std::string& root, std::uint64_t step, const std::string& tmp, int keep) {
+  const std::string final_dir = fs::join(root, step_dir_name(step));
+  if (fs::exists(final_dir)) remove_step(root, step_dir_name(step));  // saved again after going back
+  fs::rename_path(tmp, final_dir);
+  fs::fsync_path(root);
+  const std::vector<std::uint64_t> steps = local_steps(root);
+  for (std::size_t i = static_cast<std::size_t>(std::max(keep, 1)); i < steps.size(); ++i)
+    remove_step(root, step_dir_name(steps[i]));
+}
 
 std::string read_run_id(const std::string& shared_dir) {
   const std::string path = fs::join(shared_dir, kRunIdName);
@@ -87,6 +125,102 @@ std::string local_tier_key(const std::string& shared_dir, const std::string& run
 
 std::string local_rank_root(const std::string& local_dir, const std::string& key, int rank) {
   return fs::join(fs::join(local_dir, "tenax-" + key), "rank_" + std::to_string(rank));
+}
+
+std::string partner_root(const std::string& local_dir, const std::string& key, int rank) {
+  return fs::join(fs::join(fs::join(local_dir, "tenax-" + key), "partner"), "rank_" + std::to_string(rank));
+}
+
+std::string expand_node(const std::string& local_dir, const std::string& node) {
+  std::string out;
+  for (std::size_t i = 0; i < local_dir.size(); ++i) {
+    if (local_dir[i] == '%' && i + 1 < local_dir.size() && local_dir[i + 1] == 'n') {
+      out += node;
+      ++i;
+    } else {
+      out += local_dir[i];
+    }
+  }
+  return out;
+}
+
+std::vector<int> partner_ranks(const std::vector<std::string>& node_of_rank) {
+  std::vector<std::string> nodes;          // in the order of their lowest rank
+  std::vector<std::vector<int>> ranks_on;  // per node, ascending
+  std::vector<std::pair<int, int>> place;  // per rank: (node index, index on the node)
+  for (int r = 0; r < static_cast<int>(node_of_rank.size()); ++r) {
+    auto it = std::find(nodes.begin(), nodes.end(), node_of_rank[r]);
+    const int n = static_cast<int>(it - nodes.begin());
+    if (it == nodes.end()) {
+      nodes.push_back(node_of_rank[r]);
+      ranks_on.emplace_back();
+    }
+    place.emplace_back(n, static_cast<int>(ranks_on[n].size()));
+    ranks_on[n].push_back(r);
+  }
+  std::vector<int> partner(node_of_rank.size(), -1);
+  if (nodes.size() < 2) return partner;
+  for (std::size_t r = 0; r < partner.size(); ++r) {
+    const auto& next = ranks_on[(place[r].first + 1) % nodes.size()];
+    partner[r] = next[place[r].second % next.size()];
+  }
+  return partner;
+}
+
+std::vector<std::uint8_t> pack_step(const std::string& step_dir) {
+  std::vector<std::string> names = entries(step_dir);
+  std::sort(names.begin(), names.end());
+  std::vector<std::uint8_t> out;
+  append(out, kPackMagic);
+  append(out, static_cast<std::uint32_t>(names.size()));
+  for (const std::string& name : names) {
+    const std::string bytes = fs::read_file(fs::join(step_dir, name));
+    append(out, static_cast<std::uint32_t>(name.size()));
+    out.insert(out.end(), name.begin(), name.end());
+    append(out, static_cast<std::uint64_t>(bytes.size()));
+    out.insert(out.end(), bytes.begin(), bytes.end());
+  }
+  append(out, crc32c_extend(0, out.data(), out.size()));
+  return out;
+}
+
+void unpack_step(const std::string& root, std::uint64_t step, const std::vector<std::uint8_t>& packed, int keep) {
+  const std::string what = "partner copy of step " + std::to_string(step);
+  if (packed.size() < 12) throw IoError(what + ": truncated");
+  const std::size_t end = packed.size() - 4;
+  std::uint32_t crc = 0;
+  std::memcpy(&crc, packed.data() + end, 4);
+  if (crc != crc32c_extend(0, packed.data(), end)) throw IoError(what + ": CRC32C mismatch (damaged in transfer)");
+  std::size_t at = 0;
+  if (read_u32(packed, end, at) != kPackMagic) throw IoError(what + ": not a packed step");
+  const std::uint32_t files = read_u32(packed, end, at);
+  const std::string tmp = fs::join(root, step_dir_name(step)) + ".tmp";
+  try {
+    fs::make_dirs(root);
+    fs::remove_tree(tmp);
+    fs::make_dirs(tmp);
+    for (std::uint32_t i = 0; i < files; ++i) {
+      const std::uint32_t name_size = read_u32(packed, end, at);
+      if (name_size == 0 || name_size > 255 || end - at < name_size) throw IoError(what + ": a bad file name");
+      const std::string name(reinterpret_cast<const char*>(packed.data() + at), name_size);
+      at += name_size;
+      // Only the names a step holds: nothing that arrives may name a path outside it.
+      if (name != kManifestName && (name.rfind("rank_", 0) != 0 || name.find('/') != std::string::npos))
+        throw IoError(what + ": an unexpected file '" + name + "'");
+      const std::uint64_t size = read_u64(packed, end, at);
+      if (end - at < size) throw IoError(what + ": truncated");
+      fs::write_file_durable(fs::join(tmp, name),
+                             std::string_view(reinterpret_cast<const char*>(packed.data() + at), size));
+      at += size;
+    }
+    if (at != end) throw IoError(what + ": trailing bytes");
+    fs::fsync_path(tmp);
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove_all(tmp, ignored);
+    throw;
+  }
+  commit_step(root, step, tmp, keep);
 }
 
 std::string local_step_dir(const std::string& root, std::uint64_t step) {
@@ -139,18 +273,12 @@ void write_local_copy(const std::string& root, std::uint64_t step, int rank, int
     m.files.push_back(ManifestFile{rank, rank_file_name(rank), written.file_bytes});
     fs::write_file_durable(fs::join(tmp, kManifestName), m.to_json());
     fs::fsync_path(tmp);
-    if (fs::exists(final_dir))
-      remove_step(root, step_dir_name(step));  // saved again after going back to an earlier step
-    fs::rename_path(tmp, final_dir);
-    fs::fsync_path(root);
   } catch (...) {
     std::error_code ignored;
     std::filesystem::remove_all(tmp, ignored);
     throw;
   }
-  const std::vector<std::uint64_t> steps = local_steps(root);
-  for (std::size_t i = static_cast<std::size_t>(std::max(keep, 1)); i < steps.size(); ++i)
-    remove_step(root, step_dir_name(steps[i]));
+  commit_step(root, step, tmp, keep);
 }
 
 std::vector<std::uint64_t> local_steps(const std::string& root) {

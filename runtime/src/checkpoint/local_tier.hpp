@@ -11,6 +11,10 @@
 // checkpoint directory, its run id (a random token rank 0 writes there once, so a deleted and recreated directory is
 // another run), the world size and every rank's shard list. Copies under another key (another job, another model, a
 // resharded restart) are never read. Called on the I/O thread, except the run id and the key (constructor).
+//
+// Partner copies: each rank's committed copy is also sent (Checkpointer::progress(), in the background over the
+// communicator) to a rank on the next node, which keeps it under <local_dir>/tenax-<key>/partner/rank_<R>/. A restart
+// that finds a rank without its own copy (its node was replaced) fetches it from the partner before loading.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +36,23 @@ std::string create_run_id(const std::string& shared_dir);
 std::string local_tier_key(const std::string& shared_dir, const std::string& run_id, int world_size,
                            const std::vector<std::string>& descriptions);
 
-// <local_dir>/tenax-<key>/rank_<R>.
+// <local_dir>/tenax-<key>/rank_<R>: rank R's own copies.
 std::string local_rank_root(const std::string& local_dir, const std::string& key, int rank);
+// <local_dir>/tenax-<key>/partner/rank_<R>: the copies of rank R (on another node) this node keeps as its partner.
+std::string partner_root(const std::string& local_dir, const std::string& key, int rank);
+// `local_dir` with every "%n" replaced by the node's name (emulated nodes that share one file system).
+std::string expand_node(const std::string& local_dir, const std::string& node);
+
+// The partner of every rank, from the ranks' node names (index = rank): the nodes in the order of their lowest rank,
+// each node's copies kept by the next node (the last by the first), the i-th rank of a node sending to the
+// (i mod n)-th rank of the next node's n ranks. -1 for every rank when all ranks share one node.
+std::vector<int> partner_ranks(const std::vector<std::string>& node_of_rank);
+
+// A committed step directory as one buffer for the communicator (its manifest and rank file, with a CRC32C over
+// all of it), and back: unpack verifies the buffer and commits it as `step` under `root` like write_local_copy (tmp,
+// fsync, rename, keep the newest `keep`). Both throw IoError naming what is wrong.
+std::vector<std::uint8_t> pack_step(const std::string& step_dir);
+void unpack_step(const std::string& root, std::uint64_t step, const std::vector<std::uint8_t>& packed, int keep);
 
 // One shard of the copy: the shard, its staged bytes and their CRC32C.
 struct LocalShard {

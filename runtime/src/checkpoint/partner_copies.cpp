@@ -1,0 +1,131 @@
+// Partner copies of the node-local tier: sending each rank's committed copy to a rank of the next node while training
+// goes on, and fetching a replaced node's copies back from their partners at a restart.
+#include <chrono>
+#include <thread>
+
+#include "checkpoint/checkpointer_state.hpp"
+#include "checkpoint/local_tier.hpp"
+#include "tenax/log.hpp"
+
+namespace tenax {
+namespace {
+
+// MPI's counts are ints: transfers of at most 1 GiB each.
+constexpr std::size_t kChunk = std::size_t{1} << 30;
+
+void add_transfers(std::vector<PeerTransfer>& transfers, bool send, int peer, std::uint8_t* data, std::size_t bytes) {
+  for (std::size_t at = 0; at < bytes; at += kChunk)
+    transfers.push_back(PeerTransfer{send, peer, data + at, std::min(kChunk, bytes - at)});
+}
+
+// Waits, in the short rounds of wait_on_every_rank, until `work` is complete on every rank.
+void wait_for_transfers(Communicator& world, Work& work) {
+  wait_on_every_rank(world, [&work](std::chrono::milliseconds limit) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (!work.is_completed()) {
+      if (std::chrono::steady_clock::now() >= until) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return true;
+  });
+}
+
+// Exchanges one u64 with each peer (sizes before payloads). Small: waited for at once.
+std::vector<std::uint64_t> exchange_sizes(Communicator& world, const std::vector<int>& send_to,
+                                          std::vector<std::uint64_t> sizes, const std::vector<int>& receive_from) {
+  std::vector<std::uint64_t> received(receive_from.size(), 0);
+  std::vector<PeerTransfer> transfers;
+  for (std::size_t i = 0; i < send_to.size(); ++i)
+    transfers.push_back(PeerTransfer{true, send_to[i], &sizes[i], 1});
+  for (std::size_t i = 0; i < receive_from.size(); ++i)
+    transfers.push_back(PeerTransfer{false, receive_from[i], &received[i], 1});
+  Work work = world.exchange(transfers, DType::I64);
+  work.wait();
+  return received;
+}
+
+}  // namespace
+
+void Checkpointer::State::advance_partner(bool block) {
+  if (!partner) return;
+  if (!partner->started) {
+    if (block) finish_local(true);
+    if (!every_rank(world, !local_writing || local_writing != partner->step)) return;
+    PartnerExchange& x = *partner;
+    x.out_size = x.out.size();
+    x.in_sizes = exchange_sizes(world, {partner_to}, {x.out_size}, partner_from);
+    std::vector<PeerTransfer> transfers;
+    add_transfers(transfers, true, partner_to, x.out.data(), x.out.size());
+    x.in.resize(partner_from.size());
+    for (std::size_t i = 0; i < partner_from.size(); ++i) {
+      x.in[i].resize(x.in_sizes[i]);
+      add_transfers(transfers, false, partner_from[i], x.in[i].data(), x.in[i].size());
+    }
+    x.work = world.exchange(transfers, DType::U8);
+    x.started = true;
+    if (!block) return;
+  }
+  if (block)
+    wait_for_transfers(world, partner->work);
+  else if (!every_rank(world, partner->work.is_completed()))
+    return;
+  // Stored on the I/O thread; a failure there is a warning (the owner's own copy and the shared tier are unaffected).
+  for (std::size_t i = 0; i < partner_from.size(); ++i) {
+    if (partner->in[i].empty()) continue;  // the sender's local write had failed
+    auto packed = std::make_shared<std::vector<std::uint8_t>>(std::move(partner->in[i]));
+    const std::string root = ckpt::partner_root(local_base, local_key, partner_from[i]);
+    const std::uint64_t step = partner->step;
+    const int from = partner_from[i];
+    const int keep = options.local_keep;
+    io->submit([packed, root, step, from, keep] {
+      try {
+        ckpt::unpack_step(root, step, *packed, keep);
+      } catch (const std::exception& e) {
+        TENAX_LOG(Warn, "ckpt") << "could not keep rank " << from << "'s partner copy of step " << step << ": "
+                                << e.what();
+      }
+    });
+  }
+  partner.reset();
+}
+
+Outcome Checkpointer::State::fetch_from_partners(std::uint64_t step, const std::vector<int>& holder) {
+  Outcome local;
+  std::vector<int> send_to;
+  std::vector<std::vector<std::uint8_t>> out;
+  for (int r = 0; r < world_size; ++r)
+    if (holder[r] == rank) {
+      send_to.push_back(r);
+      try {
+        out.push_back(ckpt::pack_step(ckpt::local_step_dir(ckpt::partner_root(local_base, local_key, r), step)));
+      } catch (const std::exception& e) {
+        out.emplace_back();  // sent as empty: the receiver reports it
+        local = Outcome{1, "reading rank " + std::to_string(r) + "'s partner copy: " + e.what()};
+      }
+    }
+  const std::vector<int> receive_from = holder[rank] >= 0 ? std::vector<int>{holder[rank]} : std::vector<int>{};
+  std::vector<std::uint64_t> sizes;
+  for (const auto& o : out)
+    sizes.push_back(o.size());
+  const std::vector<std::uint64_t> in_sizes = exchange_sizes(world, send_to, sizes, receive_from);
+  std::vector<std::uint8_t> in(in_sizes.empty() ? 0 : in_sizes[0]);
+  std::vector<PeerTransfer> transfers;
+  for (std::size_t i = 0; i < send_to.size(); ++i)
+    add_transfers(transfers, true, send_to[i], out[i].data(), out[i].size());
+  if (!receive_from.empty()) add_transfers(transfers, false, receive_from[0], in.data(), in.size());
+  Work work = world.exchange(transfers, DType::U8);
+  wait_for_transfers(world, work);
+  if (!receive_from.empty() && local.code == 0) {
+    try {
+      if (in.empty()) throw IoError("rank " + std::to_string(receive_from[0]) + " sent no partner copy");
+      ckpt::unpack_step(local_root, step, in, options.local_keep);
+      TENAX_LOG(Info, "ckpt") << "rank " << rank << ": step " << step << "'s node-local copy fetched from its partner, "
+                              << "rank " << receive_from[0];
+    } catch (const std::exception& e) {
+      local = Outcome{1, std::string("fetching this rank's partner copy: ") + e.what()};
+    }
+  }
+  return agree(world, local);
+}
+
+}  // namespace tenax
