@@ -294,6 +294,19 @@ TEST(CheckpointPartnerCopies, ALostNodesRanksRestartFromTheCopiesItsPartnerKept)
   EXPECT_TRUE(stdfs::exists(r.path + "/manifest.json")) << r.path;
 }
 
+TEST(CheckpointPartnerCopies, RanksPlacedOnOtherNodesAtARestartFetchTheirCopies) {
+  Communicator& world = tenax::test::world();
+  SharedTempDir dir(world, "tier1"), base(world, "nodes");
+  const int half = world.size() / 2;
+  save_on_nodes(world, dir.path(), base.path(), [half](int rank) { return "n" + std::to_string(rank / half); });
+  // The same two nodes, the ranks exchanged between them: every rank's copy is on the other node.
+  const std::string node = "n" + std::to_string(1 - world.rank() / half);
+  LoadResult r = load_on_node(world, dir.path(), base.path(), node, 12);
+  EXPECT_TRUE(r.loaded && r.node_local);
+  EXPECT_EQ(r.step, 12u);
+  EXPECT_EQ(r.path.rfind(base.path() + "/" + node + "/", 0), 0u) << r.path;
+}
+
 TEST(CheckpointPartnerCopies, ANodeLostWithItsPartnerFallsBackToTheSharedTier) {
   Communicator& world = tenax::test::world();
   if (world.size() != 4) GTEST_SKIP() << "needs four nodes of one rank: n0 -> n1 -> n2 -> n3 -> n0";

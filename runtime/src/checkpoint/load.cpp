@@ -262,20 +262,23 @@ std::vector<std::uint64_t> parse_steps(const std::string& listing) {
 
 std::optional<LoadResult> Checkpointer::State::load_local(const std::optional<std::uint64_t>& newest_shared,
                                                           std::vector<std::string>& rejected) {
-  // Every rank tells what it holds: its own copies ("O <step>") and the partner copies its node keeps for other ranks
-  // ("P <rank> <step>"; every rank of the node lists them, so a node's copies are found whichever rank is asked).
+  // Every rank tells what it holds: its own copies ("O <step>") and every other rank's copy its node keeps ("P <rank>
+  // <step>"): as partner, or as that rank's own from before a restart that placed the ranks on other nodes. Every rank
+  // of a node lists the node's copies, so they are found whichever rank is asked.
   std::string mine;
   for (std::uint64_t step : ckpt::local_steps(local_root))
     mine += "O " + std::to_string(step) + "\n";
-  const std::string partners = fs::parent_of(ckpt::partner_root(local_base, local_key, 0));
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(partners, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("rank_", 0) != 0 || name.size() > 15 ||
-        name.find_first_not_of("0123456789", 5) != std::string::npos || name.size() == 5)
-      continue;
-    for (std::uint64_t step : ckpt::local_steps(entry.path().string()))
-      mine += "P " + name.substr(5) + " " + std::to_string(step) + "\n";
+  const std::string own_dirs = fs::parent_of(local_root);
+  for (const std::string& dir : {own_dirs, fs::join(own_dirs, "partner")}) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.size() < 6 || name.size() > 15 || name.rfind("rank_", 0) != 0 ||
+          name.find_first_not_of("0123456789", 5) != std::string::npos || entry.path().string() == local_root)
+        continue;
+      for (std::uint64_t step : ckpt::local_steps(entry.path().string()))
+        mine += "P " + name.substr(5) + " " + std::to_string(step) + "\n";
+    }
   }
   const std::vector<std::string> every = all_gather_strings(world, mine);
   std::vector<std::set<std::uint64_t>> own(world_size);

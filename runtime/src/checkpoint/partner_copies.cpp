@@ -5,6 +5,8 @@
 
 #include "checkpoint/checkpointer_state.hpp"
 #include "checkpoint/local_tier.hpp"
+#include "checkpoint/manifest.hpp"
+#include "core/file_system.hpp"
 #include "tenax/log.hpp"
 
 namespace tenax {
@@ -97,7 +99,11 @@ Outcome Checkpointer::State::fetch_from_partners(std::uint64_t step, const std::
     if (holder[r] == rank) {
       send_to.push_back(r);
       try {
-        out.push_back(ckpt::pack_step(ckpt::local_step_dir(ckpt::partner_root(local_base, local_key, r), step)));
+        // The node keeps it as partner, or as the rank's own copy from before the ranks were placed anew.
+        std::string dir = ckpt::local_step_dir(ckpt::local_rank_root(local_base, local_key, r), step);
+        if (!fs::exists(fs::join(dir, ckpt::kManifestName)))
+          dir = ckpt::local_step_dir(ckpt::partner_root(local_base, local_key, r), step);
+        out.push_back(ckpt::pack_step(dir));
       } catch (const std::exception& e) {
         out.emplace_back();  // sent as empty: the receiver reports it
         local = Outcome{1, "reading rank " + std::to_string(r) + "'s partner copy: " + e.what()};
