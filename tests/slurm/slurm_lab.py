@@ -216,14 +216,16 @@ def build_artifact(tools, *relative):
     return path
 
 
-def training_script(launcher, worker, run_dir, checkpoint_dir, launcher_args, worker_args):
+def training_script(launcher, worker, run_dir, checkpoint_dir, launcher_args, worker_args, exports=()):
     """A batch script whose shell becomes tenax-launch (exec: Slurm's batch signals must reach the launcher itself),
     supervising the deterministic MPI worker over srun --mpi=pmix. Emulated nodes share one host, so Open MPI's
-    shared-memory transport would collide between nodes: TCP only (the lab gives each node its own TmpFS)."""
+    shared-memory transport would collide between nodes: TCP only (the lab gives each node its own TmpFS).
+    `exports`: further NAME=value settings for the job's environment."""
     command = " ".join([launcher, "--mode", "slurm", "--run-dir", run_dir, "--checkpoint-dir", checkpoint_dir,
                         *launcher_args, "--", worker, *worker_args])
     return ("#!/bin/bash\n"
-            "export OMPI_MCA_btl=self,tcp\n"
+            "export OMPI_MCA_btl=self,tcp\n" +
+            "".join(f"export {setting}\n" for setting in exports) +
             "echo \"batch start: restart=${SLURM_RESTART_COUNT-unset} nodes=$SLURM_JOB_NODELIST\"\n"
             f"mkdir -p {checkpoint_dir} {run_dir}\n"
             f"exec {command}\n")

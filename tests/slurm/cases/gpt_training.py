@@ -19,6 +19,7 @@ case, time_limit.py, needs a run paced to outlast the limit, which the test work
 
 import os
 import re
+import shutil
 import time
 
 from cases.node_failure import step_nodes
@@ -50,11 +51,12 @@ def committed_steps(checkpoint_dir):
     return sorted(s for s in steps if os.path.exists(os.path.join(checkpoint_dir, f"step_{s}", "manifest.json")))
 
 
-def submit(tools, lab, data, name, sbatch_args, nodes=2):
+def submit(tools, lab, data, name, sbatch_args, nodes=2, gpt_args=(), exports=()):
     launcher = build_artifact(tools, "launcher", "src", "tenax-launch")
     gpt = build_artifact(tools, "examples", "gpt", "tenax-example-gpt")
     checkpoint_dir, run_dir, output = lab.path(name, "ckpt"), lab.path(name, "run"), lab.path(f"{name}.out")
-    script = training_script(launcher, gpt, run_dir, checkpoint_dir, LAUNCHER_ARGS, ["--data", data, *GPT_ARGS])
+    script = training_script(launcher, gpt, run_dir, checkpoint_dir, LAUNCHER_ARGS,
+                             ["--data", data, *GPT_ARGS, *gpt_args], exports)
     job = lab.sbatch([f"-N{nodes}", "--ntasks-per-node=2", "--tenax-layout=tp=2,pp=2", f"--job-name={name}",
                       "-o", output, "--open-mode=append", *sbatch_args], script)
     return job, output, checkpoint_dir, run_dir
@@ -102,11 +104,13 @@ def run(tools):
         reference = sums[0]
         print(f"reference: GPT checksum {reference} in {time.monotonic() - started:.1f}s", flush=True)
 
-        # A node lost mid-run.
+        # A node lost mid-run, with its node-local checkpoint copies (one directory per emulated node: %n).
         started = time.monotonic()
+        local = lab.path("node-local")
         job, output, checkpoint_dir, run_dir = submit(
             tools, lab, data, "node_failure", ["-p", "debug", "--no-kill", "--tenax-spares=1",
-                                               "--tenax-max-restarts=3"], nodes=3)
+                                               "--tenax-max-restarts=3"], nodes=3,
+            gpt_args=["--checkpoint-local-every", "5"], exports=[f"TENAX_CKPT_LOCAL_DIR={local}/%n"])
         wait_mid_run(lab, job, checkpoint_dir, output)
         nodes = wait_until(lambda: step_nodes(lab, job), 10, f"the running step of job {job}")
         batch_host = lab.job_info(job).get("BatchHost")
@@ -115,13 +119,19 @@ def run(tools):
         victim = next(n for n in nodes if n != batch_host)
         at_step = max(committed_steps(checkpoint_dir))
         lab.kill_node(victim)
+        shutil.rmtree(os.path.join(local, victim))  # the node's own storage goes with it
         print(f"node failure: killed {victim} after checkpoint step {at_step}", flush=True)
         wait_for(lab, job, output, 120)
         text = read_text(output)
         expect(re.search(rf"node {victim} excluded", text), f"the launcher should exclude {victim}:\n{text}")
         expect(victim in read_text(f"{run_dir}/bad-nodes.txt"), f"{victim} is not in {run_dir}/bad-nodes.txt")
         resumed = check_final("node failure", text, reference, at_step)
-        print(f"node failure: resumed at step {resumed} without {victim}, checksum {reference}, "
+        # The victim's ranks had no copy left on any node of theirs: loading node-locally means their partner's copies
+        # were fetched to the spare.
+        source = re.findall(r"resumed from (\S+) at step", text)[-1]
+        expect(source.startswith(local + "/"), f"node failure: the restart should load the node-local tier (the lost "
+                                               f"node's copies from their partners), loaded {source}\n{text}")
+        print(f"node failure: resumed at step {resumed} without {victim} from {source}, checksum {reference}, "
               f"{time.monotonic() - started:.1f}s", flush=True)
         lab.start_node(victim)
         lab.wait_idle(timeout=30)
