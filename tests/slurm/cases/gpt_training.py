@@ -6,8 +6,9 @@ srun --mpi=pmix. Nothing tells the program its layout but the plugin: --tenax-la
 and each task's rank is the one the placement gives it (TENAX_RANK). Four runs on one cluster:
 - reference: uninterrupted, for the checksum of the final parameters (layout-independent, printed by the example);
 - node failure: a job of 3 nodes (--no-kill, --tenax-spares=1); once a checkpoint is committed, the node of the step
-  that is not the batch host loses its slurmd, steps and ranks to SIGKILL. The launcher excludes it, resumes on the
-  spare from the newest checkpoint;
+  that is not the batch host loses its slurmd, steps and ranks to SIGKILL, and its node-local checkpoint copies
+  (TENAX_CKPT_LOCAL_DIR=<lab>/node-local/%n, a copy every 5 steps) are deleted. The launcher excludes it and resumes
+  on the spare from the node-local tier: the lost ranks' copies are fetched from the partner node that kept them;
 - requeue: `scontrol requeue` mid-run: SIGTERM to the launcher and the ranks, the engine's emergency checkpoint, the
   launcher's exit 75, Slurm runs the job again and it resumes from that checkpoint;
 - preemption: a job of the high partition (PreemptMode=REQUEUE over low) needs every node; Slurm sends the batch shell
