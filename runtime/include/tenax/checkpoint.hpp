@@ -228,7 +228,8 @@ class Checkpointer {
 
   // The step of the newest checkpoint this checkpointer committed, if any.
   std::optional<std::uint64_t> last_committed_step() const;
-  // The step of this rank's newest node-local copy this checkpointer committed, if any.
+  // The newest step whose node-local copies this checkpointer committed on every rank (known at the progress(),
+  // wait() or save after the copies were written), if any: a restart on the same nodes can resume there.
   std::optional<std::uint64_t> last_local_step() const;
   // True while a checkpoint is being written or awaits its commit.
   bool in_flight() const;

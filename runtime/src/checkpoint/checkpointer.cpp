@@ -257,6 +257,14 @@ void Checkpointer::State::finish_local(bool block) {
   }
 }
 
+void Checkpointer::State::confirm_local(bool block) {
+  if (!local_unconfirmed) return;
+  if (block) finish_local(true);
+  if (!every_rank(world, !local_writing)) return;
+  if (every_rank(world, last_local == local_unconfirmed)) last_local_everywhere = local_unconfirmed;
+  local_unconfirmed.reset();
+}
+
 Checkpointer::State::LocalResult Checkpointer::State::local_job(std::uint64_t step) {
   LocalResult result;
   try {
@@ -285,7 +293,8 @@ void Checkpointer::save(std::uint64_t step, const Blobs& blobs) {
   State& s = *state_;
   if (s.writing) s.finish_write();  // at most one checkpoint in flight; its failure surfaces here
   s.finish_local(true);             // its staging memory is about to be reused
-  s.advance_partner(true);          // one partner exchange at a time
+  s.confirm_local(true);
+  s.advance_partner(true);  // one partner exchange at a time
   // Inside an agreement: a rank whose blobs are refused, or whose copy fails, must not leave the others to go on
   // into the next collective alone.
   run_agreed(s.world, [&] {
@@ -299,6 +308,7 @@ void Checkpointer::save(std::uint64_t step, const Blobs& blobs) {
   if (!s.local_root.empty()) {  // the node-local copy first: it is what a restart on these nodes reads
     s.local_writing = step;
     s.local_done = s.io->submit([&s, step] { return s.local_job(step); });
+    s.local_unconfirmed = step;
     if (s.partner_to >= 0) s.partner = State::PartnerExchange{step};
   }
   s.writing = step;
@@ -309,6 +319,7 @@ void Checkpointer::save_local(std::uint64_t step, const Blobs& blobs) {
   State& s = *state_;
   if (s.writing) s.finish_write();
   s.finish_local(true);
+  s.confirm_local(true);
   s.advance_partner(true);
   run_agreed(s.world, [&] {
     if (s.options.read_only || s.local_root.empty())
@@ -321,12 +332,14 @@ void Checkpointer::save_local(std::uint64_t step, const Blobs& blobs) {
   s.staged_blobs = blobs;
   s.local_writing = step;
   s.local_done = s.io->submit([&s, step] { return s.local_job(step); });
+  s.local_unconfirmed = step;
   if (s.partner_to >= 0) s.partner = State::PartnerExchange{step};
 }
 
 bool Checkpointer::progress() {
   State& s = *state_;
   s.finish_local(false);
+  s.confirm_local(false);
   s.advance_partner(false);
   if (s.writing) {
     if (every_rank(s.world, s.write_done.wait_for(std::chrono::seconds(0)) == std::future_status::ready))
@@ -342,6 +355,7 @@ bool Checkpointer::progress() {
 void Checkpointer::wait() {
   State& s = *state_;
   s.finish_local(true);
+  s.confirm_local(true);
   s.advance_partner(true);
   if (s.writing) s.finish_write();
   if (s.committing) s.finish_commit();
@@ -357,7 +371,7 @@ std::optional<std::uint64_t> Checkpointer::last_committed_step() const {
   return state_->last_committed;
 }
 std::optional<std::uint64_t> Checkpointer::last_local_step() const {
-  return state_->last_local;
+  return state_->last_local_everywhere;
 }
 bool Checkpointer::in_flight() const {
   return state_->writing.has_value() || state_->committing.has_value();

@@ -73,7 +73,9 @@ struct Checkpointer::State {
     std::vector<std::uint8_t> packed;  // the committed copy for the partner (pack_step), when there is one
   };
   std::future<LocalResult> local_done;
-  std::optional<std::uint64_t> last_local;
+  std::optional<std::uint64_t> last_local;         // this rank's newest committed copy
+  std::optional<std::uint64_t> local_unconfirmed;  // a local save not yet known to be committed on every rank
+  std::optional<std::uint64_t> last_local_everywhere;
   std::string local_base;  // options.local_dir with %n expanded
   std::string local_key;
 
@@ -107,6 +109,8 @@ struct Checkpointer::State {
   void stage(bool shared);
   // Takes the node-local write's result when it is done (or, with `block`, once it is): a failure is a warning.
   void finish_local(bool block);
+  // Collective: once every rank's write of the newest local save is done, agrees whether every rank committed it.
+  void confirm_local(bool block);
   // Collective: moves the partner exchange on (starts it when every rank's local write is done, stores what arrived
   // when every transfer is done); with `block`, until it is finished.
   void advance_partner(bool block);

@@ -46,7 +46,9 @@ int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCal
   std::uint64_t reported = resume.resumed ? static_cast<std::uint64_t>(resume.step) : 0;
   auto report_commits = [&] {
     if (!e.writer) return;
-    const std::optional<std::uint64_t> committed = e.writer->last_committed_step();
+    // A step every rank holds a node-local copy of is a checkpoint to resume from, as much as a shared one.
+    std::optional<std::uint64_t> committed = e.writer->last_committed_step();
+    if (const auto local = e.writer->last_local_step(); local && (!committed || *local > *committed)) committed = local;
     if (committed && *committed != reported) {
       reported = *committed;
       worker.checkpoint_committed(static_cast<std::int64_t>(*committed), stall);
