@@ -62,31 +62,39 @@ void damage_shared(Communicator& world, const std::string& dir, std::uint64_t st
   world.barrier();
 }
 
-// Saves step 10 to both tiers and step 12 to the node-local tier only, each with its own values.
+// Saves step 10 to both tiers and step 12 to the node-local tier only, each with its own values; returns once every
+// rank's copy (and, across nodes, every partner copy) is kept.
+void save_10_and_12(Communicator& world, const CheckpointOptions& options) {
+  TestModel model = make_model(layout_for(world.size()), world.rank());
+  {
+    Checkpointer ckpt(world, options, model.shards);
+    fill(model, 10);
+    ckpt.save(10, step_blob(10));
+    ckpt.wait();
+    fill(model, 12);
+    ckpt.save_local(12, step_blob(12));
+    ckpt.wait();
+    EXPECT_EQ(ckpt.last_committed_step(), std::optional<std::uint64_t>(10));
+    EXPECT_EQ(ckpt.last_local_step(), std::optional<std::uint64_t>(12));
+  }  // the I/O thread has stored what partners sent
+  world.barrier();
+}
 void save_10_and_12(Communicator& world, const std::string& dir, const std::string& local_dir) {
-  const ParallelLayout layout = layout_for(world.size());
-  TestModel model = make_model(layout, world.rank());
-  Checkpointer ckpt(world, tiered(dir, local_dir, layout), model.shards);
-  fill(model, 10);
-  ckpt.save(10, step_blob(10));
-  ckpt.wait();
-  fill(model, 12);
-  ckpt.save_local(12, step_blob(12));
-  ckpt.wait();
-  EXPECT_EQ(ckpt.last_committed_step(), std::optional<std::uint64_t>(10));
-  EXPECT_EQ(ckpt.last_local_step(), std::optional<std::uint64_t>(12));
+  save_10_and_12(world, tiered(dir, local_dir, layout_for(world.size())));
 }
 
-LoadResult load_fresh_model(Communicator& world, const std::string& dir, const std::string& local_dir,
-                            std::uint64_t expect_seed) {
-  const ParallelLayout layout = layout_for(world.size());
-  TestModel model = make_model(layout, world.rank());
+LoadResult load_fresh_model(Communicator& world, const CheckpointOptions& options, std::uint64_t expect_seed) {
+  TestModel model = make_model(layout_for(world.size()), world.rank());
   scramble(model);
-  Checkpointer ckpt(world, tiered(dir, local_dir, layout), model.shards);
+  Checkpointer ckpt(world, options, model.shards);
   LoadResult r = ckpt.load();
   std::string first;
   EXPECT_EQ(mismatches(model, expect_seed, &first), 0u) << "first wrong " << first;
   return r;
+}
+LoadResult load_fresh_model(Communicator& world, const std::string& dir, const std::string& local_dir,
+                            std::uint64_t expect_seed) {
+  return load_fresh_model(world, tiered(dir, local_dir, layout_for(world.size())), expect_seed);
 }
 
 TEST(CheckpointLocalTier, ARestartReadsItsOwnCopyAndNothingShared) {
@@ -189,14 +197,24 @@ TEST(CheckpointLocalTier, AnotherRunsOrAnotherModelsCopiesAreNeverRead) {
     Checkpointer ckpt(world, tiered(dir.path(), local.path(), layout), model.shards);
     EXPECT_FALSE(ckpt.load().loaded);
   }
-  // Another model in the original run's place (other shapes): its key differs, it loads nothing of the old copies.
+  // Another model in the original run's place (other shapes) gets a key of its own: a folder beside the old copies,
+  // which it never lists (the shared tier then refuses the old checkpoint as another model's).
   SharedTempDir third(world, "tier1b");
   save_10_and_12(world, third.path(), local.path());
+  auto key_folders = [&] {
+    int n = 0;
+    for (const auto& entry : stdfs::directory_iterator(local.path()))
+      n += entry.path().filename().string().rfind("tenax-", 0) == 0;
+    return n;
+  };
+  const int before = key_folders();
+  world.barrier();
   {
     const ParallelLayout layout = layout_for(world.size());
     TestModel model = make_model(layout, world.rank(), /*extra_f32_elems=*/64);
     Checkpointer ckpt(world, tiered(third.path(), local.path(), layout), model.shards);
-    EXPECT_THROW(ckpt.load(), UsageError);  // the shared tier says "another model"; the local copies are not used
+    EXPECT_EQ(key_folders(), before + 1);
+    EXPECT_THROW(ckpt.load(), UsageError);
   }
 }
 
@@ -242,31 +260,14 @@ CheckpointOptions on_node(const std::string& dir, const std::string& base, const
   return o;
 }
 
-// Saves step 10 to both tiers and step 12 node-locally, on the nodes `node_of(rank)`; returns once every partner copy
-// is kept.
 template <class NodeOf>
 void save_on_nodes(Communicator& world, const std::string& dir, const std::string& base, NodeOf node_of) {
-  TestModel model = make_model(layout_for(world.size()), world.rank());
-  Checkpointer ckpt(world, on_node(dir, base, node_of(world.rank())), model.shards);
-  fill(model, 10);
-  ckpt.save(10, step_blob(10));
-  ckpt.wait();
-  fill(model, 12);
-  ckpt.save_local(12, step_blob(12));
-  ckpt.wait();
-  ckpt.progress();
-  world.barrier();
+  save_10_and_12(world, on_node(dir, base, node_of(world.rank())));
 }
 
 LoadResult load_on_node(Communicator& world, const std::string& dir, const std::string& base, const std::string& node,
                         std::uint64_t expect_seed) {
-  TestModel model = make_model(layout_for(world.size()), world.rank());
-  scramble(model);
-  Checkpointer ckpt(world, on_node(dir, base, node), model.shards);
-  LoadResult r = ckpt.load();
-  std::string first;
-  EXPECT_EQ(mismatches(model, expect_seed, &first), 0u) << "first wrong " << first;
-  return r;
+  return load_fresh_model(world, on_node(dir, base, node), expect_seed);
 }
 
 void remove_node(Communicator& world, const std::string& base, const std::string& node) {

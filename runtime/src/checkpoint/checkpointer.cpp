@@ -78,7 +78,8 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
     : state_(std::make_unique<State>(world, std::move(options))) {
   State& s = *state_;
   const bool local_tier = !s.options.local_dir.empty();
-  if (local_tier && local_shards.empty()) local_shards = shards;
+  const bool local_shards_given = !local_shards.empty();
+  if (local_tier && !local_shards_given) local_shards = shards;
   run_agreed(world, [&] {
     if (s.options.dir.empty())
       throw UsageError("checkpoint: no directory given (set CheckpointOptions::dir or TENAX_CHECKPOINT_DIR)");
@@ -105,7 +106,8 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
     if (device_shards) s.cuda_device = ckpt::current_device();
   });
   s.shards = std::move(shards);
-  s.plan = ckpt::make_plan(all_gather_strings(world, ckpt::describe_shards(s.shards)));
+  const std::vector<std::string> descriptions = all_gather_strings(world, ckpt::describe_shards(s.shards));
+  s.plan = ckpt::make_plan(descriptions);
 
   std::size_t offset = 0;
   if (local_tier && !s.options.read_only) {
@@ -148,7 +150,10 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
   if (local_tier) {
     // The key scopes the copies to this run of this model (local_tier.hpp). A loading-only checkpointer of a run that
     // never saved finds no run id, hence no copies.
-    const std::vector<std::string> descriptions = all_gather_strings(world, ckpt::describe_shards(local_shards));
+    // The key covers what the copies hold; when that is the shards themselves (a loading checkpointer), their
+    // descriptions are already gathered.
+    const std::vector<std::string> local_descriptions =
+        local_shards_given ? all_gather_strings(world, ckpt::describe_shards(local_shards)) : descriptions;
     std::string run_id;
     run_agreed(world, [&] {
       if (world.rank() != 0) return;
@@ -162,7 +167,7 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
     for (int r = 0; r < world.size(); ++r)
       if (s.partner_of[r] == world.rank()) s.partner_from.push_back(r);
     if (!run_id.empty()) {
-      s.local_key = ckpt::local_tier_key(s.options.dir, run_id, world.size(), descriptions);
+      s.local_key = ckpt::local_tier_key(s.options.dir, run_id, world.size(), local_descriptions);
       s.local_base = ckpt::expand_node(s.options.local_dir, node);
       s.local_root = ckpt::local_rank_root(s.local_base, s.local_key, world.rank());
     }
@@ -257,6 +262,12 @@ void Checkpointer::State::finish_local(bool block) {
   }
 }
 
+void Checkpointer::State::settle_local(bool block) {
+  finish_local(block);
+  confirm_local(block);
+  advance_partner(block);
+}
+
 void Checkpointer::State::confirm_local(bool block) {
   if (!local_unconfirmed) return;
   if (block) finish_local(true);
@@ -292,9 +303,7 @@ Checkpointer::State::LocalResult Checkpointer::State::local_job(std::uint64_t st
 void Checkpointer::save(std::uint64_t step, const Blobs& blobs) {
   State& s = *state_;
   if (s.writing) s.finish_write();  // at most one checkpoint in flight; its failure surfaces here
-  s.finish_local(true);             // its staging memory is about to be reused
-  s.confirm_local(true);
-  s.advance_partner(true);  // one partner exchange at a time
+  s.settle_local(true);             // its staging memory is about to be reused; one partner exchange at a time
   // Inside an agreement: a rank whose blobs are refused, or whose copy fails, must not leave the others to go on
   // into the next collective alone.
   run_agreed(s.world, [&] {
@@ -318,9 +327,7 @@ void Checkpointer::save(std::uint64_t step, const Blobs& blobs) {
 void Checkpointer::save_local(std::uint64_t step, const Blobs& blobs) {
   State& s = *state_;
   if (s.writing) s.finish_write();
-  s.finish_local(true);
-  s.confirm_local(true);
-  s.advance_partner(true);
+  s.settle_local(true);
   run_agreed(s.world, [&] {
     if (s.options.read_only || s.local_root.empty())
       throw UsageError(
@@ -338,9 +345,7 @@ void Checkpointer::save_local(std::uint64_t step, const Blobs& blobs) {
 
 bool Checkpointer::progress() {
   State& s = *state_;
-  s.finish_local(false);
-  s.confirm_local(false);
-  s.advance_partner(false);
+  s.settle_local(false);
   if (s.writing) {
     if (every_rank(s.world, s.write_done.wait_for(std::chrono::seconds(0)) == std::future_status::ready))
       s.finish_write();
@@ -354,9 +359,7 @@ bool Checkpointer::progress() {
 
 void Checkpointer::wait() {
   State& s = *state_;
-  s.finish_local(true);
-  s.confirm_local(true);
-  s.advance_partner(true);
+  s.settle_local(true);
   if (s.writing) s.finish_write();
   if (s.committing) s.finish_commit();
 }

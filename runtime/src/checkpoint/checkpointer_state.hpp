@@ -111,8 +111,11 @@ struct Checkpointer::State {
   void finish_local(bool block);
   // Collective: once every rank's write of the newest local save is done, agrees whether every rank committed it.
   void confirm_local(bool block);
-  // Collective: moves the partner exchange on (starts it when every rank's local write is done, stores what arrived
-  // when every transfer is done); with `block`, until it is finished.
+  // Collective: the node-local tier's part of progress() (`block` false) or of wait() and the next save (true):
+  // finish_local, confirm_local, advance_partner.
+  void settle_local(bool block);
+  // Collective: moves the partner exchange on (starts it once confirm_local saw every rank's write done, stores what
+  // arrived when every transfer is done); with `block`, until it is finished.
   void advance_partner(bool block);
   // Collective (load): every rank lacking its own copy of `step` receives it from the rank that keeps it as partner
   // (`holder`, -1: it has its own) and commits it as its own. The outcome, agreed.

@@ -80,10 +80,25 @@ constexpr std::uint32_t kPackMagic = 0x50584e54;  // "TNXP"
 
 }  // namespace
 
-// Makes a written and fsynced `tmp` step `step` of `root` (replacing an older copy of the same step only now), then
-// keeps the newest `keep` steps.
-static void commit_step(const std::string& root, std::uint64_t step, const std::string& tmp, int keep) {
+namespace {
+
+// Writes step `step` of `root` through `fill(tmp)` into step_<N>.tmp, fsyncs it and renames it into place (replacing an
+// older copy of the same step only now), then keeps the newest `keep` steps. A failure leaves no partial step.
+template <class Fill>
+void write_step(const std::string& root, std::uint64_t step, int keep, Fill fill) {
   const std::string final_dir = fs::join(root, step_dir_name(step));
+  const std::string tmp = final_dir + ".tmp";
+  try {
+    fs::make_dirs(root);
+    fs::remove_tree(tmp);
+    fs::make_dirs(tmp);
+    fill(tmp);
+    fs::fsync_path(tmp);
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove_all(tmp, ignored);
+    throw;
+  }
   if (fs::exists(final_dir)) remove_step(root, step_dir_name(step));  // saved again after going back
   fs::rename_path(tmp, final_dir);
   fs::fsync_path(root);
@@ -91,6 +106,8 @@ static void commit_step(const std::string& root, std::uint64_t step, const std::
   for (std::size_t i = static_cast<std::size_t>(std::max(keep, 1)); i < steps.size(); ++i)
     remove_step(root, step_dir_name(steps[i]));
 }
+
+}  // namespace
 
 std::string read_run_id(const std::string& shared_dir) {
   const std::string path = fs::join(shared_dir, kRunIdName);
@@ -194,11 +211,7 @@ void unpack_step(const std::string& root, std::uint64_t step, const std::vector<
   std::size_t at = 0;
   if (read_u32(packed, end, at) != kPackMagic) throw IoError(what + ": not a packed step");
   const std::uint32_t files = read_u32(packed, end, at);
-  const std::string tmp = fs::join(root, step_dir_name(step)) + ".tmp";
-  try {
-    fs::make_dirs(root);
-    fs::remove_tree(tmp);
-    fs::make_dirs(tmp);
+  write_step(root, step, keep, [&](const std::string& tmp) {
     for (std::uint32_t i = 0; i < files; ++i) {
       const std::uint32_t name_size = read_u32(packed, end, at);
       if (name_size == 0 || name_size > 255 || end - at < name_size) throw IoError(what + ": a bad file name");
@@ -214,13 +227,7 @@ void unpack_step(const std::string& root, std::uint64_t step, const std::vector<
       at += size;
     }
     if (at != end) throw IoError(what + ": trailing bytes");
-    fs::fsync_path(tmp);
-  } catch (...) {
-    std::error_code ignored;
-    std::filesystem::remove_all(tmp, ignored);
-    throw;
-  }
-  commit_step(root, step, tmp, keep);
+  });
 }
 
 std::string local_step_dir(const std::string& root, std::uint64_t step) {
@@ -230,13 +237,7 @@ std::string local_step_dir(const std::string& root, std::uint64_t step) {
 void write_local_copy(const std::string& root, std::uint64_t step, int rank, int world_size,
                       const ParallelLayout& layout, const std::vector<LocalShard>& shards, const Blobs& blobs, int keep,
                       bool direct_io) {
-  const std::string final_dir = local_step_dir(root, step);
-  const std::string tmp = final_dir + ".tmp";
-  try {
-    fs::make_dirs(root);
-    fs::remove_tree(tmp);
-    fs::make_dirs(tmp);
-
+  write_step(root, step, keep, [&](const std::string& tmp) {
     std::map<std::string, int> blocks_of;  // how many blocks of each tensor the file holds
     for (const LocalShard& s : shards)
       ++blocks_of[s.shard->name];
@@ -272,13 +273,7 @@ void write_local_copy(const std::string& root, std::uint64_t step, int rank, int
         write_rank_file(file, RankFileHeader{step, rank, world_size, layout}, writes, blob_writes, direct_io);
     m.files.push_back(ManifestFile{rank, rank_file_name(rank), written.file_bytes});
     fs::write_file_durable(fs::join(tmp, kManifestName), m.to_json());
-    fs::fsync_path(tmp);
-  } catch (...) {
-    std::error_code ignored;
-    std::filesystem::remove_all(tmp, ignored);
-    throw;
-  }
-  commit_step(root, step, tmp, keep);
+  });
 }
 
 std::vector<std::uint64_t> local_steps(const std::string& root) {

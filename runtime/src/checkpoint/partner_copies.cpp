@@ -51,8 +51,9 @@ std::vector<std::uint64_t> exchange_sizes(Communicator& world, const std::vector
 void Checkpointer::State::advance_partner(bool block) {
   if (!partner) return;
   if (!partner->started) {
-    if (block) finish_local(true);
-    if (!every_rank(world, !local_writing || local_writing != partner->step)) return;
+    // confirm_local(), which runs just before, learns when every rank's write of this step is done: no second
+    // agreement per step for the same fact.
+    if (local_unconfirmed == partner->step) return;
     PartnerExchange& x = *partner;
     x.out_size = x.out.size();
     x.in_sizes = exchange_sizes(world, {partner_to}, {x.out_size}, partner_from);
