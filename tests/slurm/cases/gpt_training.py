@@ -18,6 +18,7 @@ Every interrupted run must end with the reference checksum. (Slurm's time-limit 
 case, time_limit.py, needs a run paced to outlast the limit, which the test worker's step time gives.)
 """
 
+import glob
 import os
 import re
 import shutil
@@ -50,6 +51,16 @@ def committed_steps(checkpoint_dir):
     names = os.listdir(checkpoint_dir) if os.path.isdir(checkpoint_dir) else []
     steps = [int(m.group(1)) for m in (re.fullmatch(r"step_(\d+)", n) for n in names) if m]
     return sorted(s for s in steps if os.path.exists(os.path.join(checkpoint_dir, f"step_{s}", "manifest.json")))
+
+
+def partner_copies_since(local, step):
+    """The ranks whose partner copy of `step` or later is complete somewhere under the node-local directories."""
+    ranks = set()
+    for path in glob.glob(os.path.join(local, "*", "tenax-*", "partner", "rank_*", "step_*", "manifest.json")):
+        parts = path.split(os.sep)
+        if int(parts[-2][len("step_"):]) >= step:
+            ranks.add(parts[-3])
+    return ranks
 
 
 def submit(tools, lab, data, name, sbatch_args, nodes=2, gpt_args=(), exports=()):
@@ -119,6 +130,10 @@ def run(tools):
                f"the first attempt should use 2 nodes with {batch_host}: {nodes}")
         victim = next(n for n in nodes if n != batch_host)
         at_step = max(committed_steps(checkpoint_dir))
+        # Partner copies travel in the background: lose the node only once every rank's copy of a step at least as new
+        # as the shared one has reached its partner (earlier, falling back to the shared tier is the right answer).
+        wait_until(lambda: len(partner_copies_since(local, at_step)) == 4, 60,
+                   f"partner copies of step {at_step} or later for all 4 ranks under {local}:\n{read_text(output)}")
         lab.kill_node(victim)
         shutil.rmtree(os.path.join(local, victim))  # the node's own storage goes with it
         print(f"node failure: killed {victim} after checkpoint step {at_step}", flush=True)
