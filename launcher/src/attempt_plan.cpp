@@ -99,6 +99,7 @@ std::vector<std::pair<std::string, std::string>> protocol_env(const Options& opt
       {"TENAX_HEARTBEAT_INTERVAL", std::to_string(options.heartbeat_interval.count()) + "ms"},
   };
   if (!checkpoint_dir.empty()) env.emplace_back("TENAX_CHECKPOINT_DIR", checkpoint_dir);
+  if (!plan.job_id.empty()) env.emplace_back("TENAX_JOB_ID", plan.job_id);
   if (plan.original_world_size != 0) {
     env.emplace_back("TENAX_ORIGINAL_WORLD_SIZE", std::to_string(plan.original_world_size));
   }

@@ -22,6 +22,7 @@ struct AttemptPlan {
   // The run's wall time so far over its failures (from the ledger), once it has failed: TENAX_RUN_MTBF for the
   // program's automatic checkpoint interval. 0: no failure yet.
   double observed_mtbf_s = 0;
+  std::string job_id;  // TENAX_JOB_ID: the job the node-local checkpoint copies belong to (node_local_cleanup.hpp)
 };
 
 // Nodes for the next Slurm attempt from the allocation and the excluded nodes. Spares need no special handling: srun

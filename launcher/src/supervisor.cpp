@@ -16,6 +16,7 @@
 #include "core/json.hpp"
 #include "launcher_signals.hpp"
 #include "ledger.hpp"
+#include "node_local_cleanup.hpp"
 #include "node_probe.hpp"
 #include "output_pump.hpp"
 #include "processes.hpp"
@@ -65,6 +66,7 @@ class Supervisor {
         slurm_(options.mode == Mode::Slurm) {
     if (slurm_) {
       job_ = read_slurm_job();
+      job_id_ = job_.job_id;
       // Fail now, before anything starts (or is created), when the options cannot fit the allocation.
       plan_slurm_attempt(options_, job_.nodes, {});
     }
@@ -104,6 +106,7 @@ class Supervisor {
       plan.attempt = ++attempt_;
       plan.observed_mtbf_s = observed_mtbf_s();
       plan.restart_count = attempt_ - 1;
+      plan.job_id = job_id_;
       Command command = slurm_ ? srun_command(options_, plan, run_dir_, checkpoint_dir_)
                                : local_command(options_, plan, run_dir_, checkpoint_dir_);
       std::string start_line =
@@ -281,6 +284,8 @@ class Supervisor {
     line.add("event", "end").add("time", unix_now()).add("invocation", ledger_->history().invocations + 1);
     line.add("exit_code", exit_code).add("reason", ledger_text(reason));
     ledger_->append(line.str());
+    // The run is over (a requeued job restarts from the shared tier, on whichever nodes it gets).
+    if (const std::string removed = remove_node_local_copies(job_id_); !removed.empty()) announce(removed);
     GoodputSummary summary = summarize_ledger(ledger_->path());
     announce((exit_code == 0 ? "done: " : "stopping (exit " + std::to_string(exit_code) + "): ") + reason);
     write_all_to(STDERR_FILENO, "tenax-launch: " + format_summary(summary));
@@ -294,6 +299,7 @@ class Supervisor {
   std::optional<Ledger> ledger_;
   std::optional<BadNodes> bad_nodes_;
   SlurmJob job_;
+  std::string job_id_ = new_local_job_id();  // Slurm's job id under Slurm
   int attempt_ = 0;
   int failed_restarts_ = 0;
   // Without a checkpoint directory the launcher cannot see commits: progress is then the highest heartbeat step.

@@ -28,6 +28,9 @@ const std::vector<AdminKey>& admin_keys() {
       {"data_stage_default",
        "node-local directory jobs stage datasets to when they name none, %u = user, %j = job "
        "id (default: none, datasets are read in place)"},
+      {"ckpt_local_default",
+       "node-local checkpoint directory of jobs that name none (/dev/shm or a local disk), %u = user, %j = job id, "
+       "%n = node (default: none); each job's copies are removed at its end"},
       {"default_restarts", "restarts a job gets when it asks for no number (default 3)"},
       {"max_restarts", "the most restarts a job may ask for (default 10)"},
       {"max_spares", "the most spare nodes a job may hold back (default 16)"},
@@ -117,6 +120,8 @@ AdminConfig AdminConfig::parse(const std::vector<std::string>& args) {
       ckpt_default = value;
     } else if (key == "data_stage_default") {
       config.data_stage_default = value.empty() ? "" : parse_dir_pattern(what, value);
+    } else if (key == "ckpt_local_default") {
+      config.ckpt_local_default = value.empty() ? "" : parse_ckpt_local_dir(what, value);
     } else if (key == "default_restarts") {
       config.default_restarts = parse_int_in(what, value, 0, 1000000);
     } else if (key == "max_restarts") {

@@ -26,6 +26,9 @@ struct AdminConfig {
   std::string ckpt_default;
   // The node-local directory jobs stage their datasets to when they name none (may use %u and %j); "": no staging.
   std::string data_stage_default;
+  // The node-local checkpoint directory of jobs that name none (may use %u, %j and %n); "": none. The plugin's job
+  // epilog removes each job's copies from it (and from a directory the job named) on every node.
+  std::string ckpt_local_default;
   int default_restarts = 3;  // restarts a job gets when it asks for no number
   int max_restarts = 10;     // the most a job may ask for
   int max_spares = 16;       // the most spare nodes a job may hold back

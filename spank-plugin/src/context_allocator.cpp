@@ -10,7 +10,7 @@
 
 namespace tenax::spank::allocator {
 
-int init_post_opt(spank_t /*sp*/) {
+int init_post_opt(spank_t sp) {
   PluginState& s = state();
   if (!s.options.enabled) return 0;
   const JobRequest environment = request_from_environment(
@@ -20,6 +20,17 @@ int init_post_opt(spank_t /*sp*/) {
       },
       s.admin);
   s.settings = resolve_settings(s.options, environment, s.admin);
+  // The job epilog removes the job's node-local checkpoint copies; it sees neither the options' callbacks nor the
+  // user's environment, only this "job control" environment (as SPANK_TENAX_CKPT_LOCAL_DIR) and the site default.
+  // Inside an existing allocation (srun in a batch script) Slurm ignores it: the job exists already.
+  const std::string& local_dir = s.settings.ckpt_local_dir;
+  if (!local_dir.empty() && local_dir != s.admin.ckpt_local_default) {
+    const spank_err_t rc = spank_job_control_setenv(sp, kEnvCkptLocalDir, local_dir.c_str(), 1);
+    if (rc != ESPANK_SUCCESS) {
+      log_debug(std::string("could not pass the node-local checkpoint directory to the job epilog: ") +
+                spank_strerror(rc));
+    }
+  }
   return 0;
 }
 

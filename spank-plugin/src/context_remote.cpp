@@ -74,6 +74,12 @@ void plan_step(spank_t sp, PluginState& s) {
         sp, kEnvDataStageDir,
         expand_dir_pattern("data stage directory", s.settings.data_stage_dir, user_name(uid), std::to_string(job_id)));
   }
+  if (!s.settings.ckpt_local_dir.empty()) {
+    // %n stays: each rank expands it to its own node's name.
+    job_setenv(sp, kEnvCkptLocalDir,
+               expand_dir_pattern("node-local checkpoint directory", s.settings.ckpt_local_dir, user_name(uid),
+                                  std::to_string(job_id)));
+  }
   job_setenv(sp, kEnvPlacement, std::string(to_string(s.settings.placement)));
   job_setenv(sp, kEnvMaxRestarts, std::to_string(s.settings.max_restarts));
   job_setenv(sp, kEnvSiteMaxRestarts, std::to_string(s.admin.max_restarts));

@@ -85,5 +85,9 @@ int slurm_spank_task_init(spank_t sp, int ac, char** av) {
                  [&] { return spank_context() == S_CTX_REMOTE ? tenax::spank::remote::task_init(sp) : 0; });
 }
 
+int slurm_spank_job_epilog(spank_t sp, int ac, char** av) {
+  return tenax::spank::job_script::job_epilog(sp);
+}
+
 }  // extern "C"
 #pragma GCC visibility pop

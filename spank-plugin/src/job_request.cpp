@@ -123,7 +123,9 @@ int parse_spares(std::string_view source, std::string_view text, const AdminConf
   return parse_int_in(source, text, 0, admin.max_spares, "admin limit max_spares");
 }
 
-std::string parse_dir_pattern(std::string_view source, std::string_view text) {
+namespace {
+
+std::string parse_pattern(std::string_view source, std::string_view text, bool allow_node) {
   const std::string shown = given(source, text);
   if (text.size() > kMaxPathLength) path_too_long(shown, text.size());
   if (text.empty() || text.front() != '/') {
@@ -134,9 +136,10 @@ std::string parse_dir_pattern(std::string_view source, std::string_view text) {
     if (c < 0x20 || c == 0x7f) throw UsageError(shown + ": control characters are not allowed in a path");
     if (c == '%') {
       const char next = i + 1 < text.size() ? text[i + 1] : '\0';
-      if (next != 'u' && next != 'j' && next != '%') {
+      if (next != 'u' && next != 'j' && next != '%' && !(allow_node && next == 'n')) {
         throw UsageError(shown + ": unknown placeholder '%" + std::string(next ? 1 : 0, next) +
-                         "'; allowed are %u (user name), %j (job id) and %% (a literal %)");
+                         "'; allowed are %u (user name), %j (job id)" + (allow_node ? ", %n (node name)" : "") +
+                         " and %% (a literal %)");
       }
       ++i;
     }
@@ -153,6 +156,17 @@ std::string parse_dir_pattern(std::string_view source, std::string_view text) {
   }
   if (normal.empty()) normal = "/";
   return normal;
+}
+
+}  // namespace
+
+std::string parse_dir_pattern(std::string_view source, std::string_view text) {
+  return parse_pattern(source, text, /*allow_node=*/false);
+}
+
+std::string parse_ckpt_local_dir(std::string_view source, std::string_view text) {
+  if (text == kNoLocalDir) return std::string(kNoLocalDir);
+  return parse_pattern(source, text, /*allow_node=*/true);
 }
 
 std::string parse_ckpt_dir(std::string_view source, std::string_view text, const AdminConfig& admin) {
@@ -172,7 +186,7 @@ std::string parse_ckpt_dir(std::string_view source, std::string_view text, const
 }
 
 std::string expand_dir_pattern(std::string_view what, std::string_view pattern, std::string_view user,
-                               std::string_view job_id) {
+                               std::string_view job_id, std::optional<std::string_view> node) {
   std::string out;
   for (std::size_t i = 0; i < pattern.size(); ++i) {
     if (pattern[i] == '%' && i + 1 < pattern.size()) {
@@ -181,6 +195,8 @@ std::string expand_dir_pattern(std::string_view what, std::string_view pattern, 
         out += user;
       } else if (next == 'j') {
         out += job_id;
+      } else if (next == 'n') {
+        out += node ? std::string(*node) : std::string("%n");
       } else {
         out += next;
       }
@@ -217,6 +233,9 @@ void apply_option(JobRequest& request, TenaxOption option, std::string_view valu
       break;
     case TenaxOption::DataStageDir:
       request.data_stage_dir = parse_dir_pattern("--tenax-data-stage-dir", value);
+      break;
+    case TenaxOption::CkptLocalDir:
+      request.ckpt_local_dir = parse_ckpt_local_dir("--tenax-ckpt-local-dir", value);
       break;
   }
   request.enabled = true;

@@ -26,6 +26,7 @@ struct JobRequest {
   bool enabled = false;
   std::optional<std::string> ckpt_dir;        // may hold %u (user name) and %j (job id), expanded in the job
   std::optional<std::string> data_stage_dir;  // node-local dataset copies; %u and %j as for ckpt_dir
+  std::optional<std::string> ckpt_local_dir;  // node-local checkpoint tier; %u, %j and %n (node name), or "none"
   std::optional<LayoutRequest> layout;
   std::optional<PlacementPolicy> placement;
   std::optional<int> max_restarts;
@@ -47,19 +48,24 @@ int parse_spares(std::string_view source, std::string_view text, const AdminConf
 // A directory pattern: an absolute path of at most kMaxPathLength characters without "." or ".." components,
 // placeholders %u, %j and %% only. Returns it with repeated and trailing slashes removed.
 std::string parse_dir_pattern(std::string_view source, std::string_view text);
+// The node-local checkpoint directory: a directory pattern that may also hold %n (the node's name, expanded by each
+// rank), or "none" (no node-local tier, overriding a site default).
+std::string parse_ckpt_local_dir(std::string_view source, std::string_view text);
+inline constexpr std::string_view kNoLocalDir = "none";
 // A checkpoint directory: a directory pattern under admin.ckpt_root when set.
 std::string parse_ckpt_dir(std::string_view source, std::string_view text, const AdminConfig& admin);
 
 // Replaces %u, %j and %% in a directory pattern (already validated by parse_dir_pattern); `what` names the setting in
-// the message ("checkpoint directory"). Throws UsageError when the result is longer than kMaxPathLength.
+// the message ("checkpoint directory"). %n is replaced by `node` when one is given, else kept for the runtime (which
+// knows its node). Throws UsageError when the result is longer than kMaxPathLength.
 std::string expand_dir_pattern(std::string_view what, std::string_view pattern, std::string_view user,
-                               std::string_view job_id);
+                               std::string_view job_id, std::optional<std::string_view> node = std::nullopt);
 
 // The plugin's options (--tenax, --tenax-ckpt-dir, --tenax-layout, --tenax-placement, --tenax-max-restarts,
-// --tenax-spares, --tenax-data-stage-dir) and what each option's callback does with its value: parse it into `request`
-// with the parsers above (messages name the option) and mark tenax enabled. Throws UsageError; `request` keeps its old
-// values then.
-enum class TenaxOption { Enable = 1, CkptDir, Layout, Placement, MaxRestarts, Spares, DataStageDir };
+// --tenax-spares, --tenax-data-stage-dir, --tenax-ckpt-local-dir) and what each option's callback does with its value:
+// parse it into `request` with the parsers above (messages name the option) and mark tenax enabled. Throws UsageError;
+// `request` keeps its old values then.
+enum class TenaxOption { Enable = 1, CkptDir, Layout, Placement, MaxRestarts, Spares, DataStageDir, CkptLocalDir };
 void apply_option(JobRequest& request, TenaxOption option, std::string_view value, const AdminConfig& admin);
 
 }  // namespace tenax::spank

@@ -14,6 +14,7 @@ JobRequest request_from_environment(const EnvLookup& lookup, const AdminConfig& 
   if (auto value = lookup(kEnvMaxRestarts)) request.max_restarts = parse_max_restarts(kEnvMaxRestarts, *value, admin);
   if (auto value = lookup(kEnvSpares)) request.spares = parse_spares(kEnvSpares, *value, admin);
   if (auto value = lookup(kEnvDataStageDir)) request.data_stage_dir = parse_dir_pattern(kEnvDataStageDir, *value);
+  if (auto value = lookup(kEnvCkptLocalDir)) request.ckpt_local_dir = parse_ckpt_local_dir(kEnvCkptLocalDir, *value);
   return request;
 }
 
@@ -27,6 +28,8 @@ JobSettings resolve_settings(const JobRequest& options, const JobRequest& enviro
   settings.spares = options.spares.value_or(environment.spares.value_or(0));
   settings.data_stage_dir =
       options.data_stage_dir.value_or(environment.data_stage_dir.value_or(admin.data_stage_default));
+  settings.ckpt_local_dir =
+      options.ckpt_local_dir.value_or(environment.ckpt_local_dir.value_or(admin.ckpt_local_default));
   return settings;
 }
 

@@ -23,6 +23,7 @@ inline constexpr const char* kEnvSpares = "TENAX_SPARES";
 inline constexpr const char* kEnvSiteMaxRestarts = "TENAX_SITE_MAX_RESTARTS";
 inline constexpr const char* kEnvSiteMaxSpares = "TENAX_SITE_MAX_SPARES";
 inline constexpr const char* kEnvDataStageDir = "TENAX_DATA_STAGE_DIR";
+inline constexpr const char* kEnvCkptLocalDir = "TENAX_CKPT_LOCAL_DIR";
 // Exported to tasks only (never read as a setting).
 inline constexpr const char* kEnvWorldSize = "TENAX_WORLD_SIZE";
 
@@ -34,6 +35,7 @@ struct JobSettings {
   int max_restarts = 0;
   int spares = 0;
   std::string data_stage_dir;  // pattern with %u/%j; "": no staging (datasets are read where they are)
+  std::string ckpt_local_dir;  // pattern with %u/%j/%n; "" or "none": no node-local checkpoint tier
 };
 
 // Reads the environment layer through `lookup` (returns nullopt for an unset variable): getenv in sbatch/srun, the

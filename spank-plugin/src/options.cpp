@@ -68,12 +68,17 @@ struct spank_option option_table[] = {
                  "%u = user, %j = job id); a checked copy is reused by later jobs, and a node that cannot stage reads "
                  "the shared copy. Default: $TENAX_DATA_STAGE_DIR, else the site default.",
                  1, id_of(TenaxOption::DataStageDir)),
+    TENAX_OPTION("tenax-ckpt-local-dir", "DIR|none",
+                 "[tenax] Node-local checkpoint tier: each node also keeps its ranks' checkpoints here (/dev/shm or a "
+                 "local disk; %u = user, %j = job id, %n = node) and a restart reads them instead of the shared "
+                 "directory; removed at the end of the job. Default: $TENAX_CKPT_LOCAL_DIR, else the site default.",
+                 1, id_of(TenaxOption::CkptLocalDir)),
 };
 #undef TENAX_OPTION
 
 int on_option(int id, const char* optarg, int /*remote*/) noexcept {
   try {
-    if (id < id_of(TenaxOption::Enable) || id > id_of(TenaxOption::DataStageDir)) {
+    if (id < id_of(TenaxOption::Enable) || id > id_of(TenaxOption::CkptLocalDir)) {
       report_error("internal error: unknown option id " + std::to_string(id));
       return -1;
     }

@@ -253,6 +253,45 @@ TEST(CheckpointLocalTier, AnUnusableLocalDirectoryIsAUsageErrorNamingIt) {
   }
 }
 
+// The copies' folder names the job using them (TENAX_JOB_ID, else SLURM_JOB_ID), so that the job's end removes exactly
+// its own; an id that cannot be written on one line is refused, naming the variable.
+TEST(CheckpointLocalTier, TheCopiesNameTheirJob) {
+  Communicator& world = tenax::test::world();
+  SharedTempDir dir(world, "tier1"), local(world, "tier0");
+  const ParallelLayout layout = layout_for(world.size());
+  TestModel model = make_model(layout, world.rank());
+  ::setenv("SLURM_JOB_ID", "777", 1);
+  ::setenv("TENAX_JOB_ID", "local-00000000000000cd", 1);
+  {
+    Checkpointer ckpt(world, tiered(dir.path(), local.path(), layout), model.shards);
+    const std::string folder = stdfs::path(local_copy(local.path(), world.rank(), 0)).parent_path().parent_path();
+    std::ifstream file(folder + "/job-id");
+    std::string id;
+    std::getline(file, id);
+    EXPECT_EQ(id, "local-00000000000000cd");
+  }
+  world.barrier();
+  ::unsetenv("TENAX_JOB_ID");
+  {
+    Checkpointer ckpt(world, tiered(dir.path(), local.path(), layout), model.shards);  // the next attempt's job
+    const std::string folder = stdfs::path(local_copy(local.path(), world.rank(), 0)).parent_path().parent_path();
+    std::ifstream file(folder + "/job-id");
+    std::string id;
+    std::getline(file, id);
+    EXPECT_EQ(id, "777");
+  }
+  world.barrier();
+  ::setenv("TENAX_JOB_ID", "two words", 1);
+  try {
+    Checkpointer ckpt(world, tiered(dir.path(), local.path(), layout), model.shards);
+    ADD_FAILURE() << "a job id with a space was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("TENAX_JOB_ID='two words'"), std::string::npos) << e.what();
+  }
+  ::unsetenv("TENAX_JOB_ID");
+  ::unsetenv("SLURM_JOB_ID");
+}
+
 // Emulated nodes on one machine: each rank's node name, and a node-local directory per node (<base>/<node>).
 CheckpointOptions on_node(const std::string& dir, const std::string& base, const std::string& node) {
   CheckpointOptions o = tiered(dir, base + "/%n", layout_for(tenax::test::world().size()));

@@ -10,10 +10,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
 #include <regex>
+#include <string>
+#include <vector>
 
 #include "core/json.hpp"
 #include "data/dataset_writer.hpp"
@@ -247,6 +250,10 @@ TEST(GptNodeLocalTier, KillNineRestartsFromTheNodeLocalCopy) {
   ASSERT_FALSE(ref.checksum.empty());
 
   ScratchDir dir("gpt-tier0-kill9"), local("gpt-tier0-local");
+  // Another run's copies on the same node: never read, and left in place when this run ends.
+  const std::filesystem::path foreign = std::filesystem::path(local.path()) / "tenax-00000000000000ab";
+  std::filesystem::create_directories(foreign / "rank_0");
+  std::ofstream(foreign / "job-id") << "local-00000000000000ab\n";
   ::setenv("TENAX_CKPT_LOCAL_DIR", local.path().c_str(), 1);
   Launch launch(quick_restart_launcher_args(dir, 4), args, dir / "out.txt");
   ::unsetenv("TENAX_CKPT_LOCAL_DIR");
@@ -254,10 +261,27 @@ TEST(GptNodeLocalTier, KillNineRestartsFromTheNodeLocalCopy) {
   // newest shared checkpoint is step 20.
   auto beat = wait_for_step(dir / "run", 3, 1, 33, seconds(60));
   ASSERT_TRUE(beat.has_value()) << launch.output();
+  // The run's folder names its job (tenax-launch's own id outside Slurm), which removes it at the end.
+  std::vector<std::string> job_ids;
+  for (const auto& entry : std::filesystem::directory_iterator(local.path())) {
+    if (entry.path() == foreign) continue;
+    std::ifstream file(entry.path() / "job-id");
+    std::string id;
+    std::getline(file, id);
+    job_ids.push_back(id);
+  }
+  ASSERT_EQ(job_ids.size(), 1u);
+  EXPECT_TRUE(std::regex_match(job_ids[0], std::regex("local-[0-9a-f]{16}"))) << job_ids[0];
   ASSERT_EQ(kill(static_cast<pid_t>(beat->pid), SIGKILL), 0);
   ASSERT_EQ(launch.wait(seconds(120)), 0) << launch.output();
   const std::string output = launch.output();
   std::smatch m;
+  EXPECT_NE(output.find("removed this run's node-local checkpoint copies from " + local.path()), std::string::npos)
+      << output;
+  std::vector<std::string> left;
+  for (const auto& entry : std::filesystem::directory_iterator(local.path()))
+    left.push_back(entry.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"tenax-00000000000000ab"}) << "only the other run's copies stay";
   ASSERT_TRUE(std::regex_search(output, m, std::regex("resumed from (\\S+) at step (\\d+)"))) << output;
   EXPECT_EQ(m[1].str().rfind(local.path(), 0), 0u) << "the restart should read the node-local copy\n" << output;
   EXPECT_GE(std::stol(m[2]), 25) << output;

@@ -11,7 +11,7 @@ fail() {
 }
 [[ -r "$plugin" ]] || fail "not found"
 
-expected="plugin_name plugin_type plugin_version slurm_spank_init slurm_spank_init_post_opt slurm_spank_task_init slurm_spank_user_init spank_plugin_version"
+expected="plugin_name plugin_type plugin_version slurm_spank_init slurm_spank_init_post_opt slurm_spank_job_epilog slurm_spank_task_init slurm_spank_user_init spank_plugin_version"
 exported=$(nm -D --defined-only "$plugin" | awk '{print $3}' | sort | tr '\n' ' ' | sed 's/ $//')
 [[ "$exported" == "$expected" ]] || fail "exports '$exported', expected exactly '$expected'"
 

@@ -43,10 +43,11 @@ TEST(AdminConfig, DefaultsWithoutArguments) {
 }
 
 TEST(AdminConfig, ParsesEveryKey) {
-  const AdminConfig config = AdminConfig::parse(
-      {"ckpt_root=/scratch/ckpt", "ckpt_default=/scratch/ckpt/%u/%j", "default_restarts=2", "max_restarts=4",
-       "max_spares=1", "topology_file=/etc/slurm/topology.conf", "placement=block", "allow_placement_none=no",
-       "bind_gpus=no", "bind_numa=0", "hw_topology=/etc/tenax/node.xml", "data_stage_default=/local/%u"});
+  const AdminConfig config =
+      AdminConfig::parse({"ckpt_root=/scratch/ckpt", "ckpt_default=/scratch/ckpt/%u/%j", "default_restarts=2",
+                          "max_restarts=4", "max_spares=1", "topology_file=/etc/slurm/topology.conf", "placement=block",
+                          "allow_placement_none=no", "bind_gpus=no", "bind_numa=0", "hw_topology=/etc/tenax/node.xml",
+                          "data_stage_default=/local/%u", "ckpt_local_default=/dev/shm/%u/%n"});
   EXPECT_EQ(config.ckpt_root, "/scratch/ckpt");
   EXPECT_EQ(config.ckpt_default, "/scratch/ckpt/%u/%j");
   EXPECT_EQ(config.default_restarts, 2);
@@ -59,7 +60,8 @@ TEST(AdminConfig, ParsesEveryKey) {
   EXPECT_FALSE(config.bind_numa);
   EXPECT_EQ(config.hw_topology, "/etc/tenax/node.xml");
   EXPECT_EQ(config.data_stage_default, "/local/%u");
-  EXPECT_EQ(admin_keys().size(), 12u);
+  EXPECT_EQ(config.ckpt_local_default, "/dev/shm/%u/%n");
+  EXPECT_EQ(admin_keys().size(), 13u);
   // The /proc and /sys root of earlier releases is gone: a site that still names it hears so.
   expect_usage_error([] { AdminConfig::parse({"hw_root=/host"}); }, {"unknown key 'hw_root'", "hw_topology"});
 }
@@ -245,6 +247,49 @@ TEST(Settings, DataStageDirectoryFromOptionEnvironmentOrSiteDefault) {
                      {"TENAX_DATA_STAGE_DIR=/a/%q", "unknown placeholder '%q'"});
   expect_usage_error([] { AdminConfig::parse({"data_stage_default=local"}); },
                      {"plugstack.conf: data_stage_default=local", "absolute"});
+}
+
+TEST(Settings, NodeLocalCheckpointDirectoryFromOptionEnvironmentOrSiteDefault) {
+  const AdminConfig admin = AdminConfig::parse({"ckpt_local_default=/dev/shm/tenax-%u"});
+  EXPECT_EQ(admin.ckpt_local_default, "/dev/shm/tenax-%u");
+  std::map<std::string, std::string> env;
+  auto lookup = [&](const char* name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+  JobRequest options;
+  apply_option(options, TenaxOption::CkptLocalDir, "/local//%u/%j/%n/", admin);
+  EXPECT_TRUE(options.enabled);
+  EXPECT_EQ(options.ckpt_local_dir, "/local/%u/%j/%n");
+  env = {{"TENAX_CKPT_LOCAL_DIR", "/scratch/%n"}};
+  EXPECT_EQ(resolve_settings(options, request_from_environment(lookup, admin), admin).ckpt_local_dir,
+            "/local/%u/%j/%n");  // option
+  EXPECT_EQ(resolve_settings(JobRequest{}, request_from_environment(lookup, admin), admin).ckpt_local_dir,
+            "/scratch/%n");                  // environment
+  env = {{"TENAX_CKPT_LOCAL_DIR", "none"}};  // a job turns the site's tier off
+  EXPECT_EQ(resolve_settings(JobRequest{}, request_from_environment(lookup, admin), admin).ckpt_local_dir, "none");
+  env.clear();
+  EXPECT_EQ(resolve_settings(JobRequest{}, request_from_environment(lookup, admin), admin).ckpt_local_dir,
+            "/dev/shm/tenax-%u");  // site default
+  EXPECT_EQ(resolve_settings(JobRequest{}, JobRequest{}, AdminConfig::parse({})).ckpt_local_dir, "");
+  // Tasks get %n unexpanded (each rank knows its node); the epilog expands it to its own node.
+  EXPECT_EQ(expand_dir_pattern("node-local checkpoint directory", "/l/%u/%j/%n", "alice", "42"), "/l/alice/42/%n");
+  EXPECT_EQ(expand_dir_pattern("node-local checkpoint directory", "/l/%u/%j/%n", "alice", "42", "n3"),
+            "/l/alice/42/n3");
+  EXPECT_EQ(expand_dir_pattern("node-local checkpoint directory", "/l/100%%/%n", "alice", "42", "n3"), "/l/100%/n3");
+
+  expect_usage_error([&] { apply_option(options, TenaxOption::CkptLocalDir, "shm", admin); },
+                     {"--tenax-ckpt-local-dir=shm", "absolute"});
+  expect_usage_error([&] { apply_option(options, TenaxOption::CkptLocalDir, "/dev/shm/../etc", admin); },
+                     {"'..' components are not allowed"});
+  env = {{"TENAX_CKPT_LOCAL_DIR", "/a/%h"}};
+  expect_usage_error([&] { request_from_environment(lookup, admin); },
+                     {"TENAX_CKPT_LOCAL_DIR=/a/%h", "unknown placeholder '%h'", "%n (node name)"});
+  // %n is the node-local tier's alone: other directories are the same on every node.
+  expect_usage_error([&] { apply_option(options, TenaxOption::DataStageDir, "/a/%n", admin); },
+                     {"unknown placeholder '%n'"});
+  expect_usage_error([] { AdminConfig::parse({"ckpt_local_default=shm"}); },
+                     {"plugstack.conf: ckpt_local_default=shm", "absolute"});
 }
 
 TEST(Settings, LayoutExportedToATaskIsNotARequestForANestedStep) {

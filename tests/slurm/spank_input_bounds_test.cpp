@@ -138,6 +138,14 @@ TEST(HostileOptions, EveryOptionGoesThroughOneParser) {
   expect_refused([&] { apply_option(request, TenaxOption::MaxRestarts, "6", admin); }, {"--tenax-max-restarts=6"});
   expect_refused([&] { apply_option(request, TenaxOption::CkptDir, "/" + std::string(5000, 'a'), admin); },
                  {"--tenax-ckpt-dir=/aaa", "5001 characters", "at most 4095"});
+  // The node-local directory reaches root's job epilog (through the job control environment): bounded and checked the
+  // same way, and a node name that would make it too long is refused there too.
+  expect_refused([&] { apply_option(request, TenaxOption::CkptLocalDir, "/" + std::string(5000, 'a'), admin); },
+                 {"--tenax-ckpt-local-dir=/aaa", "5001 characters", "at most 4095"});
+  expect_refused([&] { apply_option(request, TenaxOption::CkptLocalDir, "/a\n/b", admin); }, {"control characters"});
+  const std::string near_limit = parse_ckpt_local_dir("d", "/" + std::string(4090, 'a') + "/%n");
+  expect_refused([&] { expand_dir_pattern("node-local checkpoint directory", near_limit, "u", "1", "node-name"); },
+                 {"at most 4095"});
 }
 
 // A checkpoint directory longer than PATH_MAX can never be created; it once went into the environment as given.

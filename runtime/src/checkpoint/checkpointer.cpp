@@ -11,6 +11,7 @@
 #include "checkpoint/crc32c.hpp"
 #include "checkpoint/dir_probe.hpp"
 #include "checkpoint/local_tier.hpp"
+#include "checkpoint/local_tier_cleanup.hpp"
 #include "checkpoint/names.hpp"
 #include "checkpoint/shard_file.hpp"
 #include "core/file_system.hpp"
@@ -69,6 +70,28 @@ std::string node_name(const CheckpointOptions& options) {
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0) return "localhost";
   return host;
+}
+
+// The job the node-local copies belong to (local_tier_cleanup.hpp): TENAX_JOB_ID, else SLURM_JOB_ID; "" outside both
+// (the copies are then never removed automatically).
+std::string local_copies_job() {
+  std::string job = env::get_string("TENAX_JOB_ID");
+  const char* source = "TENAX_JOB_ID";
+  if (job.empty()) {
+    const char* slurm = std::getenv("SLURM_JOB_ID");
+    job = slurm ? slurm : "";
+    source = "SLURM_JOB_ID";
+  }
+  const bool printable = std::all_of(job.begin(), job.end(), [](char c) { return c > ' ' && c < 0x7f; });
+  if (job.size() > ckpt::kMaxJobIdLength || !printable) {
+    throw UsageError(std::string(source) + "='" + job.substr(0, ckpt::kMaxJobIdLength) +
+                     (job.size() > ckpt::kMaxJobIdLength ? "...'" : "'") +
+                     " cannot name the job of the node-local copies: expected at most " +
+                     std::to_string(ckpt::kMaxJobIdLength) +
+                     " printable characters without spaces; unset it or give a "
+                     "shorter id");
+  }
+  return job;
 }
 
 }  // namespace
@@ -174,9 +197,15 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
     s.local_shards = std::move(local_shards);
     if (!s.options.read_only && !s.local_root.empty()) {
       run_agreed(world, [&] {
+        const std::string job = local_copies_job();
         try {
           fs::make_dirs(s.local_root);
           ckpt::remove_local_leftovers(s.local_root);
+          // Renewed by every attempt, so that the end of the job that uses the copies now removes them.
+          if (!job.empty()) {
+            fs::replace_file_atomically(fs::join(fs::parent_of(s.local_root), ckpt::kLocalTierJobFile), job + "\n",
+                                        fs::Durability::None);
+          }
         } catch (const std::exception& e) {
           throw UsageError("the node-local checkpoint directory " + s.options.local_dir + " cannot hold copies (rank " +
                            std::to_string(world.rank()) + "): " + e.what() +

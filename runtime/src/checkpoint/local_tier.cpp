@@ -148,19 +148,6 @@ std::string partner_root(const std::string& local_dir, const std::string& key, i
   return fs::join(fs::join(fs::join(local_dir, "tenax-" + key), "partner"), "rank_" + std::to_string(rank));
 }
 
-std::string expand_node(const std::string& local_dir, const std::string& node) {
-  std::string out;
-  for (std::size_t i = 0; i < local_dir.size(); ++i) {
-    if (local_dir[i] == '%' && i + 1 < local_dir.size() && local_dir[i + 1] == 'n') {
-      out += node;
-      ++i;
-    } else {
-      out += local_dir[i];
-    }
-  }
-  return out;
-}
-
 std::vector<int> partner_ranks(const std::vector<std::string>& node_of_rank) {
   std::vector<std::string> nodes;          // in the order of their lowest rank
   std::vector<std::vector<int>> ranks_on;  // per node, ascending

@@ -4,6 +4,8 @@
 //
 //   <local_dir>/tenax-<key>/rank_<R>/step_<N>/rank_<R>.h5      the rank's blocks and blobs (the shared format's file)
 //   <local_dir>/tenax-<key>/rank_<R>/step_<N>/manifest.json    a rank-scoped manifest (manifest.hpp), written last
+//   <local_dir>/tenax-<key>/job-id                              the job using the copies, which removes them at its
+//                                                               end (local_tier_cleanup.hpp)
 //
 // A step is written into step_<N>.tmp, fsynced and renamed: like the shared tier, a step directory without its
 // manifest is never loaded. Each rank commits its own copy (no agreement when saving); at load the ranks agree on the
@@ -21,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/local_tier_cleanup.hpp"  // expand_node, the job-id file
 #include "tenax/checkpoint.hpp"
 
 namespace tenax::ckpt {
@@ -40,8 +43,6 @@ std::string local_tier_key(const std::string& shared_dir, const std::string& run
 std::string local_rank_root(const std::string& local_dir, const std::string& key, int rank);
 // <local_dir>/tenax-<key>/partner/rank_<R>: the copies of rank R (on another node) this node keeps as its partner.
 std::string partner_root(const std::string& local_dir, const std::string& key, int rank);
-// `local_dir` with every "%n" replaced by the node's name (emulated nodes that share one file system).
-std::string expand_node(const std::string& local_dir, const std::string& node);
 
 // The partner of every rank, from the ranks' node names (index = rank): the nodes in the order of their lowest rank,
 // each node's copies kept by the next node (the last by the first), the i-th rank of a node sending to the

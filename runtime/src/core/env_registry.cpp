@@ -104,6 +104,9 @@ const std::vector<Var>& registry() {
        "also keeps its own copy of each checkpoint, read instead of the shared directory when a restart finds a valid "
        "copy on every rank; empty: none."},
       {"TENAX_CKPT_LOCAL_KEEP", Int, "2", "Node-local copies each rank keeps (the newest first).", {}, 1, 1000},
+      {"TENAX_JOB_ID", String, "",
+       "The job the node-local copies belong to, written beside them so that the job's end removes exactly its own "
+       "(set by tenax-launch: the Slurm job id, or an id of its own outside Slurm); unset: SLURM_JOB_ID."},
 
       // Slurm SPANK plugin (docs/user-guide.md). Set per job step by spank_tenax.so; users may set the last four
       // instead of the --tenax-* options (an option wins over the variable, site limits win over both).

@@ -7,8 +7,9 @@ and each task's rank is the one the placement gives it (TENAX_RANK). Four runs o
 - reference: uninterrupted, for the checksum of the final parameters (layout-independent, printed by the example);
 - node failure: a job of 3 nodes (--no-kill, --tenax-spares=1); once a checkpoint is committed, the node of the step
   that is not the batch host loses its slurmd, steps and ranks to SIGKILL, and its node-local checkpoint copies
-  (TENAX_CKPT_LOCAL_DIR=<lab>/node-local/%n, a copy every 5 steps) are deleted. The launcher excludes it and resumes
-  on the spare from the node-local tier: the lost ranks' copies are fetched from the partner node that kept them;
+  (--tenax-ckpt-local-dir=<lab>/node-local/%n, a copy every 5 steps) are deleted. The launcher excludes it and
+  resumes on the spare from the node-local tier: the lost ranks' copies are fetched from the partner node that kept
+  them. At the job's end the plugin's job epilog removes the job's copies from every node (another job's stay);
 - requeue: `scontrol requeue` mid-run: SIGTERM to the launcher and the ranks, the engine's emergency checkpoint, the
   launcher's exit 75, Slurm runs the job again and it resumes from that checkpoint;
 - preemption: a job of the high partition (PreemptMode=REQUEUE over low) needs every node; Slurm sends the batch shell
@@ -58,7 +59,8 @@ def partner_copies_since(local, step):
     ranks = set()
     for path in glob.glob(os.path.join(local, "*", "tenax-*", "partner", "rank_*", "step_*", "manifest.json")):
         parts = path.split(os.sep)
-        if int(parts[-2][len("step_"):]) >= step:
+        committed = re.fullmatch(r"step_(\d+)", parts[-2])  # not step_N.tmp, a copy still being written
+        if committed and int(committed.group(1)) >= step:
             ranks.add(parts[-3])
     return ranks
 
@@ -119,10 +121,16 @@ def run(tools):
         # A node lost mid-run, with its node-local checkpoint copies (one directory per emulated node: %n).
         started = time.monotonic()
         local = lab.path("node-local")
+        # Another job's copies on every node: the job epilog must leave them.
+        foreign = "tenax-00000000000000ab"
+        for node in ("n1", "n2", "n3", "n4"):
+            os.makedirs(os.path.join(local, node, foreign, "rank_0"))
+            with open(os.path.join(local, node, foreign, "job-id"), "w") as f:
+                f.write("999999\n")
         job, output, checkpoint_dir, run_dir = submit(
             tools, lab, data, "node_failure", ["-p", "debug", "--no-kill", "--tenax-spares=1",
-                                               "--tenax-max-restarts=3"], nodes=3,
-            gpt_args=["--checkpoint-local-every", "5"], exports=[f"TENAX_CKPT_LOCAL_DIR={local}/%n"])
+                                               "--tenax-max-restarts=3", f"--tenax-ckpt-local-dir={local}/%n"],
+            nodes=3, gpt_args=["--checkpoint-local-every", "5"])
         wait_mid_run(lab, job, checkpoint_dir, output)
         nodes = wait_until(lambda: step_nodes(lab, job), 10, f"the running step of job {job}")
         batch_host = lab.job_info(job).get("BatchHost")
@@ -149,6 +157,7 @@ def run(tools):
                                                f"node's copies from their partners), loaded {source}\n{text}")
         print(f"node failure: resumed at step {resumed} without {victim} from {source}, checksum {reference}, "
               f"{time.monotonic() - started:.1f}s", flush=True)
+        check_local_copies_removed(lab, job, local, foreign, batch_host)
         lab.start_node(victim)
         lab.wait_idle(timeout=30)
 
@@ -157,6 +166,23 @@ def run(tools):
         interrupted(tools, lab, data, reference, "requeue", ["-p", "debug", "--requeue"], lab.requeue, "SIGTERM")
         interrupted(tools, lab, data, reference, "preemption", ["-p", "low", "--requeue", "--signal=B:USR1@600"],
                     lambda job: preempt_all_nodes(lab), "SIGUSR1")
+
+
+def check_local_copies_removed(lab, job, local, foreign, batch_host):
+    """After the job (COMPLETED: every node's epilog has run), only the other job's folder is left on each node. The
+    batch host's copies are removed by tenax-launch as well; the other nodes' only by the plugin's job epilog."""
+    removed_by_epilog = []
+    for node in sorted(os.listdir(local)):
+        left = sorted(os.listdir(os.path.join(local, node)))
+        expect(left == [foreign], f"node-local copies of job {job} left on {node} after its end: {left}")
+        log = read_text(lab.path("log", f"slurmd-{node}.log"))
+        if re.search(rf"tenax: job {job} on {node}: removed [1-9]\d* node-local checkpoint folder", log):
+            removed_by_epilog.append(node)
+    others = [n for n in removed_by_epilog if n != batch_host]
+    expect(others, f"the job epilog should have removed job {job}'s copies on a node besides {batch_host}: "
+                   f"slurmd logs say {removed_by_epilog}")
+    print(f"node failure: node-local copies removed at the job's end by the epilog on {', '.join(removed_by_epilog)}",
+          flush=True)
 
 
 def preempt_all_nodes(lab):

@@ -1,0 +1,53 @@
+#include "node_local_cleanup.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+
+#include "checkpoint/local_tier_cleanup.hpp"
+
+namespace tenax::launch {
+namespace {
+
+std::string this_node() {
+  if (const char* slurm = std::getenv("SLURMD_NODENAME"); slurm && *slurm) return slurm;
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) return "localhost";
+  return host;
+}
+
+std::string mebibytes(std::uint64_t bytes) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buffer;
+}
+
+}  // namespace
+
+std::string new_local_job_id() {
+  std::random_device device;
+  const std::uint64_t value = (static_cast<std::uint64_t>(device()) << 32) ^ device();
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "local-%016llx", static_cast<unsigned long long>(value));
+  return buffer;
+}
+
+std::string remove_node_local_copies(const std::string& job_id) {
+  const char* pattern = std::getenv("TENAX_CKPT_LOCAL_DIR");
+  if (pattern == nullptr || *pattern == '\0' || std::string(pattern) == "none" || job_id.empty()) return "";
+  const std::string dir = ckpt::expand_node(pattern, this_node());
+  const ckpt::LocalCleanupReport report = ckpt::remove_job_local_copies(dir, job_id);
+  std::string line;
+  if (report.removed > 0) {
+    line = "removed this run's node-local checkpoint copies from " + dir + " (" + std::to_string(report.removed) +
+           " folder(s), " + mebibytes(report.bytes) + ")";
+  }
+  for (const auto& error : report.errors) {
+    line += std::string(line.empty() ? "" : "; ") + "warning: could not remove a node-local copy: " + error;
+  }
+  return line;
+}
+
+}  // namespace tenax::launch

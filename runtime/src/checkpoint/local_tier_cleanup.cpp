@@ -1,0 +1,193 @@
+// Removal of one job's node-local tier folders with *at() system calls relative to open directory descriptors and
+// O_NOFOLLOW everywhere: the walk never leaves the folder it was asked to remove, whatever links it contains.
+// (std::filesystem::remove_all does not follow links either, but works by path name and throws or stops at the first
+// error; here every entry is tried and every failure reported, which an epilog that must not fail needs.)
+#include "checkpoint/local_tier_cleanup.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace tenax::ckpt {
+namespace {
+
+// The tier's own depth is 5 (tenax-<key>/partner/rank_R/step_N.tmp/file); a deeper tree was not written by tenax.
+constexpr int kMaxDepth = 16;
+
+std::string describe(const std::string& path, const char* what, int error) {
+  return path + ": " + what + " failed: " + std::strerror(error);
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  int fd_;
+};
+
+// The names in an open directory (its descriptor stays open; fdopendir takes a duplicate).
+bool list(int dir_fd, const std::string& path, std::vector<std::string>& names, LocalCleanupReport& report) {
+  Fd dup(::dup(dir_fd));
+  if (dup.get() < 0) {
+    report.errors.push_back(describe(path, "dup", errno));
+    return false;
+  }
+  DIR* dir = ::fdopendir(dup.get());
+  if (dir == nullptr) {
+    report.errors.push_back(describe(path, "opendir", errno));
+    return false;
+  }
+  dup.release();
+  ::rewinddir(dir);
+  errno = 0;
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+    errno = 0;
+  }
+  const int error = errno;
+  ::closedir(dir);
+  if (error != 0) {
+    report.errors.push_back(describe(path, "readdir", error));
+    return false;
+  }
+  return true;
+}
+
+// Removes the entry `name` of the directory open as parent_fd, and everything below it. Returns false when something
+// stayed (listed in the report).
+bool remove_entry(int parent_fd, const std::string& parent_path, const std::string& name, int depth,
+                  LocalCleanupReport& report) {
+  const std::string path = parent_path + "/" + name;
+  struct stat st {};
+  if (::fstatat(parent_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return true;
+    report.errors.push_back(describe(path, "stat", errno));
+    return false;
+  }
+  if (!S_ISDIR(st.st_mode)) {  // files and symbolic links alike: the name goes, a link's target stays
+    if (::unlinkat(parent_fd, name.c_str(), 0) != 0 && errno != ENOENT) {
+      report.errors.push_back(describe(path, "unlink", errno));
+      return false;
+    }
+    if (S_ISREG(st.st_mode)) report.bytes += static_cast<std::uint64_t>(st.st_size);
+    return true;
+  }
+  if (depth >= kMaxDepth) {
+    report.errors.push_back(path + ": deeper than " + std::to_string(kMaxDepth) +
+                            " levels, not a tenax tier folder; left in place");
+    return false;
+  }
+  Fd dir(::openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (dir.get() < 0) {
+    report.errors.push_back(describe(path, "open", errno));
+    return false;
+  }
+  std::vector<std::string> names;
+  bool complete = list(dir.get(), path, names, report);
+  // A tier folder's job-id goes last: a folder that could not be removed whole still names its job, for a later try.
+  const bool tier_folder = depth == 0;
+  for (const auto& child : names) {
+    if (tier_folder && child == kLocalTierJobFile) continue;
+    complete = remove_entry(dir.get(), path, child, depth + 1, report) && complete;
+  }
+  if (complete && tier_folder) complete = remove_entry(dir.get(), path, kLocalTierJobFile, depth + 1, report);
+  if (!complete) return false;
+  if (::unlinkat(parent_fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
+    report.errors.push_back(describe(path, "rmdir", errno));
+    return false;
+  }
+  return true;
+}
+
+// The job id a tier folder names; "" when it has no readable job-id file.
+std::string folder_job(int folder_fd, const std::string& path, LocalCleanupReport& report) {
+  Fd file(::openat(folder_fd, kLocalTierJobFile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (file.get() < 0) {
+    if (errno != ENOENT) report.errors.push_back(describe(path + "/" + kLocalTierJobFile, "open", errno));
+    return "";
+  }
+  struct stat st {};
+  if (::fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
+  char buffer[kMaxJobIdLength + 2];
+  const ssize_t got = ::read(file.get(), buffer, sizeof buffer);
+  if (got <= 0) return "";
+  std::string id(buffer, static_cast<std::size_t>(got));
+  if (!id.empty() && id.back() == '\n') id.pop_back();
+  if (id.size() > kMaxJobIdLength || id.find('\n') != std::string::npos) return "";
+  return id;
+}
+
+}  // namespace
+
+std::string expand_node(const std::string& local_dir, const std::string& node) {
+  std::string out;
+  for (std::size_t i = 0; i < local_dir.size(); ++i) {
+    if (local_dir[i] == '%' && i + 1 < local_dir.size() && local_dir[i + 1] == 'n') {
+      out += node;
+      ++i;
+    } else {
+      out += local_dir[i];
+    }
+  }
+  return out;
+}
+
+bool is_local_tier_folder(std::string_view name) {
+  const std::string_view prefix = kLocalTierPrefix;
+  if (name.size() != prefix.size() + 16 || name.substr(0, prefix.size()) != prefix) return false;
+  for (char c : name.substr(prefix.size())) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+LocalCleanupReport remove_job_local_copies(const std::string& local_dir, std::string_view job_id) {
+  LocalCleanupReport report;
+  if (job_id.empty() || job_id.size() > kMaxJobIdLength) {
+    report.errors.push_back("job id '" + std::string(job_id.substr(0, kMaxJobIdLength)) +
+                            "' is empty or too long; nothing removed");
+    return report;
+  }
+  try {
+    Fd root(::open(local_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (root.get() < 0) {
+      if (errno != ENOENT) report.errors.push_back(describe(local_dir, "open", errno));
+      return report;
+    }
+    std::vector<std::string> names;
+    if (!list(root.get(), local_dir, names, report)) return report;
+    for (const auto& name : names) {
+      if (!is_local_tier_folder(name)) continue;
+      const std::string path = local_dir + "/" + name;
+      Fd folder(::openat(root.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (folder.get() < 0) continue;  // a link or a file with a tier folder's name: not ours to touch
+      if (folder_job(folder.get(), path, report) != job_id) {
+        ++report.kept;
+        continue;
+      }
+      if (remove_entry(root.get(), local_dir, name, 0, report)) ++report.removed;
+    }
+  } catch (const std::exception& e) {  // allocation failure: report, never throw into the caller (an epilog)
+    report.errors.push_back(local_dir + ": " + e.what());
+  }
+  return report;
+}
+
+}  // namespace tenax::ckpt

@@ -1,0 +1,45 @@
+// Removing a finished job's node-local checkpoint copies: the one piece of the node-local tier's on-disk contract that
+// the tools outside the runtime share.
+//
+// Every folder <local_dir>/tenax-<key>/ of the tier (local_tier.hpp) holds a file `job-id` naming the job that last
+// used it (TENAX_JOB_ID, set by tenax-launch, else SLURM_JOB_ID). At the end of a job two callers remove what that job
+// left on a node, so that /dev/shm or a local disk is not left full and a later job never finds stale copies:
+//   - the SPANK plugin's job epilog, on every node of a Slurm job (as the job's user, see spank-plugin/src);
+//   - tenax-launch, on its own node, when it ends (the one node of a local run).
+// Only folders named tenax-<16 hex digits> whose `job-id` holds exactly `job_id` are removed; anything else in
+// local_dir (other jobs' copies, folders without the file, files, symbolic links) is left alone. Symbolic links inside
+// a removed folder are removed as links, never followed, so a link planted in the tree cannot make the caller delete
+// what it points to. The code is plain POSIX on the standard library (no libtenax, no exceptions escape) because the
+// plugin runs it inside Slurm's root daemons.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tenax::ckpt {
+
+inline constexpr const char* kLocalTierPrefix = "tenax-";
+inline constexpr const char* kLocalTierJobFile = "job-id";
+// The longest job id the file may hold (Slurm's are 10 digits, tenax-launch's own "local-" and 16 hex digits).
+inline constexpr std::size_t kMaxJobIdLength = 64;
+
+struct LocalCleanupReport {
+  int removed = 0;                  // tier folders of the job removed
+  int kept = 0;                     // tier folders of other jobs (or without a job-id file) left alone
+  std::uint64_t bytes = 0;          // size of the files removed
+  std::vector<std::string> errors;  // what could not be read or removed, each naming the path and the reason
+};
+
+// `local_dir` with every "%n" replaced by the node's name (emulated nodes that share one file system).
+std::string expand_node(const std::string& local_dir, const std::string& node);
+
+// Whether `name` is a tier folder's name (tenax- and 16 lower-case hex digits).
+bool is_local_tier_folder(std::string_view name);
+
+// Removes every tier folder of job `job_id` directly under `local_dir` (already expanded: no %n). A missing local_dir
+// is not an error (the job never wrote there). Never throws; problems are listed in the report's errors.
+LocalCleanupReport remove_job_local_copies(const std::string& local_dir, std::string_view job_id);
+
+}  // namespace tenax::ckpt

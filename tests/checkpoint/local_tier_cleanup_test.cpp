@@ -1,0 +1,132 @@
+// Removal of a finished job's node-local copies (checkpoint/local_tier_cleanup.hpp): exactly the job's tier folders
+// go; other jobs' folders, unmarked folders, other names and whatever a symbolic link points to stay.
+#include "checkpoint/local_tier_cleanup.hpp"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace {
+
+namespace stdfs = std::filesystem;
+using tenax::ckpt::remove_job_local_copies;
+
+class LocalTierCleanup : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string templ = (stdfs::temp_directory_path() / "tenax-cleanup-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
+    root_ = templ;
+    local_ = root_ / "local";
+    outside_ = root_ / "outside";
+    stdfs::create_directories(local_);
+    stdfs::create_directories(outside_);
+  }
+  void TearDown() override { stdfs::remove_all(root_); }
+
+  static void write(const stdfs::path& file, const std::string& text) {
+    stdfs::create_directories(file.parent_path());
+    std::ofstream(file) << text;
+  }
+  // A tier folder as the runtime leaves it: the job-id file and one rank's step.
+  stdfs::path tier(const std::string& key, const std::string& job) {
+    const stdfs::path folder = local_ / ("tenax-" + key);
+    write(folder / "rank_0" / "step_10" / "rank_0.h5", std::string(1000, 'x'));
+    write(folder / "rank_0" / "step_10" / "manifest.json", "{}");
+    if (!job.empty()) write(folder / "job-id", job + "\n");
+    return folder;
+  }
+
+  stdfs::path root_, local_, outside_;
+};
+
+TEST_F(LocalTierCleanup, RemovesExactlyTheJobsFolders) {
+  const auto mine = tier("00000000000000aa", "4242");
+  const auto mine_too = tier("00000000000000bb", "4242");
+  const auto other_job = tier("00000000000000cc", "4243");
+  const auto prefix_job = tier("00000000000000dd", "42");  // a prefix of the id is another job
+  const auto unmarked = tier("00000000000000ee", "");
+  write(local_ / "tenax-notakey" / "job-id", "4242\n");  // not a tier folder's name
+  write(local_ / "notes.txt", "4242\n");
+
+  const auto report = remove_job_local_copies(local_.string(), "4242");
+  EXPECT_TRUE(report.errors.empty()) << report.errors.front();
+  EXPECT_EQ(report.removed, 2);
+  EXPECT_EQ(report.kept, 3);
+  EXPECT_EQ(report.bytes, 2u * (1000 + 2 + 5));
+  EXPECT_FALSE(stdfs::exists(mine));
+  EXPECT_FALSE(stdfs::exists(mine_too));
+  EXPECT_TRUE(stdfs::exists(other_job / "rank_0" / "step_10" / "rank_0.h5"));
+  EXPECT_TRUE(stdfs::exists(prefix_job / "rank_0" / "step_10" / "rank_0.h5"));
+  EXPECT_TRUE(stdfs::exists(unmarked / "rank_0" / "step_10" / "rank_0.h5"));
+  EXPECT_TRUE(stdfs::exists(local_ / "tenax-notakey" / "job-id"));
+  EXPECT_TRUE(stdfs::exists(local_ / "notes.txt"));
+
+  // Nothing of the job is left: a second pass removes nothing and complains about nothing.
+  const auto again = remove_job_local_copies(local_.string(), "4242");
+  EXPECT_EQ(again.removed, 0);
+  EXPECT_TRUE(again.errors.empty());
+}
+
+TEST_F(LocalTierCleanup, NeverFollowsSymbolicLinks) {
+  write(outside_ / "precious" / "data.bin", "keep me");
+  write(outside_ / "victim" / "job-id", "4242\n");
+  write(outside_ / "victim" / "data.bin", "keep me too");
+  // A link inside the job's folder to a directory elsewhere: the link goes, the directory's files stay.
+  const auto mine = tier("00000000000000aa", "4242");
+  stdfs::create_directory_symlink(outside_ / "precious", mine / "rank_0" / "escape");
+  stdfs::create_symlink(outside_ / "precious" / "data.bin", mine / "rank_0" / "file-link");
+  // A link with a tier folder's name to a directory that looks like the job's: not the job's folder.
+  stdfs::create_directory_symlink(outside_ / "victim", local_ / "tenax-00000000000000ff");
+  // A job-id that is a link to a file naming the job: not trusted.
+  const auto linked_id = tier("00000000000000bb", "");
+  stdfs::create_symlink(outside_ / "victim" / "job-id", linked_id / "job-id");
+
+  const auto report = remove_job_local_copies(local_.string(), "4242");
+  EXPECT_EQ(report.removed, 1);
+  EXPECT_FALSE(stdfs::exists(stdfs::symlink_status(mine)));
+  EXPECT_TRUE(stdfs::exists(outside_ / "precious" / "data.bin"));
+  EXPECT_TRUE(stdfs::exists(outside_ / "victim" / "data.bin"));
+  EXPECT_TRUE(stdfs::is_symlink(local_ / "tenax-00000000000000ff"));
+  EXPECT_TRUE(stdfs::exists(linked_id / "rank_0" / "step_10" / "rank_0.h5"));
+}
+
+TEST_F(LocalTierCleanup, ReportsWhatItCannotRemoveAndNeverThrows) {
+  // A tree deeper than the tier ever writes is left in place, with the reason.
+  const auto mine = tier("00000000000000aa", "4242");
+  stdfs::path deep = mine;
+  for (int i = 0; i < 20; ++i)
+    deep /= "d";
+  write(deep / "file", "x");
+  const auto report = remove_job_local_copies(local_.string(), "4242");
+  EXPECT_EQ(report.removed, 0);
+  ASSERT_EQ(report.errors.size(), 1u);
+  EXPECT_NE(report.errors[0].find("deeper than 16 levels"), std::string::npos) << report.errors[0];
+  EXPECT_TRUE(stdfs::exists(deep / "file"));
+
+  // A directory that does not exist: the job never wrote there, nothing to report.
+  const auto missing = remove_job_local_copies((root_ / "never").string(), "4242");
+  EXPECT_EQ(missing.removed, 0);
+  EXPECT_TRUE(missing.errors.empty());
+
+  // A file where the directory should be, an empty and an oversized job id: reported, nothing removed.
+  write(root_ / "a-file", "");
+  EXPECT_EQ(remove_job_local_copies((root_ / "a-file").string(), "4242").errors.size(), 1u);
+  EXPECT_EQ(remove_job_local_copies(local_.string(), "").errors.size(), 1u);
+  EXPECT_EQ(remove_job_local_copies(local_.string(), std::string(65, '7')).errors.size(), 1u);
+  EXPECT_TRUE(stdfs::exists(mine / "job-id"));
+}
+
+TEST(LocalTierPaths, ExpandsTheNodeName) {
+  EXPECT_EQ(tenax::ckpt::expand_node("/dev/shm/%n/ckpt-%n", "n7"), "/dev/shm/n7/ckpt-n7");
+  EXPECT_EQ(tenax::ckpt::expand_node("/dev/shm/x%", "n7"), "/dev/shm/x%");
+  EXPECT_TRUE(tenax::ckpt::is_local_tier_folder("tenax-0123456789abcdef"));
+  EXPECT_FALSE(tenax::ckpt::is_local_tier_folder("tenax-0123456789ABCDEF"));
+  EXPECT_FALSE(tenax::ckpt::is_local_tier_folder("tenax-0123456789abcde"));
+  EXPECT_FALSE(tenax::ckpt::is_local_tier_folder("other-0123456789abcdef"));
+}
+
+}  // namespace
