@@ -327,12 +327,19 @@ Decision decide(const Options& options, const Classification& c, int failed_rest
             "preempted, and the emergency checkpoint failed (counted as a failure): run the same command again (or let "
             "Slurm requeue the job) to resume from the newest committed checkpoint"};
   }
-  auto backoff = options.backoff;
-  for (int i = 0; i < failed_restarts && backoff < options.backoff_max; ++i)
-    backoff *= 2;
-  backoff = std::min(backoff, options.backoff_max);
+  // The wait protects against a crash loop, not against failures as such: an attempt that committed a new checkpoint
+  // (progress.streak == 0) is relaunched at once, and only attempts in a row without progress wait, doubling each
+  // time. Waiting after every failure cost a run with frequent failures more than its rollback did.
+  std::chrono::milliseconds backoff{0};
+  if (progress.streak > 0) {
+    backoff = options.backoff;
+    for (int i = 1; i < progress.streak && backoff < options.backoff_max; ++i)
+      backoff *= 2;
+    backoff = std::min(backoff, options.backoff_max);
+  }
   return {Decision::Action::Retry, 0, backoff,
-          "relaunch " + std::to_string(failed_restarts + 1) + " of " + std::to_string(options.max_restarts)};
+          "relaunch " + std::to_string(failed_restarts + 1) + " of " + std::to_string(options.max_restarts) +
+              (progress.streak == 0 ? " (the attempt committed a new checkpoint)" : "")};
 }
 
 }  // namespace tenax::launch

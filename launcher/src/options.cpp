@@ -39,7 +39,10 @@ cxxopts::Options make_parser() {
       "no-progress-limit",
       "Stop after this many consecutive failed attempts that commit no new checkpoint (without --checkpoint-dir: "
       "that reach no new highest step) [3]",
-      cxxopts::value<std::string>())("backoff", "Wait before the first relaunch; doubles after each failure [1s]",
+      cxxopts::value<std::string>())("backoff",
+                                     "Wait before relaunching after a failed attempt that committed no new checkpoint; "
+                                     "doubles with each such attempt in a row (an attempt that committed one is "
+                                     "relaunched at once) [1s]",
                                      cxxopts::value<std::string>())(
       "backoff-max", "Longest wait between relaunches [60s]", cxxopts::value<std::string>())(
       "bad-node-strikes",

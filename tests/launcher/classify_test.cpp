@@ -306,18 +306,33 @@ TEST(Decide, UsageErrorsAreNeverRetried) {
   EXPECT_EQ(d.exit_code, 64);
 }
 
-TEST(Decide, FailuresAreRetriedWithDoublingBackoffUpToTheLimit) {
+TEST(Decide, FailuresWithoutProgressAreRetriedWithDoublingBackoffUpToTheLimit) {
   Classification c;
   c.outcome = Outcome::Crash;
   auto o = limits(4, 10);
-  EXPECT_EQ(decide(o, c, 0, {ProgressBasis::Checkpoint, 0, 0}).backoff.count(), 1000);
-  EXPECT_EQ(decide(o, c, 1, {ProgressBasis::Checkpoint, 0, 0}).backoff.count(), 2000);
-  EXPECT_EQ(decide(o, c, 2, {ProgressBasis::Checkpoint, 0, 0}).backoff.count(), 4000);
-  EXPECT_EQ(decide(o, c, 3, {ProgressBasis::Checkpoint, 0, 0}).backoff.count(), 5000);  // capped at --backoff-max
+  EXPECT_EQ(decide(o, c, 0, {ProgressBasis::Checkpoint, 1, 0}).backoff.count(), 1000);
+  EXPECT_EQ(decide(o, c, 1, {ProgressBasis::Checkpoint, 2, 0}).backoff.count(), 2000);
+  EXPECT_EQ(decide(o, c, 2, {ProgressBasis::Checkpoint, 3, 0}).backoff.count(), 4000);
+  EXPECT_EQ(decide(o, c, 3, {ProgressBasis::Checkpoint, 4, 0}).backoff.count(), 5000);  // capped at --backoff-max
   auto stop = decide(o, c, 4, {ProgressBasis::Checkpoint, 0, 0});
   EXPECT_EQ(stop.action, Decision::Action::Stop);
   EXPECT_EQ(stop.exit_code, kExitGaveUp);
   EXPECT_NE(stop.reason.find("--max-restarts 4"), std::string::npos);
+}
+
+// A run that advances between failures (each failed attempt committed a new checkpoint) is relaunched at once, however
+// many failures it has had; the next attempt without progress starts the doubling again from --backoff.
+TEST(Decide, AnAttemptThatMadeProgressIsRelaunchedAtOnce) {
+  Classification c;
+  c.outcome = Outcome::Crash;
+  auto o = limits(100, 10);
+  for (int failed = 0; failed < 20; ++failed) {
+    const Decision d = decide(o, c, failed, {ProgressBasis::Checkpoint, 0, 10 * failed});
+    EXPECT_EQ(d.action, Decision::Action::Retry);
+    EXPECT_EQ(d.backoff.count(), 0) << "after " << failed << " failures";
+    EXPECT_NE(d.reason.find("committed a new checkpoint"), std::string::npos) << d.reason;
+  }
+  EXPECT_EQ(decide(o, c, 20, {ProgressBasis::Checkpoint, 1, 190}).backoff.count(), 1000);
 }
 
 TEST(Decide, NoProgressStopsWithItsOwnCode) {
