@@ -201,8 +201,9 @@ TEST(GptDataResume, PreemptedAndResumedInAnotherLayoutTrainsOnTheSameSamples) {
 // The automatic checkpoint interval (--checkpoint-every auto) under tenax-launch: without a failure it assumes
 // TENAX_MTBF (24 h) and saves rarely; once a rank has been killed, the launcher hands the run's own mean time between
 // failures (seconds here) to the next attempt, which picks a much shorter interval, and says why.
-int automatic_interval_steps(const std::string& output, const std::string& source) {
-  const std::regex note("checkpoint interval \\(automatic, Young/Daly\\): (\\d+) steps = [^\\n]* from " + source);
+int automatic_interval_steps(const std::string& output, const std::string& source,
+                             const std::string& what = "  checkpoint interval") {
+  const std::regex note(what + " \\(automatic, Young/Daly\\): (\\d+) steps = [^\\n]* from " + source);
   std::smatch m;
   return std::regex_search(output, m, note) ? std::stoi(m[1]) : -1;
 }
@@ -236,6 +237,48 @@ TEST(GptAutomaticCheckpointInterval, AFailureShortensIt) {
   if (std::regex_search(output, line, std::regex("checkpoint interval \\(automatic[^\\n]*")))
     std::printf("%s\n", line.str().c_str());
   EXPECT_EQ(final_checksum(launch.output()), final_checksum(quiet.output())) << launch.output();
+}
+
+// The node-local tier's automatic interval: Young/Daly from a node-local save's measured cost and the MTBF (30 s
+// configured); after a failure the run's own MTBF (seconds here) shortens it, the restart reads a node-local copy, and
+// the result is the uninterrupted run's.
+TEST(GptAutomaticCheckpointInterval, TheNodeLocalTierGetsItsOwn) {
+  ScratchDir data_dir("gpt-data-auto-local");
+  const std::string data = write_dataset(data_dir.path());
+  std::vector<std::string> args = gpt_args(data, {"--checkpoint-local-every", "auto"});
+  *(std::find(args.begin(), args.end(), "--checkpoint-every") + 1) = "auto";
+  ScratchDir ref_dir("gpt-auto-local-reference"), ref_local("gpt-auto-local-reference-tier0");
+  ::setenv("TENAX_MTBF", "30s", 1);
+  ::setenv("TENAX_CKPT_LOCAL_DIR", ref_local.path().c_str(), 1);
+  Launch quiet(quick_restart_launcher_args(ref_dir, 2), args, ref_dir / "out.txt");
+  ASSERT_EQ(quiet.wait(seconds(120)), 0) << quiet.output();
+  const std::string reference = final_checksum(quiet.output());
+  ASSERT_FALSE(reference.empty()) << quiet.output();
+
+  ScratchDir dir("gpt-auto-local"), local("gpt-auto-local-tier0");
+  ::setenv("TENAX_CKPT_LOCAL_DIR", local.path().c_str(), 1);
+  Launch launch(quick_restart_launcher_args(dir, 2), args, dir / "out.txt");
+  ::unsetenv("TENAX_CKPT_LOCAL_DIR");
+  ::unsetenv("TENAX_MTBF");
+  auto beat = wait_for_step(dir / "run", 1, 1, 40, seconds(60));
+  ASSERT_TRUE(beat.has_value()) << launch.output();
+  ASSERT_EQ(kill(static_cast<pid_t>(beat->pid), SIGKILL), 0);
+  ASSERT_EQ(launch.wait(seconds(120)), 0) << launch.output();
+  const std::string output = launch.output();
+
+  // The last choice of each run, from its summary.
+  const int before = automatic_interval_steps(quiet.output(), "TENAX_MTBF", "node-local checkpoint interval");
+  const int after =
+      automatic_interval_steps(output, "this run's failures \\(TENAX_RUN_MTBF\\)", "node-local checkpoint interval");
+  ASSERT_GE(before, 1) << quiet.output();
+  ASSERT_GE(after, 1) << output;
+  EXPECT_LT(after, before) << output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(output, m, std::regex("resumed from (\\S+) at step (\\d+)"))) << output;
+  EXPECT_EQ(m[1].str().rfind(local.path(), 0), 0u) << "the restart should read a node-local copy\n" << output;
+  EXPECT_EQ(final_checksum(output), reference) << output;
+  std::printf("node-local interval %d steps without a failure, %d after one; resumed at step %s\n", before, after,
+              m[2].str().c_str());
 }
 
 // kill -9 of a rank with a node-local tier: the restart reads every rank's own copy of a step that only the node-local

@@ -74,5 +74,23 @@ TEST(CheckpointInterval, TheCommandLineTakesStepsOrAuto) {
     EXPECT_THROW(CheckpointPolicy::parse_every(bad, policy), UsageError) << bad;
 }
 
+TEST(CheckpointInterval, TheNodeLocalIntervalTakesStepsOrAuto) {
+  CheckpointPolicy policy;
+  CheckpointPolicy automatic = CheckpointPolicy::parse_local_every("auto", policy);
+  EXPECT_TRUE(automatic.local_automatic);
+  EXPECT_FALSE(automatic.automatic) << "the shared tier's interval is its own";
+  CheckpointPolicy fixed = CheckpointPolicy::parse_local_every("5", automatic);
+  EXPECT_FALSE(fixed.local_automatic);
+  EXPECT_EQ(fixed.local_every, 5);
+  for (const char* bad : {"", "-1", "five", "5s"}) {
+    try {
+      CheckpointPolicy::parse_local_every(bad, policy);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("--checkpoint-local-every"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tenax

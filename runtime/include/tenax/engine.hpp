@@ -93,9 +93,15 @@ struct CheckpointPolicy {
   // The node-local tier (tenax/checkpoint.hpp, CheckpointOptions::local_dir): "" takes TENAX_CKPT_LOCAL_DIR, "none" or
   // "" with it unset: no tier. Every save then also keeps each rank's own copy there, and a restart on the same nodes
   // reads it instead of the shared directory. `local_every` > 0 adds node-local-only saves every N steps between the
-  // shared ones (cheap: no shared write, no commit agreement).
+  // shared ones (cheap: no shared write, no commit agreement). `local_automatic` chooses that interval as `automatic`
+  // does the shared one, from the blocking time of the node-local saves (the first after step 1, to measure it): the
+  // Young/Daly interval of the cheaper tier, which is the one most restarts resume from. The shared tier keeps its own
+  // interval (automatic or not): a requeue, a lost node with its partner or a layout change resumes from it.
   std::string local_dir;
   int local_every = 0;
+  bool local_automatic = false;
+  // A command line's --checkpoint-local-every: "N" (N >= 0) sets `local_every`, "auto" sets `local_automatic`.
+  static CheckpointPolicy parse_local_every(std::string_view text, CheckpointPolicy policy);
   int max_failures = 3;  // periodic saves that may fail in a row (each a warning) before the run stops
 };
 

@@ -150,6 +150,8 @@ void Engine::Impl::after_step_checkpoint(double step_seconds) {
   if (!writer) return;
   step_seconds_since_save += step_seconds;
   ++steps_since_save;
+  step_seconds_since_local += step_seconds;
+  ++steps_since_local;
   // Every rank raises the same IoError at the same call (the checkpointer agrees on outcomes), so every rank takes the
   // same branch here.
   try {
@@ -162,9 +164,20 @@ void Engine::Impl::after_step_checkpoint(double step_seconds) {
     } else if (checkpoint_every > 0 && step % checkpoint_every == 0) {
       save_checkpoint(false);
     }
-    if (config.checkpoint.local_every > 0 && !writer->options().local_dir.empty() && last_saved != step &&
-        step % config.checkpoint.local_every == 0)
-      writer->save_local(static_cast<std::uint64_t>(step), progress_blobs());
+    if (!writer->options().local_dir.empty() && last_saved != step) {
+      if (config.checkpoint.local_automatic) {
+        // A shared save leaves a node-local copy too: the interval runs from the newer of the two.
+        const long since = step - std::max(last_saved.value_or(0), last_local_saved.value_or(0));
+        if (since >= local_every) {
+          const auto start = std::chrono::steady_clock::now();
+          last_local_saved = step;
+          writer->save_local(static_cast<std::uint64_t>(step), progress_blobs());
+          choose_local_interval(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        }
+      } else if (config.checkpoint.local_every > 0 && step % config.checkpoint.local_every == 0) {
+        writer->save_local(static_cast<std::uint64_t>(step), progress_blobs());
+      }
+    }
     writer->progress();
   } catch (const IoError& error) {
     ++consecutive_failures;
@@ -182,6 +195,21 @@ void Engine::Impl::after_step_checkpoint(double step_seconds) {
     last_commit_seen = committed;
     consecutive_failures = 0;
   }
+}
+
+CheckpointPolicy CheckpointPolicy::parse_local_every(std::string_view text, CheckpointPolicy policy) {
+  if (text == "auto") {
+    policy.local_automatic = true;
+    return policy;
+  }
+  int value = -1;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() || value < 0)
+    throw UsageError("--checkpoint-local-every '" + std::string(text) +
+                     "': give a number of steps (0: a node-local copy only with each shared save) or auto");
+  policy.local_every = value;
+  policy.local_automatic = false;
+  return policy;
 }
 
 CheckpointPolicy CheckpointPolicy::parse_every(std::string_view text, CheckpointPolicy policy) {
@@ -216,6 +244,32 @@ void Engine::Impl::choose_interval(double save_seconds) {
   if (chosen != checkpoint_every && world.rank() == 0) TENAX_LOG(Info, "engine") << note.str();
   checkpoint_every = chosen;
   interval_note = note.str();
+}
+
+void Engine::Impl::choose_local_interval(double save_seconds) {
+  // As choose_interval, for the node-local tier: agreed numbers, the same step on every rank.
+  double measured[2] = {save_seconds, steps_since_local > 0 ? step_seconds_since_local / steps_since_local : 0};
+  world.all_reduce(measured, measured, 2, DType::F64, ReduceOp::Max).wait();
+  step_seconds_since_local = 0;
+  steps_since_local = 0;
+  const double cost = std::max(measured[0], 1e-6), step_s = measured[1];
+  const MtbfChoice mtbf = choose_mtbf(config.checkpoint.mtbf_s);
+  const int chosen = interval_in_steps(daly_interval_s(cost, mtbf.seconds), step_s, std::max(1L, config.steps));
+  std::ostringstream note;
+  note << "node-local checkpoint interval (automatic, Young/Daly): " << chosen << " steps = " << std::fixed
+       << std::setprecision(2) << chosen * step_s << " s, from a node-local save's blocking cost of "
+       << std::setprecision(4) << cost << " s, steps of " << step_s << " s and an MTBF of " << std::setprecision(1)
+       << mtbf.seconds << " s from " << mtbf.source;
+  if (chosen != local_every && world.rank() == 0) TENAX_LOG(Info, "engine") << note.str();
+  local_every = chosen;
+  local_interval_note = note.str();
+}
+
+std::string Engine::Impl::interval_notes() const {
+  std::string notes;
+  for (const std::string* note : {&interval_note, &local_interval_note})
+    if (!note->empty()) notes += "\n  " + *note;
+  return notes;
 }
 
 ResumeInfo Engine::resume() {

@@ -97,8 +97,7 @@ int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCal
       }
       // No rank may exit before every rank's part of the checkpoint is committed: mpirun kills the rest at once.
       e.world.barrier();
-      e.summary = metrics.finish().table;
-      if (!e.interval_note.empty()) e.summary += "\n  " + e.interval_note;
+      e.summary = metrics.finish().table + e.interval_notes();
       return worker.finish(kExitPreempted);
     }
   }
@@ -109,8 +108,7 @@ int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCal
     stall += seconds_since(start);
     report_commits();
   }
-  e.summary = metrics.finish().table;
-  if (!e.interval_note.empty()) e.summary += "\n  " + e.interval_note;
+  e.summary = metrics.finish().table + e.interval_notes();
   return worker.finish(kExitSuccess);
 }
 

@@ -70,6 +70,9 @@ struct Engine::Impl {
   void after_step_checkpoint(double step_seconds);
   // Automatic interval: the next interval from this save's blocking time (agreed over the ranks).
   void choose_interval(double save_seconds);
+  void choose_local_interval(double save_seconds);
+  // The summary's lines on the automatic intervals ("" when neither is automatic).
+  std::string interval_notes() const;
 
   std::optional<metrics::StepMetrics::Scope> phase(metrics::Phase p);
 
@@ -133,6 +136,12 @@ struct Engine::Impl {
   double step_seconds_since_save = 0;
   long steps_since_save = 0;
   std::string interval_note;  // the automatic choice and its inputs, for the summary
+  // The same for the node-local tier's automatic interval (CheckpointPolicy::local_automatic).
+  int local_every = 1;
+  std::optional<long> last_local_saved;
+  double step_seconds_since_local = 0;
+  long steps_since_local = 0;
+  std::string local_interval_note;
   std::optional<std::uint64_t> last_commit_seen;
   int consecutive_failures = 0;
   std::string summary;
