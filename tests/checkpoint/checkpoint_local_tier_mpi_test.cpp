@@ -375,5 +375,29 @@ TEST(CheckpointPartnerCopies, OneLostNodeOfFourIsRecoveredFromItsPartner) {
   EXPECT_EQ(r.step, 12u);
 }
 
+// A lost leaf switch takes its nodes' own copies with it. With the switches known, every node's partner is under the
+// other switch and every rank restarts from the node-local tier; without them, the next node (under the same switch)
+// was the partner and the step falls back to the shared tier.
+TEST(CheckpointPartnerCopies, ALostSwitchIsRecoveredFromPartnersUnderTheOtherSwitch) {
+  Communicator& world = tenax::test::world();
+  if (world.size() != 4) GTEST_SKIP() << "needs four nodes of one rank, two under each switch";
+  const std::string node = "n" + std::to_string(world.rank());
+  const std::string replacement = world.rank() < 2 ? "n" + std::to_string(world.rank() + 4) : node;
+  for (const bool switches_known : {true, false}) {
+    SharedTempDir dir(world, "tier1"), base(world, "nodes");
+    CheckpointOptions saving = on_node(dir.path(), base.path(), node);
+    if (switches_known) saving.failure_domain = world.rank() < 2 ? "s1" : "s2";
+    save_10_and_12(world, saving);
+    remove_node(world, base.path(), "n0");  // switch s1 with both its nodes
+    remove_node(world, base.path(), "n1");
+    CheckpointOptions loading = on_node(dir.path(), base.path(), replacement);
+    if (switches_known) loading.failure_domain = world.rank() < 2 ? "s1" : "s2";
+    LoadResult r = load_fresh_model(world, loading, switches_known ? 12 : 10);
+    EXPECT_TRUE(r.loaded);
+    EXPECT_EQ(r.node_local, switches_known) << "switches known: " << switches_known;
+    EXPECT_EQ(r.step, switches_known ? 12u : 10u);
+  }
+}
+
 }  // namespace
 }  // namespace tenax::test

@@ -121,7 +121,8 @@ struct CheckpointOptions {
   // The node-local tier (TENAX_CKPT_LOCAL_DIR; "": none): a directory on each node's own storage (/dev/shm, a local
   // SSD) where every save, and every save_local(), also puts each rank's own copy of everything it holds, under
   // <local_dir>/tenax-<key>/rank_<R>/ ("%n" in it stands for the node's name). When the ranks span several nodes,
-  // each copy is also sent in the background to a rank of the next node (its partner), which keeps it under
+  // each copy is also sent in the background to a rank of another node (its partner; under another leaf switch when
+  // the ranks span several, see failure_domain), which keeps it under
   // <local_dir>/tenax-<key>/partner/. load() prefers this tier when every rank's copy of a step at least as new as the
   // shared directory's newest is there or at its partner. `local_keep` (TENAX_CKPT_LOCAL_KEEP, >= 1) steps are kept
   // per rank and per partner.
@@ -129,6 +130,10 @@ struct CheckpointOptions {
   int local_keep = 2;
   // This rank's node ("": SLURMD_NODENAME, else the host name): which ranks share a node, and so whose partner is whom.
   std::string node_name;
+  // The part of the cluster this node fails with, e.g. its leaf switch ("": the leaf switch in SLURM_TOPOLOGY_ADDR,
+  // which Slurm's topology/tree plugin sets; none without it). Partners are chosen across failure domains wherever
+  // the ranks span several, so that a lost switch does not take a node's copies and their partner copies together.
+  std::string failure_domain;
 
   // dir, keep, io_nice, direct_io, local_dir and local_keep from TENAX_CHECKPOINT_DIR / TENAX_CKPT_KEEP /
   // TENAX_CKPT_IO_NICE / TENAX_CKPT_DIRECT_IO / TENAX_CKPT_LOCAL_DIR / TENAX_CKPT_LOCAL_KEEP. Throws UsageError if

@@ -185,7 +185,11 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
     });
     run_id = broadcast_string(world, run_id, 0);
     const std::string node = node_name(s.options);
-    s.partner_of = ckpt::partner_ranks(all_gather_strings(world, node));
+    const std::string domain =
+        !s.options.failure_domain.empty()
+            ? s.options.failure_domain
+            : ckpt::leaf_switch(std::getenv("SLURM_TOPOLOGY_ADDR"), std::getenv("SLURM_TOPOLOGY_ADDR_PATTERN"));
+    s.partner_of = ckpt::partner_ranks(all_gather_strings(world, node), all_gather_strings(world, domain));
     s.partner_to = s.partner_of[world.rank()];
     for (int r = 0; r < world.size(); ++r)
       if (s.partner_of[r] == world.rank()) s.partner_from.push_back(r);

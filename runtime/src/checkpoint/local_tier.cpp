@@ -148,27 +148,62 @@ std::string partner_root(const std::string& local_dir, const std::string& key, i
   return fs::join(fs::join(fs::join(local_dir, "tenax-" + key), "partner"), "rank_" + std::to_string(rank));
 }
 
-std::vector<int> partner_ranks(const std::vector<std::string>& node_of_rank) {
+std::vector<int> partner_ranks(const std::vector<std::string>& node_of_rank,
+                               const std::vector<std::string>& domain_of_rank) {
   std::vector<std::string> nodes;          // in the order of their lowest rank
   std::vector<std::vector<int>> ranks_on;  // per node, ascending
   std::vector<std::pair<int, int>> place;  // per rank: (node index, index on the node)
+  std::vector<std::string> domains;        // in the order of their lowest rank
+  std::vector<std::vector<int>> nodes_in;  // per domain, node indices ascending
   for (int r = 0; r < static_cast<int>(node_of_rank.size()); ++r) {
     auto it = std::find(nodes.begin(), nodes.end(), node_of_rank[r]);
     const int n = static_cast<int>(it - nodes.begin());
     if (it == nodes.end()) {
       nodes.push_back(node_of_rank[r]);
       ranks_on.emplace_back();
+      // A node's domain is its lowest rank's (the ranks of one node report the same one).
+      const std::string domain = r < static_cast<int>(domain_of_rank.size()) ? domain_of_rank[r] : "";
+      auto d = std::find(domains.begin(), domains.end(), domain);
+      if (d == domains.end()) {
+        domains.push_back(domain);
+        nodes_in.emplace_back();
+        d = domains.end() - 1;
+      }
+      nodes_in[d - domains.begin()].push_back(n);
     }
     place.emplace_back(n, static_cast<int>(ranks_on[n].size()));
     ranks_on[n].push_back(r);
   }
   std::vector<int> partner(node_of_rank.size(), -1);
   if (nodes.size() < 2) return partner;
+  std::vector<int> ring;  // node indices: the domains in turn
+  for (std::size_t round = 0; ring.size() < nodes.size(); ++round)
+    for (const auto& members : nodes_in)
+      if (round < members.size()) ring.push_back(members[round]);
+  std::vector<int> next_node(nodes.size());
+  for (std::size_t i = 0; i < ring.size(); ++i)
+    next_node[ring[i]] = ring[(i + 1) % ring.size()];
   for (std::size_t r = 0; r < partner.size(); ++r) {
-    const auto& next = ranks_on[(place[r].first + 1) % nodes.size()];
+    const auto& next = ranks_on[next_node[place[r].first]];
     partner[r] = next[place[r].second % next.size()];
   }
   return partner;
+}
+
+std::string leaf_switch(const char* topology_addr, const char* topology_addr_pattern) {
+  if (topology_addr == nullptr || topology_addr_pattern == nullptr) return "";
+  auto split = [](std::string_view text) {
+    std::vector<std::string> parts;
+    std::size_t start = 0;
+    for (std::size_t dot; (dot = text.find('.', start)) != std::string_view::npos; start = dot + 1)
+      parts.emplace_back(text.substr(start, dot - start));
+    parts.emplace_back(text.substr(start));
+    return parts;
+  };
+  const std::vector<std::string> addr = split(topology_addr), kinds = split(topology_addr_pattern);
+  if (addr.size() != kinds.size() || addr.size() < 2 || kinds.back() != "node" || kinds[kinds.size() - 2] != "switch")
+    return "";
+  return addr[addr.size() - 2];
 }
 
 std::vector<std::uint8_t> pack_step(const std::string& step_dir) {

@@ -44,10 +44,18 @@ std::string local_rank_root(const std::string& local_dir, const std::string& key
 // <local_dir>/tenax-<key>/partner/rank_<R>: the copies of rank R (on another node) this node keeps as its partner.
 std::string partner_root(const std::string& local_dir, const std::string& key, int rank);
 
-// The partner of every rank, from the ranks' node names (index = rank): the nodes in the order of their lowest rank,
-// each node's copies kept by the next node (the last by the first), the i-th rank of a node sending to the
-// (i mod n)-th rank of the next node's n ranks. -1 for every rank when all ranks share one node.
-std::vector<int> partner_ranks(const std::vector<std::string>& node_of_rank);
+// The partner of every rank, from the ranks' node names and failure domains (index = rank; no domains, or all equal:
+// one domain). The nodes form a ring, each node's copies kept by the next one (the last's by the first), the i-th
+// rank of a node sending to the (i mod n)-th rank of the next node's n ranks. The ring takes the domains in turn (the
+// first node of each domain, then the second of each, ..., domains and the nodes in them in the order of their lowest
+// rank), so that consecutive nodes lie in different domains wherever the domains' sizes allow; with one domain it is
+// the nodes in the order of their lowest rank. -1 for every rank when all ranks share one node.
+std::vector<int> partner_ranks(const std::vector<std::string>& node_of_rank,
+                               const std::vector<std::string>& domain_of_rank = {});
+
+// The leaf switch in a SLURM_TOPOLOGY_ADDR ("root.s1.n3" with pattern "switch.switch.node": "s1"); "" when either is
+// missing or the pattern does not end in a switch and the node.
+std::string leaf_switch(const char* topology_addr, const char* topology_addr_pattern);
 
 // A committed step directory as one buffer for the communicator (its manifest and rank file, with a CRC32C over
 // all of it), and back: unpack verifies the buffer and commits it as `step` under `root` like write_local_copy (tmp,
