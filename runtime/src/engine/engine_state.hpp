@@ -141,6 +141,7 @@ struct Engine::Impl {
   std::optional<long> last_local_saved;
   double step_seconds_since_local = 0;
   long steps_since_local = 0;
+  double local_polls_since_save = 0;  // progress() time since the last node-local save (its agreement, partner copy)
   std::string local_interval_note;
   std::optional<std::uint64_t> last_commit_seen;
   int consecutive_failures = 0;
