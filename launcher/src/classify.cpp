@@ -339,7 +339,9 @@ Decision decide(const Options& options, const Classification& c, int failed_rest
   }
   return {Decision::Action::Retry, 0, backoff,
           "relaunch " + std::to_string(failed_restarts + 1) + " of " + std::to_string(options.max_restarts) +
-              (progress.streak == 0 ? " (the attempt committed a new checkpoint)" : "")};
+              (progress.streak > 0                           ? ""
+               : progress.basis == ProgressBasis::Checkpoint ? " (the attempt committed a new checkpoint)"
+                                                             : " (the attempt reached a new highest step)")};
 }
 
 }  // namespace tenax::launch

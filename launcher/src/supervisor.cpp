@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -299,7 +300,10 @@ class Supervisor {
   std::optional<Ledger> ledger_;
   std::optional<BadNodes> bad_nodes_;
   SlurmJob job_;
-  std::string job_id_ = new_local_job_id();  // Slurm's job id under Slurm
+  // Slurm's job id inside a Slurm job, also in local mode (the plugin's job epilog then removes the node-local copies
+  // even when tenax-launch itself is killed); else an id of this invocation's own.
+  std::string job_id_ =
+      std::getenv("SLURM_JOB_ID") && *std::getenv("SLURM_JOB_ID") ? std::getenv("SLURM_JOB_ID") : new_local_job_id();
   int attempt_ = 0;
   int failed_restarts_ = 0;
   // Without a checkpoint directory the launcher cannot see commits: progress is then the highest heartbeat step.

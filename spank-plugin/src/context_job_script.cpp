@@ -6,14 +6,20 @@
 // environment) or the site default, both patterns a user controls in part. Root never walks it: a child process
 // becomes the job's user (groups, gid, uid) and removes what the user could remove anyway; symbolic links are never
 // followed. Nothing here may fail the epilog (a failed epilog drains the node), so every problem is logged and the
-// callback returns 0.
+// callback returns 0 — also when the removal does not finish: Slurm kills an epilog that runs past
+// max(PrologEpilogTimeout, 120 s) and drains the node, and a directory on a hung mount, or a folder of millions of
+// files, would take that long. The child gets kRemovalDeadline; then it is killed and the rest is left in place.
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <pwd.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -27,10 +33,13 @@ namespace tenax::spank::job_script {
 
 namespace {
 
+constexpr std::chrono::seconds kRemovalDeadline{30};
+
 struct JobUser {
   uid_t uid = 0;
   gid_t gid = 0;
   std::string name;
+  std::vector<gid_t> groups;  // looked up here: no name-service lookup after fork
 };
 
 JobUser job_user(uid_t uid) {
@@ -40,7 +49,18 @@ JobUser job_user(uid_t uid) {
   if (getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) != 0 || found == nullptr) {
     throw Error("user id " + std::to_string(uid) + " has no passwd entry on this node");
   }
-  return {uid, entry.pw_gid, entry.pw_name};
+  JobUser user{uid, entry.pw_gid, entry.pw_name, {}};
+  int count = 64;
+  for (int tries = 0; tries < 8; ++tries) {
+    user.groups.resize(static_cast<std::size_t>(count));
+    int got = count;
+    if (::getgrouplist(user.name.c_str(), user.gid, user.groups.data(), &got) >= 0) {
+      user.groups.resize(static_cast<std::size_t>(got));
+      return user;
+    }
+    count = std::max(got, count * 2);
+  }
+  throw Error("could not list the groups of user " + user.name);
 }
 
 void write_text(int fd, const std::string& text) {
@@ -57,7 +77,8 @@ void write_text(int fd, const std::string& text) {
 // line per error) to `out`. Returns the exit status.
 int remove_as_user(const JobUser& user, const std::string& dir, const std::string& job_id, int out) {
   if (::geteuid() == 0 && user.uid != 0) {
-    if (::initgroups(user.name.c_str(), user.gid) != 0 || ::setgid(user.gid) != 0 || ::setuid(user.uid) != 0) {
+    if (::setgroups(user.groups.size(), user.groups.data()) != 0 || ::setgid(user.gid) != 0 ||
+        ::setuid(user.uid) != 0) {
       write_text(out, "error could not become user " + user.name + ": " + std::strerror(errno) + "\n");
       return 2;
     }
@@ -82,6 +103,7 @@ std::string local_dir_pattern(const AdminConfig& admin) {
 }
 
 void remove_local_copies(spank_t sp) {
+  if (!state().admin_error.empty()) throw Error(state().admin_error);
   const std::string pattern = local_dir_pattern(state().admin);
   if (pattern.empty() || pattern == kNoLocalDir) return;
   const auto job_id = std::to_string(item_u32(sp, S_JOB_ID, "S_JOB_ID"));
@@ -110,20 +132,43 @@ void remove_local_copies(spank_t sp) {
     ::_exit(status);
   }
   ::close(pipe_fds[1]);
+  // The report, until the child closes its end, the report is too long or the deadline passes.
   std::string text;
   char buffer[4096];
-  while (text.size() < (1u << 20)) {  // a bounded report, whatever the child writes
+  const auto deadline = std::chrono::steady_clock::now() + kRemovalDeadline;
+  bool timed_out = false;
+  while (text.size() < (1u << 20)) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd pfd{pipe_fds[0], POLLIN, 0};
+    const int ready = ::poll(&pfd, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) continue;  // the loop head finds the deadline passed
+    if (ready < 0) break;
     const ssize_t n = ::read(pipe_fds[0], buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     text.append(buffer, static_cast<std::size_t>(n));
   }
   ::close(pipe_fds[0]);
+  const std::string where = "job " + job_id + " on " + node + ": ";
   int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  if (timed_out) {
+    // A child blocked in the kernel (a hung mount) may not die at once: it is not waited for; init reaps it when this
+    // short-lived epilog process exits.
+    ::kill(child, SIGKILL);
+    ::waitpid(child, &status, WNOHANG);
+    report_error(where + "removing the node-local checkpoint copies under " + dir + " took longer than " +
+                 std::to_string(kRemovalDeadline.count()) + " s; stopped, the rest is left in place");
+  } else {
+    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
   }
 
-  const std::string where = "job " + job_id + " on " + node + ": ";
   std::size_t start = 0;
   while (start < text.size()) {
     std::size_t end = text.find('\n', start);
@@ -141,7 +186,7 @@ void remove_local_copies(spank_t sp) {
       report_error(where + "node-local checkpoint copies: " + line.substr(6));
     }
   }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+  if (!timed_out && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
     report_error(where + "removing the node-local checkpoint copies under " + dir + " did not finish (status " +
                  std::to_string(status) + ")");
   }

@@ -74,7 +74,9 @@ void plan_step(spank_t sp, PluginState& s) {
         sp, kEnvDataStageDir,
         expand_dir_pattern("data stage directory", s.settings.data_stage_dir, user_name(uid), std::to_string(job_id)));
   }
-  if (!s.settings.ckpt_local_dir.empty()) {
+  if (s.settings.ckpt_local_dir == kNoLocalDir) {
+    job_setenv(sp, kEnvCkptLocalDir, "");  // the job turned the site's tier off: no node-local copies
+  } else if (!s.settings.ckpt_local_dir.empty()) {
     // %n stays: each rank expands it to its own node's name.
     job_setenv(sp, kEnvCkptLocalDir,
                expand_dir_pattern("node-local checkpoint directory", s.settings.ckpt_local_dir, user_name(uid),

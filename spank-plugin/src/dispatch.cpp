@@ -55,6 +55,16 @@ bool parses_options(spank_context_t context) {
 extern "C" {
 
 int slurm_spank_init(spank_t sp, int ac, char** av) {
+  if (spank_context() == S_CTX_JOB_SCRIPT) {
+    try {
+      tenax::spank::state().admin = tenax::spank::AdminConfig::parse(std::vector<std::string>(av, av + ac));
+    } catch (const std::exception& e) {
+      tenax::spank::state().admin_error = e.what();
+    } catch (...) {
+      tenax::spank::state().admin_error = "unexpected non-standard exception while reading plugstack.conf";
+    }
+    return 0;
+  }
   return guarded("init", [&] {
     std::vector<std::string> args(av, av + ac);
     tenax::spank::state().admin = tenax::spank::AdminConfig::parse(args);

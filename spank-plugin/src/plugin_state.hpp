@@ -37,6 +37,9 @@ struct PluginState {
   // Why the step could not be planned. Reported by task_init rather than user_init: Slurm 22.05's srun exits 0 when
   // user_init fails (the launch failure is not counted as the step's failure), while a failed task_init fails the task.
   std::string step_error;
+  // A plugstack.conf the plugin refused, in the job epilog: reported there instead of failing init, which would fail
+  // the epilog and drain every node at every job's end (everywhere else the refusal fails the command at once).
+  std::string admin_error;
 };
 
 PluginState& state();

@@ -38,20 +38,31 @@ TEST(PartnerRanks, APartnerLiesUnderAnotherSwitchWheneverThereIsOne) {
   for (std::size_t r = 0; r < partner.size(); ++r)
     EXPECT_NE(switches[r], switches[partner[r]]) << "rank " << r;
 
-  // Uneven switches (3 + 1 + 2 nodes): every node whose switch can be left is partnered across.
-  const auto six = per_rank({"a1", "a2", "a3", "b1", "c1", "c2"});
-  const auto six_switches = per_rank({"a", "a", "a", "b", "c", "c"});
-  const std::vector<int> p6 = partner_ranks(six, six_switches);
-  int same = 0;
-  for (std::size_t r = 0; r < p6.size(); r += 2)
-    same += six_switches[r] == six_switches[p6[r]];
-  EXPECT_EQ(same, 1) << "only one of six nodes (the third of switch a) must partner inside its switch";
-  // Every node receives exactly one node's copies: a ring.
-  std::vector<int> received(six.size(), 0);
-  for (int p : p6)
-    ++received[p];
-  for (int count : received)
-    EXPECT_EQ(count, 1);
+  // Uneven switches: no node partners inside its switch while no switch holds more than half of the nodes; beyond
+  // that only as many as must. Every node receives exactly one node's copies (a ring).
+  struct Case {
+    std::vector<std::string> nodes, switches;
+    int same_switch;
+  };
+  const std::vector<Case> cases = {
+      {{"a1", "a2", "a3", "b1", "c1", "c2"}, {"a", "a", "a", "b", "c", "c"}, 0},
+      {{"a1", "b1", "c1", "a2"}, {"a", "b", "c", "a"}, 0},
+      {{"b1", "a1", "a2", "c1", "b2"}, {"b", "a", "a", "c", "b"}, 0},
+      {{"a1", "a2", "a3", "b1"}, {"a", "a", "a", "b"}, 2},  // 3 of 4 under a: two a-a neighbours at least
+  };
+  for (const Case& c : cases) {
+    const auto domains = per_rank(c.switches);
+    const std::vector<int> p = partner_ranks(per_rank(c.nodes), domains);
+    int same = 0;
+    for (std::size_t r = 0; r < p.size(); r += 2)
+      same += domains[r] == domains[p[r]];
+    EXPECT_EQ(same, c.same_switch) << c.nodes.size() << " nodes starting " << c.nodes[0];
+    std::vector<int> received(p.size(), 0);
+    for (int q : p)
+      ++received[q];
+    for (int count : received)
+      EXPECT_EQ(count, 1);
+  }
 }
 
 TEST(PartnerRanks, TheLeafSwitchComesFromSlurmsTopologyAddress) {

@@ -95,9 +95,9 @@ struct CheckpointPolicy {
   // reads it instead of the shared directory. `local_every` > 0 adds node-local-only saves every N steps between the
   // shared ones (cheap: no shared write, no commit agreement). `local_automatic` chooses that interval as `automatic`
   // does the shared one, from the blocking time of the node-local saves and of the progress calls that agree on and
-  // send each (the first save right after step 1, to measure it): the
-  // Young/Daly interval of the cheaper tier, which is the one most restarts resume from. The shared tier keeps its own
-  // interval (automatic or not): a requeue, a lost node with its partner or a layout change resumes from it.
+  // send each (measured from the first saves, right after steps 1 and 2): the Young/Daly interval of the tier most
+  // restarts resume from. The shared tier keeps its own interval (automatic or not): a requeue, a lost node with its
+  // partner or a layout change resumes from it.
   std::string local_dir;
   int local_every = 0;
   bool local_automatic = false;

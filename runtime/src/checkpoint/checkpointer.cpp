@@ -48,6 +48,7 @@ CheckpointOptions CheckpointOptions::from_env(const ParallelLayout& layout) {
   o.io_nice = static_cast<int>(env::get_int("TENAX_CKPT_IO_NICE"));
   o.direct_io = env::get_bool("TENAX_CKPT_DIRECT_IO");
   o.local_dir = env::get_string("TENAX_CKPT_LOCAL_DIR");
+  if (o.local_dir == "none") o.local_dir.clear();  // as the engine and the SPANK plugin read it: no node-local tier
   o.local_keep = static_cast<int>(env::get_int("TENAX_CKPT_LOCAL_KEEP"));
   o.layout = layout;
   return o;

@@ -176,10 +176,27 @@ std::vector<int> partner_ranks(const std::vector<std::string>& node_of_rank,
   }
   std::vector<int> partner(node_of_rank.size(), -1);
   if (nodes.size() < 2) return partner;
-  std::vector<int> ring;  // node indices: the domains in turn
-  for (std::size_t round = 0; ring.size() < nodes.size(); ++round)
-    for (const auto& members : nodes_in)
-      if (round < members.size()) ring.push_back(members[round]);
+  std::vector<int> ring;  // node indices
+  if (nodes_in.size() == 1) {
+    for (int n = 0; n < static_cast<int>(nodes.size()); ++n)
+      ring.push_back(n);
+  } else {
+    // The nodes domain by domain, the largest domain first, dealt to the even places of the ring and then to the odd
+    // ones: no two neighbours share a domain whenever no domain holds more than half of the nodes.
+    std::vector<int> by_size(nodes_in.size());
+    for (int d = 0; d < static_cast<int>(by_size.size()); ++d)
+      by_size[d] = d;
+    std::stable_sort(by_size.begin(), by_size.end(),
+                     [&](int a, int b) { return nodes_in[a].size() > nodes_in[b].size(); });
+    ring.resize(nodes.size());
+    const std::size_t evens = (nodes.size() + 1) / 2;
+    std::size_t dealt = 0;
+    for (int d : by_size)
+      for (int n : nodes_in[d]) {
+        ring[dealt < evens ? 2 * dealt : 2 * (dealt - evens) + 1] = n;
+        ++dealt;
+      }
+  }
   std::vector<int> next_node(nodes.size());
   for (std::size_t i = 0; i < ring.size(); ++i)
     next_node[ring[i]] = ring[(i + 1) % ring.size()];

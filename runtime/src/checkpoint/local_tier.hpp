@@ -46,10 +46,11 @@ std::string partner_root(const std::string& local_dir, const std::string& key, i
 
 // The partner of every rank, from the ranks' node names and failure domains (index = rank; no domains, or all equal:
 // one domain). The nodes form a ring, each node's copies kept by the next one (the last's by the first), the i-th
-// rank of a node sending to the (i mod n)-th rank of the next node's n ranks. The ring takes the domains in turn (the
-// first node of each domain, then the second of each, ..., domains and the nodes in them in the order of their lowest
-// rank), so that consecutive nodes lie in different domains wherever the domains' sizes allow; with one domain it is
-// the nodes in the order of their lowest rank. -1 for every rank when all ranks share one node.
+// rank of a node sending to the (i mod n)-th rank of the next node's n ranks. With one domain the ring is the nodes in
+// the order of their lowest rank; with several, the nodes domain by domain (the largest domain first, ties and the
+// nodes in a domain in the order of their lowest rank) fill the ring's even places, then its odd ones, so that no
+// node's partner shares its domain unless one domain holds more than half of the nodes. -1 for every rank when all
+// ranks share one node.
 std::vector<int> partner_ranks(const std::vector<std::string>& node_of_rank,
                                const std::vector<std::string>& domain_of_rank = {});
 

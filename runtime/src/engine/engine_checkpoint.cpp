@@ -193,8 +193,10 @@ void Engine::Impl::after_step_checkpoint(double step_seconds) {
       // committed it and carry its partner copy, each a collective. Counting only the call made the interval too short
       // (2 steps where the tier's blocking time was 4 times the call's). Steps with a shared save or write in flight
       // are left out: their progress() is the shared tier's.
+      // A save's cost is known at the next one: its call and the polls after it.
       if (local_save_s >= 0) {
-        choose_local_interval(local_save_s + local_polls_since_save);
+        if (local_save_call_s >= 0) choose_local_interval(local_save_call_s + local_polls_since_save);
+        local_save_call_s = local_save_s;
         local_polls_since_save = 0;
       }
       if (!saved_shared && !shared_in_flight) local_polls_since_save += seconds_since(poll_start);

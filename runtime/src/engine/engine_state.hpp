@@ -142,6 +142,7 @@ struct Engine::Impl {
   double step_seconds_since_local = 0;
   long steps_since_local = 0;
   double local_polls_since_save = 0;  // progress() time since the last node-local save (its agreement, partner copy)
+  double local_save_call_s = -1;      // that save's own call; -1 before the first
   std::string local_interval_note;
   std::optional<std::uint64_t> last_commit_seen;
   int consecutive_failures = 0;

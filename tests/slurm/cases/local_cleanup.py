@@ -1,0 +1,87 @@
+"""The job epilog removes a job's node-local checkpoint copies as the job's user, never as root.
+
+A job of user `nobody` names its node-local directory at submission (--tenax-ckpt-local-dir); while it is held, the
+test lays out on its node what a run leaves there, plus what a hostile or careless user could: two tier folders of
+the job (nobody's), one of them holding a root-owned directory with a root-owned file and a symbolic link to a
+root-owned directory outside; another job's folder. After the job (COMPLETED: the epilog has run) the job's plain
+folder is gone; the root-owned file and the link's target are intact, which only a removal without root's rights
+leaves (root may remove both), and the folder that could not be removed whole still names its job; slurmd's log
+names what failed and why; the other job's folder is untouched. Without the privilege drop the first check fails.
+"""
+
+import os
+import pwd
+import re
+import shutil
+import tempfile
+
+from slurm_lab import expect, read_text
+
+
+def write(path, text, owner=None):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    if owner is not None:
+        os.chown(path, owner.pw_uid, owner.pw_gid)
+
+
+def chown_tree(path, owner):
+    for root, dirs, files in os.walk(path):
+        os.chown(root, owner.pw_uid, owner.pw_gid)
+        for name in files:
+            os.chown(os.path.join(root, name), owner.pw_uid, owner.pw_gid)
+
+
+def run(tools):
+    nobody = pwd.getpwnam("nobody")
+    # Outside the lab's folder (mode 0700): the job's user must be able to reach its directory.
+    base = tempfile.mkdtemp(prefix="tenax-local-cleanup-")
+    os.chmod(base, 0o755)
+    try:
+        with tools.lab() as lab:
+            job = int(lab.check(["sbatch", "--parsable", "-H", f"--uid={nobody.pw_uid}", "--chdir=/tmp", "-o",
+                                 "/dev/null", "-N1", "-w", "n1", f"--tenax-ckpt-local-dir={base}/%n", "--wrap",
+                                 "true"]).stdout.strip().split(";")[0])
+            node_dir = os.path.join(base, "n1")
+            plain = os.path.join(node_dir, "tenax-00000000000000aa")
+            guarded = os.path.join(node_dir, "tenax-00000000000000bb")
+            foreign = os.path.join(node_dir, "tenax-00000000000000cc")
+            outside = os.path.join(base, "outside")
+            write(os.path.join(plain, "rank_0", "step_5", "rank_0.h5"), "x" * 1000)
+            write(os.path.join(plain, "job-id"), f"{job}\n")
+            write(os.path.join(guarded, "rank_0", "step_5", "rank_0.h5"), "x" * 1000)
+            write(os.path.join(guarded, "job-id"), f"{job}\n")
+            write(os.path.join(foreign, "rank_0", "step_5", "rank_0.h5"), "x")
+            write(os.path.join(foreign, "job-id"), "999999\n")
+            chown_tree(node_dir, nobody)
+            write(os.path.join(guarded, "rootdir", "secret"), "root's")  # root-owned, mode 0755: nobody cannot unlink
+            write(os.path.join(outside, "precious"), "root's")
+            os.symlink(outside, os.path.join(guarded, "escape"))
+            os.lchown(os.path.join(guarded, "escape"), nobody.pw_uid, nobody.pw_gid)
+
+            lab.check(["scontrol", "release", str(job)])
+            lab.wait_job(job, timeout=60)
+
+            left = sorted(os.listdir(node_dir))
+            expect(not os.path.exists(plain), f"the job's folder should be removed: {left}")
+            expect(os.path.exists(os.path.join(guarded, "rootdir", "secret")),
+                   "a root-owned file in the job's folder was removed: the epilog did not drop to the job's user")
+            expect(os.path.exists(os.path.join(outside, "precious")), "the target of a link in the folder was removed")
+            expect(read_text(os.path.join(guarded, "job-id")).strip() == str(job),
+                   "a folder left in part should still name its job")
+            expect(not os.path.exists(os.path.join(guarded, "rank_0")) and not os.path.lexists(
+                os.path.join(guarded, "escape")), f"what the job's user may remove should be gone: "
+                                                  f"{sorted(os.listdir(guarded))}")
+            expect(os.path.exists(os.path.join(foreign, "rank_0", "step_5", "rank_0.h5")),
+                   "another job's folder was touched")
+            log = read_text(lab.path("log", "slurmd-n1.log"))
+            expect(re.search(rf"tenax: job {job} on n1: removed 1 node-local checkpoint folder", log),
+                   f"slurmd's log should say what the epilog removed:\n{log[-3000:]}")
+            expect(re.search(rf"tenax: job {job} on n1: node-local checkpoint copies: .*secret: unlink failed: "
+                             r"Permission denied", log), f"slurmd's log should name what could not be removed:\n"
+                                                         f"{log[-3000:]}")
+            print(f"job {job} of nobody: its folder removed, the root-owned file and the link's target kept, "
+                  f"the failure logged", flush=True)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
