@@ -116,7 +116,8 @@ int body(int argc, char** argv) {
   if (a.count("checkpoint-dir")) c.checkpoint.dir = a["checkpoint-dir"].as<std::string>();
   c.checkpoint = tenax::CheckpointPolicy::parse_every(a["checkpoint-every"].as<std::string>(), c.checkpoint);
   c.checkpoint.keep = a["keep"].as<int>();
-  c.checkpoint = tenax::CheckpointPolicy::parse_local_every(a["checkpoint-local-every"].as<std::string>(), c.checkpoint);
+  c.checkpoint =
+      tenax::CheckpointPolicy::parse_local_every(a["checkpoint-local-every"].as<std::string>(), c.checkpoint);
   if (a.count("run-dir")) c.run_dir = a["run-dir"].as<std::string>();
 
   // Each node copies the dataset to local disk first when TENAX_DATA_STAGE_DIR is set (else it is read in place).

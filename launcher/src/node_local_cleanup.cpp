@@ -11,13 +11,6 @@
 namespace tenax::launch {
 namespace {
 
-std::string this_node() {
-  if (const char* slurm = std::getenv("SLURMD_NODENAME"); slurm && *slurm) return slurm;
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0) return "localhost";
-  return host;
-}
-
 std::string mebibytes(std::uint64_t bytes) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
@@ -37,7 +30,7 @@ std::string new_local_job_id() {
 std::string remove_node_local_copies(const std::string& job_id) {
   const char* pattern = std::getenv("TENAX_CKPT_LOCAL_DIR");
   if (pattern == nullptr || *pattern == '\0' || std::string(pattern) == "none" || job_id.empty()) return "";
-  const std::string dir = ckpt::expand_node(pattern, this_node());
+  const std::string dir = ckpt::expand_node(pattern, ckpt::this_node_name());
   const ckpt::LocalCleanupReport report = ckpt::remove_job_local_copies(dir, job_id);
   std::string line;
   if (report.removed > 0) {

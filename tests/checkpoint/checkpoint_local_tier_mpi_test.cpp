@@ -262,25 +262,21 @@ TEST(CheckpointLocalTier, TheCopiesNameTheirJob) {
   TestModel model = make_model(layout, world.rank());
   ::setenv("SLURM_JOB_ID", "777", 1);
   ::setenv("TENAX_JOB_ID", "local-00000000000000cd", 1);
-  {
-    Checkpointer ckpt(world, tiered(dir.path(), local.path(), layout), model.shards);
-    const std::string folder = stdfs::path(local_copy(local.path(), world.rank(), 0)).parent_path().parent_path();
-    std::ifstream file(folder + "/job-id");
+  // The job a checkpointer constructed now names in the copies' folder.
+  auto job_named = [&] {
     std::string id;
-    std::getline(file, id);
-    EXPECT_EQ(id, "local-00000000000000cd");
-  }
-  world.barrier();
+    {
+      Checkpointer ckpt(world, tiered(dir.path(), local.path(), layout), model.shards);
+      const std::string folder = stdfs::path(local_copy(local.path(), world.rank(), 0)).parent_path().parent_path();
+      std::ifstream file(folder + "/job-id");
+      std::getline(file, id);
+    }
+    world.barrier();
+    return id;
+  };
+  EXPECT_EQ(job_named(), "local-00000000000000cd");
   ::unsetenv("TENAX_JOB_ID");
-  {
-    Checkpointer ckpt(world, tiered(dir.path(), local.path(), layout), model.shards);  // the next attempt's job
-    const std::string folder = stdfs::path(local_copy(local.path(), world.rank(), 0)).parent_path().parent_path();
-    std::ifstream file(folder + "/job-id");
-    std::string id;
-    std::getline(file, id);
-    EXPECT_EQ(id, "777");
-  }
-  world.barrier();
+  EXPECT_EQ(job_named(), "777");  // the next attempt's job
   ::setenv("TENAX_JOB_ID", "two words", 1);
   try {
     Checkpointer ckpt(world, tiered(dir.path(), local.path(), layout), model.shards);

@@ -31,6 +31,14 @@ void expect_usage_error(Body&& body, std::initializer_list<std::string_view> par
   }
 }
 
+// The environment layer's lookup over `env`, which it reads at each call (a test may change it in between).
+EnvLookup lookup_in(const std::map<std::string, std::string>& env) {
+  return [&env](const char* name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+}
+
 TEST(AdminConfig, DefaultsWithoutArguments) {
   const AdminConfig config = AdminConfig::parse({});
   EXPECT_EQ(config.ckpt_root, "");
@@ -182,12 +190,7 @@ TEST(Settings, OptionBeatsEnvironmentBeatsAdminDefault) {
   const AdminConfig admin =
       AdminConfig::parse({"default_restarts=2", "placement=block", "ckpt_root=/c", "ckpt_default=/c/%u"});
   std::map<std::string, std::string> env = {{"TENAX_MAX_RESTARTS", "7"}, {"TENAX_CHECKPOINT_DIR", "/c/env"}};
-  const JobRequest from_env = request_from_environment(
-      [&](const char* name) -> std::optional<std::string> {
-        auto it = env.find(name);
-        return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
-      },
-      admin);
+  const JobRequest from_env = request_from_environment(lookup_in(env), admin);
   JobRequest options;
   options.max_restarts = 4;
   JobSettings settings = resolve_settings(options, from_env, admin);
@@ -202,26 +205,15 @@ TEST(Settings, OptionBeatsEnvironmentBeatsAdminDefault) {
   EXPECT_EQ(settings.ckpt_dir, "/c/%u");
 
   env = {{"TENAX_CHECKPOINT_DIR", "/elsewhere"}};
-  expect_usage_error(
-      [&] {
-        request_from_environment(
-            [&](const char* name) -> std::optional<std::string> {
-              auto it = env.find(name);
-              return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
-            },
-            admin);
-      },
-      {"TENAX_CHECKPOINT_DIR=/elsewhere", "ckpt_root"});
+  expect_usage_error([&] { request_from_environment(lookup_in(env), admin); },
+                     {"TENAX_CHECKPOINT_DIR=/elsewhere", "ckpt_root"});
 }
 
 TEST(Settings, DataStageDirectoryFromOptionEnvironmentOrSiteDefault) {
   const AdminConfig admin = AdminConfig::parse({"ckpt_root=/c", "data_stage_default=/local/%u/stage"});
   EXPECT_EQ(admin.data_stage_default, "/local/%u/stage");
   std::map<std::string, std::string> env;
-  auto lookup = [&](const char* name) -> std::optional<std::string> {
-    auto it = env.find(name);
-    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
-  };
+  const EnvLookup lookup = lookup_in(env);
   // Not under ckpt_root: that policy is for checkpoints, and staged data lives on node-local disks.
   JobRequest options;
   apply_option(options, TenaxOption::DataStageDir, "/tmp//nvme/%u/%j/", admin);
@@ -253,10 +245,7 @@ TEST(Settings, NodeLocalCheckpointDirectoryFromOptionEnvironmentOrSiteDefault) {
   const AdminConfig admin = AdminConfig::parse({"ckpt_local_default=/dev/shm/tenax-%u"});
   EXPECT_EQ(admin.ckpt_local_default, "/dev/shm/tenax-%u");
   std::map<std::string, std::string> env;
-  auto lookup = [&](const char* name) -> std::optional<std::string> {
-    auto it = env.find(name);
-    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
-  };
+  const EnvLookup lookup = lookup_in(env);
   JobRequest options;
   apply_option(options, TenaxOption::CkptLocalDir, "/local//%u/%j/%n/", admin);
   EXPECT_TRUE(options.enabled);
@@ -295,10 +284,7 @@ TEST(Settings, NodeLocalCheckpointDirectoryFromOptionEnvironmentOrSiteDefault) {
 TEST(Settings, LayoutExportedToATaskIsNotARequestForANestedStep) {
   const AdminConfig admin = AdminConfig::parse({});
   std::map<std::string, std::string> env = {{"TENAX_LAYOUT", "tp=2,pp=1,dp=4"}};
-  auto lookup = [&](const char* name) -> std::optional<std::string> {
-    auto it = env.find(name);
-    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
-  };
+  const EnvLookup lookup = lookup_in(env);
   EXPECT_EQ(request_from_environment(lookup, admin).layout, (LayoutRequest{2, 1, 4}));
   env["TENAX_WORLD_SIZE"] = "8";
   EXPECT_FALSE(request_from_environment(lookup, admin).layout.has_value());

@@ -64,37 +64,6 @@ std::size_t round_up(std::size_t n, std::size_t to) {
   return (n + to - 1) / to * to;
 }
 
-// The node a rank runs on: the option, else Slurm's name for it, else the host name.
-std::string node_name(const CheckpointOptions& options) {
-  if (!options.node_name.empty()) return options.node_name;
-  if (const char* slurm = std::getenv("SLURMD_NODENAME"); slurm && *slurm) return slurm;
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0) return "localhost";
-  return host;
-}
-
-// The job the node-local copies belong to (local_tier_cleanup.hpp): TENAX_JOB_ID, else SLURM_JOB_ID; "" outside both
-// (the copies are then never removed automatically).
-std::string local_copies_job() {
-  std::string job = env::get_string("TENAX_JOB_ID");
-  const char* source = "TENAX_JOB_ID";
-  if (job.empty()) {
-    const char* slurm = std::getenv("SLURM_JOB_ID");
-    job = slurm ? slurm : "";
-    source = "SLURM_JOB_ID";
-  }
-  const bool printable = std::all_of(job.begin(), job.end(), [](char c) { return c > ' ' && c < 0x7f; });
-  if (job.size() > ckpt::kMaxJobIdLength || !printable) {
-    throw UsageError(std::string(source) + "='" + job.substr(0, ckpt::kMaxJobIdLength) +
-                     (job.size() > ckpt::kMaxJobIdLength ? "...'" : "'") +
-                     " cannot name the job of the node-local copies: expected at most " +
-                     std::to_string(ckpt::kMaxJobIdLength) +
-                     " printable characters without spaces; unset it or give a "
-                     "shorter id");
-  }
-  return job;
-}
-
 }  // namespace
 
 Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::vector<TensorShard> shards,
@@ -185,7 +154,7 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
       run_id = s.options.read_only ? ckpt::read_run_id(s.options.dir) : ckpt::create_run_id(s.options.dir);
     });
     run_id = broadcast_string(world, run_id, 0);
-    const std::string node = node_name(s.options);
+    const std::string node = ckpt::node_name(s.options);
     const std::string domain =
         !s.options.failure_domain.empty()
             ? s.options.failure_domain
@@ -202,7 +171,7 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
     s.local_shards = std::move(local_shards);
     if (!s.options.read_only && !s.local_root.empty()) {
       run_agreed(world, [&] {
-        const std::string job = local_copies_job();
+        const std::string job = ckpt::local_copies_job();
         try {
           fs::make_dirs(s.local_root);
           ckpt::remove_local_leftovers(s.local_root);

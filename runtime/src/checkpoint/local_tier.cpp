@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -14,6 +15,7 @@
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/shard_file.hpp"
 #include "core/file_system.hpp"
+#include "tenax/env.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax::ckpt {
@@ -205,6 +207,29 @@ std::vector<int> partner_ranks(const std::vector<std::string>& node_of_rank,
     partner[r] = next[place[r].second % next.size()];
   }
   return partner;
+}
+
+std::string node_name(const CheckpointOptions& options) {
+  return options.node_name.empty() ? this_node_name() : options.node_name;
+}
+
+std::string local_copies_job() {
+  std::string job = env::get_string("TENAX_JOB_ID");
+  const char* source = "TENAX_JOB_ID";
+  if (job.empty()) {
+    const char* slurm = std::getenv("SLURM_JOB_ID");
+    job = slurm ? slurm : "";
+    source = "SLURM_JOB_ID";
+  }
+  const bool printable = std::all_of(job.begin(), job.end(), [](char c) { return c > ' ' && c < 0x7f; });
+  if (job.size() > kMaxJobIdLength || !printable) {
+    throw UsageError(
+        std::string(source) + "='" + job.substr(0, kMaxJobIdLength) + (job.size() > kMaxJobIdLength ? "...'" : "'") +
+        " cannot name the job of the node-local copies: expected at most " + std::to_string(kMaxJobIdLength) +
+        " printable characters without spaces; unset it or give a "
+        "shorter id");
+  }
+  return job;
 }
 
 std::string leaf_switch(const char* topology_addr, const char* topology_addr_pattern) {

@@ -54,6 +54,14 @@ std::string partner_root(const std::string& local_dir, const std::string& key, i
 std::vector<int> partner_ranks(const std::vector<std::string>& node_of_rank,
                                const std::vector<std::string>& domain_of_rank = {});
 
+// The node a rank runs on: CheckpointOptions::node_name, else this_node_name().
+std::string node_name(const CheckpointOptions& options);
+
+// The job the node-local copies belong to (the job-id file, local_tier_cleanup.hpp): TENAX_JOB_ID, else SLURM_JOB_ID;
+// "" outside both (the copies are then never removed automatically). UsageError naming the variable for an id that
+// is too long or not one word of printable characters.
+std::string local_copies_job();
+
 // The leaf switch in a SLURM_TOPOLOGY_ADDR ("root.s1.n3" with pattern "switch.switch.node": "s1"); "" when either is
 // missing or the pattern does not end in a switch and the node.
 std::string leaf_switch(const char* topology_addr, const char* topology_addr_pattern);

@@ -74,7 +74,7 @@ void Engine::Impl::open_checkpoints() {
   if (config.checkpoint.every < 0) throw UsageError("checkpoint: every must be >= 0 (0: no periodic saves)");
   if (!(std::isfinite(config.checkpoint.mtbf_s) && config.checkpoint.mtbf_s >= 0))
     throw UsageError("checkpoint: mtbf_s must be >= 0 seconds (0: the run's own, else TENAX_MTBF)");
-  checkpoint_every = config.checkpoint.automatic && config.checkpoint.every == 0 ? 50 : config.checkpoint.every;
+  shared_interval.every = config.checkpoint.automatic && config.checkpoint.every == 0 ? 50 : config.checkpoint.every;
   if (config.checkpoint.max_failures < 1)
     throw UsageError("checkpoint: max_failures must be >= 1 (consecutive failed saves before the run stops)");
   if (checkpoint_dir.empty()) return;
@@ -148,10 +148,10 @@ void Engine::Impl::save_checkpoint(bool emergency) {
 
 void Engine::Impl::after_step_checkpoint(double step_seconds) {
   if (!writer) return;
-  step_seconds_since_save += step_seconds;
-  ++steps_since_save;
-  step_seconds_since_local += step_seconds;
-  ++steps_since_local;
+  for (TierInterval* tier : {&shared_interval, &local_interval}) {
+    tier->step_seconds += step_seconds;
+    ++tier->steps;
+  }
   // Every rank raises the same IoError at the same call (the checkpointer agrees on outcomes), so every rank takes the
   // same branch here.
   try {
@@ -161,12 +161,12 @@ void Engine::Impl::after_step_checkpoint(double step_seconds) {
     };
     const std::optional<long> saved_before = last_saved;
     if (config.checkpoint.automatic) {
-      if (step - last_saved.value_or(0) >= checkpoint_every) {
+      if (step - last_saved.value_or(0) >= shared_interval.every) {
         const auto start = Clock::now();
         save_checkpoint(false);
-        choose_interval(seconds_since(start));
+        choose_interval(shared_interval, seconds_since(start), "checkpoint interval");
       }
-    } else if (checkpoint_every > 0 && step % checkpoint_every == 0) {
+    } else if (shared_interval.every > 0 && step % shared_interval.every == 0) {
       save_checkpoint(false);
     }
     const bool saved_shared = last_saved != saved_before;
@@ -175,7 +175,7 @@ void Engine::Impl::after_step_checkpoint(double step_seconds) {
       if (config.checkpoint.local_automatic) {
         // A shared save leaves a node-local copy too: the interval runs from the newer of the two.
         const long since = step - std::max(last_saved.value_or(0), last_local_saved.value_or(0));
-        if (since >= local_every) {
+        if (since >= local_interval.every) {
           const auto start = Clock::now();
           last_local_saved = step;
           writer->save_local(static_cast<std::uint64_t>(step), progress_blobs());
@@ -195,7 +195,8 @@ void Engine::Impl::after_step_checkpoint(double step_seconds) {
       // are left out: their progress() is the shared tier's.
       // A save's cost is known at the next one: its call and the polls after it.
       if (local_save_s >= 0) {
-        if (local_save_call_s >= 0) choose_local_interval(local_save_call_s + local_polls_since_save);
+        if (local_save_call_s >= 0)
+          choose_interval(local_interval, local_save_call_s + local_polls_since_save, "node-local checkpoint interval");
         local_save_call_s = local_save_s;
         local_polls_since_save = 0;
       }
@@ -219,77 +220,57 @@ void Engine::Impl::after_step_checkpoint(double step_seconds) {
   }
 }
 
-CheckpointPolicy CheckpointPolicy::parse_local_every(std::string_view text, CheckpointPolicy policy) {
-  if (text == "auto") {
-    policy.local_automatic = true;
-    return policy;
-  }
+namespace {
+
+// A command line's steps-or-auto option: nullopt for "auto", else N >= 0; UsageError naming the option otherwise.
+std::optional<int> parse_steps_or_auto(std::string_view option, std::string_view text, std::string_view zero) {
+  if (text == "auto") return std::nullopt;
   int value = -1;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || error != std::errc() || end != text.data() + text.size() || value < 0)
-    throw UsageError("--checkpoint-local-every '" + std::string(text) +
-                     "': give a number of steps (0: a node-local copy only with each shared save) or auto");
-  policy.local_every = value;
-  policy.local_automatic = false;
-  return policy;
+    throw UsageError(std::string(option) + " '" + std::string(text) +
+                     "': give a number of steps (0: " + std::string(zero) + ") or auto");
+  return value;
 }
+
+}  // namespace
 
 CheckpointPolicy CheckpointPolicy::parse_every(std::string_view text, CheckpointPolicy policy) {
-  if (text == "auto") {
-    policy.automatic = true;
-    return policy;
-  }
-  int value = -1;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || error != std::errc() || end != text.data() + text.size() || value < 0)
-    throw UsageError("--checkpoint-every '" + std::string(text) +
-                     "': give a number of steps (0: only at the end and on preemption) or auto");
-  policy.every = value;
-  policy.automatic = false;
+  const std::optional<int> steps = parse_steps_or_auto("--checkpoint-every", text, "only at the end and on preemption");
+  policy.automatic = !steps;
+  if (steps) policy.every = *steps;  // with auto, `every` stays the interval until the first save
   return policy;
 }
 
-void Engine::Impl::choose_interval(double save_seconds) {
-  // The slowest rank's cost and step decide: every rank computes the same interval from the same agreed numbers.
-  double measured[2] = {save_seconds, steps_since_save > 0 ? step_seconds_since_save / steps_since_save : 0};
-  world.all_reduce(measured, measured, 2, DType::F64, ReduceOp::Max).wait();
-  step_seconds_since_save = 0;
-  steps_since_save = 0;
-  const double cost = std::max(measured[0], 1e-6), step_s = measured[1];
-  const MtbfChoice mtbf = choose_mtbf(config.checkpoint.mtbf_s);
-  const double interval = daly_interval_s(cost, mtbf.seconds);
-  const int chosen = interval_in_steps(interval, step_s, std::max(1L, config.steps));
-  std::ostringstream note;
-  note << "checkpoint interval (automatic, Young/Daly): " << chosen << " steps = " << std::fixed << std::setprecision(2)
-       << chosen * step_s << " s, from a save's blocking cost of " << std::setprecision(4) << cost << " s, steps of "
-       << step_s << " s and an MTBF of " << std::setprecision(1) << mtbf.seconds << " s from " << mtbf.source;
-  if (chosen != checkpoint_every && world.rank() == 0) TENAX_LOG(Info, "engine") << note.str();
-  checkpoint_every = chosen;
-  interval_note = note.str();
+CheckpointPolicy CheckpointPolicy::parse_local_every(std::string_view text, CheckpointPolicy policy) {
+  const std::optional<int> steps =
+      parse_steps_or_auto("--checkpoint-local-every", text, "a node-local copy only with each shared save");
+  policy.local_automatic = !steps;
+  if (steps) policy.local_every = *steps;
+  return policy;
 }
 
-void Engine::Impl::choose_local_interval(double save_seconds) {
-  // As choose_interval, for the node-local tier: agreed numbers, the same step on every rank.
-  double measured[2] = {save_seconds, steps_since_local > 0 ? step_seconds_since_local / steps_since_local : 0};
+void Engine::Impl::choose_interval(TierInterval& tier, double save_seconds, std::string_view what) {
+  // The slowest rank's cost and step decide: every rank computes the same interval from the same agreed numbers.
+  double measured[2] = {save_seconds, tier.steps > 0 ? tier.step_seconds / tier.steps : 0};
   world.all_reduce(measured, measured, 2, DType::F64, ReduceOp::Max).wait();
-  step_seconds_since_local = 0;
-  steps_since_local = 0;
+  tier.step_seconds = 0;
+  tier.steps = 0;
   const double cost = std::max(measured[0], 1e-6), step_s = measured[1];
   const MtbfChoice mtbf = choose_mtbf(config.checkpoint.mtbf_s);
   const int chosen = interval_in_steps(daly_interval_s(cost, mtbf.seconds), step_s, std::max(1L, config.steps));
   std::ostringstream note;
-  note << "node-local checkpoint interval (automatic, Young/Daly): " << chosen << " steps = " << std::fixed
-       << std::setprecision(2) << chosen * step_s << " s, from the node-local tier's blocking cost of "
-       << std::setprecision(4) << cost << " s per save, steps of " << step_s << " s and an MTBF of "
-       << std::setprecision(1) << mtbf.seconds << " s from " << mtbf.source;
-  if (chosen != local_every && world.rank() == 0) TENAX_LOG(Info, "engine") << note.str();
-  local_every = chosen;
-  local_interval_note = note.str();
+  note << what << " (automatic, Young/Daly): " << chosen << " steps = " << std::fixed << std::setprecision(2)
+       << chosen * step_s << " s, from a save's blocking cost of " << std::setprecision(4) << cost << " s, steps of "
+       << step_s << " s and an MTBF of " << std::setprecision(1) << mtbf.seconds << " s from " << mtbf.source;
+  if (chosen != tier.every && world.rank() == 0) TENAX_LOG(Info, "engine") << note.str();
+  tier.every = chosen;
+  tier.note = note.str();
 }
 
 std::string Engine::Impl::interval_notes() const {
   std::string notes;
-  for (const std::string* note : {&interval_note, &local_interval_note})
+  for (const std::string* note : {&shared_interval.note, &local_interval.note})
     if (!note->empty()) notes += "\n  " + *note;
   return notes;
 }

@@ -63,14 +63,22 @@ struct Engine::Impl {
   // Checkpoints (engine_checkpoint.cpp).
   std::vector<StateEntry> state_entries();  // host memory (a mirror on a device)
   Blobs progress_blobs() const;
+  // A checkpoint tier's periodic interval in force (CheckpointPolicy::every, or the automatic choice) and what the
+  // automatic choice measured since its last choice on this rank.
+  struct TierInterval {
+    int every = 0;
+    double step_seconds = 0;
+    long steps = 0;
+    std::string note;  // the automatic choice and its inputs, for the summary
+  };
   void open_checkpoints();
   ResumeInfo resume();
   void save_checkpoint(bool emergency);
   // Periodic save and commits, with the failure policy; step_seconds: the step just taken (automatic interval).
   void after_step_checkpoint(double step_seconds);
-  // Automatic interval: the next interval from this save's blocking time (agreed over the ranks).
-  void choose_interval(double save_seconds);
-  void choose_local_interval(double save_seconds);
+  // Automatic interval: a tier's next interval from its save's blocking time (agreed over the ranks); `what` names the
+  // tier in the note ("checkpoint interval", "node-local checkpoint interval").
+  void choose_interval(TierInterval& tier, double save_seconds, std::string_view what);
   // The summary's lines on the automatic intervals ("" when neither is automatic).
   std::string interval_notes() const;
 
@@ -130,20 +138,12 @@ struct Engine::Impl {
   std::unique_ptr<Checkpointer> writer;
   std::unique_ptr<HostStateMirror> mirror;
   std::optional<long> last_saved;
-  // The periodic interval in force (CheckpointPolicy::every, or the automatic choice) and what the automatic choice
-  // measured since the last save on this rank.
-  int checkpoint_every = 0;
-  double step_seconds_since_save = 0;
-  long steps_since_save = 0;
-  std::string interval_note;  // the automatic choice and its inputs, for the summary
-  // The same for the node-local tier's automatic interval (CheckpointPolicy::local_automatic).
-  int local_every = 1;
+  // The periodic interval of each tier in force (TierInterval).
+  TierInterval shared_interval;
+  TierInterval local_interval{.every = 1};  // CheckpointPolicy::local_automatic: the first save after step 1
   std::optional<long> last_local_saved;
-  double step_seconds_since_local = 0;
-  long steps_since_local = 0;
   double local_polls_since_save = 0;  // progress() time since the last node-local save (its agreement, partner copy)
   double local_save_call_s = -1;      // that save's own call; -1 before the first
-  std::string local_interval_note;
   std::optional<std::uint64_t> last_commit_seen;
   int consecutive_failures = 0;
   std::string summary;
