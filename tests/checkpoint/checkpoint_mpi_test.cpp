@@ -368,6 +368,54 @@ TEST(CheckpointMpi, IoThreadTakesTheConfiguredNiceness) {
   EXPECT_EQ(thread_niceness("tenax-ckpt-io"), base) << "0 leaves the training thread's priority";
 }
 
+int threads_named(const std::string& name) {
+  int n = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::string comm;
+    std::getline(std::ifstream(task.path() / "comm"), comm);
+    n += comm == name ? 1 : 0;
+  }
+  return n;
+}
+
+// A save copied by several threads (pieces checksummed apart and joined) must load bit for bit, its joined CRCs
+// verified by load() against the bytes on disk, on any number of staging threads.
+TEST(CheckpointMpi, StagingThreadsAreConfiguredAndEveryCountSavesTheSameCheckpoint) {
+  Communicator& world = tenax::test::world();
+  const ParallelLayout layout{1, 1, world.size()};
+  SharedTempDir dir(world, "staging");
+  TestModel model = make_model(layout, world.rank(), 3'000'017);  // ~12 MiB a rank: above the parallel threshold
+  CheckpointOptions o = options_for(dir.path(), layout);
+  o.staging_threads = 257;
+  try {
+    Checkpointer refused(world, o, model.shards);
+    ADD_FAILURE() << "staging_threads 257 accepted";
+  } catch (const UsageError& e) {
+    EXPECT_TRUE(has(e.what(), "(TENAX_CKPT_STAGING_THREADS)")) << e.what();
+  }
+  for (int threads : {3, 1}) {
+    o.staging_threads = threads;
+    const std::uint64_t step = static_cast<std::uint64_t>(threads);
+    {
+      Checkpointer ckpt(world, o, model.shards);
+      EXPECT_EQ(threads_named("tenax-ckpt-stg"), threads - 1);
+      fill(model, 40 + step);
+      ckpt.save(step);
+      ckpt.wait();
+    }
+    EXPECT_EQ(threads_named("tenax-ckpt-stg"), 0) << "the helpers end with their checkpointer";
+    scramble(model);
+    CheckpointOptions reader = options_for(dir.path(), layout);
+    reader.read_only = true;
+    Checkpointer ckpt(world, reader, model.shards);
+    EXPECT_EQ(threads_named("tenax-ckpt-stg"), 0) << "a read-only checkpointer stages nothing";
+    LoadResult r = ckpt.load(LoadOptions{.step = step});
+    EXPECT_TRUE(r.loaded) << threads << " staging threads";
+    std::string first;
+    EXPECT_EQ(mismatches(model, 40 + step, &first), 0u) << threads << " staging threads: first wrong " << first;
+  }
+}
+
 // Device shards without the producer's stream would be copied unordered with its kernels: refused up front (no GPU
 // needed to check that; a build without CUDA refuses device shards altogether).
 TEST(CheckpointMpi, DeviceShardsWithoutTheirStreamAreRefused) {

@@ -3,7 +3,13 @@
 // in another layout (any world split, schedule or ZeRO setting) it continues within 1e-6 of the loss.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "engine_test_util.hpp"
 #include "test_dirs.hpp"
@@ -116,6 +122,47 @@ TEST(EngineResume, ARunSavedWithAnotherBatchIsRefused) {
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("saved with a global batch of 8 sequences"), std::string::npos) << e.what();
   }
+}
+
+// The engine builds its checkpointer's options itself: the checkpoint variables a user sets must still reach it.
+std::vector<std::string> threads_named(const std::string& name) {
+  std::vector<std::string> stats;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::string comm, stat;
+    std::getline(std::ifstream(task.path() / "comm"), comm);
+    std::getline(std::ifstream(task.path() / "stat"), stat);
+    if (comm == name) stats.push_back(stat);
+  }
+  return stats;
+}
+
+int niceness(const std::string& stat) {
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));  // after "pid (comm) "
+  std::string field;
+  for (int i = 3; i <= 19 && fields >> field; ++i)
+    if (i == 19) return std::stoi(field);
+  return -100;
+}
+
+TEST(EngineResume, TheCheckpointEnvironmentReachesTheEnginesCheckpointer) {
+  SharedTempDir dir(world(), "engine-env");
+  EngineConfig c = small_config({1, 1, 4});
+  c.checkpoint.dir = dir.path();
+  ::setenv("TENAX_CKPT_STAGING_THREADS", "3", 1);
+  ::setenv("TENAX_CKPT_IO_NICE", "5", 1);
+  const int base = ::getpriority(PRIO_PROCESS, 0);
+  {
+    Engine engine(world(), c, test_model(), test_data());
+    engine.step();
+    engine.save();  // the I/O thread has taken its niceness before it runs its first job
+    engine.wait_for_checkpoint();
+    EXPECT_EQ(threads_named("tenax-ckpt-stg").size(), 2u) << "TENAX_CKPT_STAGING_THREADS=3: two helpers";
+    const std::vector<std::string> io = threads_named("tenax-ckpt-io");
+    ASSERT_EQ(io.size(), 1u);
+    EXPECT_EQ(niceness(io[0]), std::min(19, base + 5)) << "TENAX_CKPT_IO_NICE=5";
+  }
+  ::unsetenv("TENAX_CKPT_STAGING_THREADS");
+  ::unsetenv("TENAX_CKPT_IO_NICE");
 }
 
 }  // namespace

@@ -113,7 +113,11 @@ struct CheckpointOptions {
   int keep = 3;           // complete checkpoints kept (TENAX_CKPT_KEEP, >= 1); the newest is never deleted
   int io_nice = 0;        // niceness the background I/O thread adds to its own (TENAX_CKPT_IO_NICE, 0..19)
   bool direct_io = true;  // write large blocks with O_DIRECT where the file system allows (TENAX_CKPT_DIRECT_IO)
-  ParallelLayout layout;  // recorded in the manifest (informational: loading never needs the saved layout)
+  // Threads of the blocking copy into staging memory (TENAX_CKPT_STAGING_THREADS; 0..256): the training thread and
+  // staging_threads - 1 helpers, which copy while the training thread waits anyway. 0: the CPUs this rank may use
+  // (its share of the host's when ranks are not bound to CPUs), at most 8.
+  int staging_threads = 0;
+  ParallelLayout layout;        // recorded in the manifest (informational: loading never needs the saved layout)
   void* cuda_stream = nullptr;  // cudaStream_t that produces the Device shards; copies are ordered on it
   // Load only (e.g. evaluating a checkpoint on read-only storage): no start-up probe of the directory, no clean-up of
   // leftovers, no staging memory; save() raises UsageError.
@@ -135,9 +139,9 @@ struct CheckpointOptions {
   // the ranks span several, so that a lost switch does not take a node's copies and their partner copies together.
   std::string failure_domain;
 
-  // dir, keep, io_nice, direct_io, local_dir and local_keep from TENAX_CHECKPOINT_DIR / TENAX_CKPT_KEEP /
-  // TENAX_CKPT_IO_NICE / TENAX_CKPT_DIRECT_IO / TENAX_CKPT_LOCAL_DIR / TENAX_CKPT_LOCAL_KEEP. Throws UsageError if
-  // TENAX_CHECKPOINT_DIR is unset.
+  // dir, keep, io_nice, direct_io, staging_threads, local_dir and local_keep from TENAX_CHECKPOINT_DIR /
+  // TENAX_CKPT_KEEP / TENAX_CKPT_IO_NICE / TENAX_CKPT_DIRECT_IO / TENAX_CKPT_STAGING_THREADS / TENAX_CKPT_LOCAL_DIR /
+  // TENAX_CKPT_LOCAL_KEEP. Throws UsageError if TENAX_CHECKPOINT_DIR is unset.
   static CheckpointOptions from_env(const ParallelLayout& layout = {});
 };
 
@@ -241,6 +245,9 @@ class Checkpointer {
   const CheckpointOptions& options() const;
   // Bytes this rank writes per checkpoint (the size of its staging memory).
   std::uint64_t staged_bytes() const;
+  // Threads that copy into staging memory during save() (CheckpointOptions::staging_threads, resolved); 0 when
+  // read_only.
+  int staging_threads() const;
   // This rank's checkpoint files written so far, counted when each write finished (by wait(), progress() or the next
   // save): how many bytes went to storage and how many of them around the page cache (O_DIRECT; 0 where the file
   // system refused it or direct_io is off). The store path a figure was measured on, for benchmarks and logs.

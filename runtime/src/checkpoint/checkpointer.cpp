@@ -47,6 +47,7 @@ CheckpointOptions CheckpointOptions::from_env(const ParallelLayout& layout) {
   o.keep = static_cast<int>(env::get_int("TENAX_CKPT_KEEP"));
   o.io_nice = static_cast<int>(env::get_int("TENAX_CKPT_IO_NICE"));
   o.direct_io = env::get_bool("TENAX_CKPT_DIRECT_IO");
+  o.staging_threads = static_cast<int>(env::get_int("TENAX_CKPT_STAGING_THREADS"));
   o.local_dir = env::get_string("TENAX_CKPT_LOCAL_DIR");
   if (o.local_dir == "none") o.local_dir.clear();  // as the engine and the SPANK plugin read it: no node-local tier
   o.local_keep = static_cast<int>(env::get_int("TENAX_CKPT_LOCAL_KEEP"));
@@ -82,6 +83,10 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
     if (s.options.io_nice < 0 || s.options.io_nice > 19)
       throw UsageError("checkpoint: io_nice = " + std::to_string(s.options.io_nice) +
                        " is not a niceness a thread can give itself; use 0..19 (TENAX_CKPT_IO_NICE)");
+    if (s.options.staging_threads < 0 || s.options.staging_threads > 256)
+      throw UsageError("checkpoint: staging_threads = " + std::to_string(s.options.staging_threads) +
+                       " is out of range; use 1..256 threads, or 0 to size it to the rank's CPUs "
+                       "(TENAX_CKPT_STAGING_THREADS)");
     if (local_tier && s.options.local_keep < 1)
       throw UsageError("checkpoint: local_keep = " + std::to_string(s.options.local_keep) +
                        " keeps no node-local copy; keep at least 1 (TENAX_CKPT_LOCAL_KEEP)");
@@ -195,8 +200,18 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
     if (s.any_device) s.fence = std::make_unique<ckpt::DeviceCopyFence>();
   });
   s.io = std::make_unique<ckpt::IoThread>(s.options.io_nice);
+  if (!s.options.read_only) {
+    int threads = s.options.staging_threads;
+    if (threads == 0) {  // ranks that share a host share its CPUs
+      const std::vector<std::string> hosts = all_gather_strings(world, ckpt::host_name());
+      threads = ckpt::automatic_staging_threads(
+          static_cast<int>(std::count(hosts.begin(), hosts.end(), hosts[world.rank()])));
+    }
+    s.staging = std::make_unique<ckpt::StagingPass>(threads);
+  }
   TENAX_LOG(Info, "ckpt") << "checkpointer on " << s.options.dir << ": " << s.plan.tensors.size() << " tensors, "
-                          << s.writes.size() << " blocks and " << offset << " staging bytes on this rank";
+                          << s.writes.size() << " blocks and " << offset << " staging bytes on this rank"
+                          << (s.staging ? ", copied by " + std::to_string(s.staging->threads()) + " threads" : "");
 }
 
 Checkpointer::~Checkpointer() {
@@ -227,20 +242,27 @@ void check_blobs(const Blobs& blobs) {
 }  // namespace
 
 void Checkpointer::State::stage(bool shared) {
-  auto copy = [this](std::uint8_t* dst, const TensorShard& shard, std::size_t bytes) {
+  // Host shards go to the staging pass together (it spreads them over its threads); device shards are enqueued on the
+  // producer's stream, their CRCs taken on the I/O thread once the copies are done.
+  std::vector<ckpt::StagingCopy> host;
+  auto copy = [&](std::uint8_t* dst, const TensorShard& shard, std::size_t bytes, std::uint32_t* crc) {
     if (shard.memory == MemoryKind::Device) {
       ckpt::copy_device_to_host_async(dst, shard.data, bytes, options.cuda_stream);
-      return std::uint32_t{0};  // taken on the I/O thread once the copy is done
+      *crc = 0;
+    } else {
+      host.push_back(ckpt::StagingCopy{dst, static_cast<const std::uint8_t*>(shard.data), bytes, crc});
     }
-    return ckpt::crc32c_copy(dst, shard.data, bytes, 0);
   };
   for (std::size_t i = 0; i < local_offsets.size(); ++i)
-    local_crcs[i] = copy(arena.data() + local_offsets[i], local_shards[i], local_shards[i].bytes());
+    copy(arena.data() + local_offsets[i], local_shards[i], local_shards[i].bytes(), &local_crcs[i]);
   if (shared)
-    for (std::size_t i = 0; i < writes.size(); ++i) {
-      const LocalWrite& w = writes[i];
-      staged_crcs[i] = w.local >= 0 ? local_crcs[w.local] : copy(arena.data() + w.offset, shards[w.shard], w.bytes);
-    }
+    for (std::size_t i = 0; i < writes.size(); ++i)
+      if (writes[i].local < 0)
+        copy(arena.data() + writes[i].offset, shards[writes[i].shard], writes[i].bytes, &staged_crcs[i]);
+  staging->run(host);
+  if (shared)
+    for (std::size_t i = 0; i < writes.size(); ++i)
+      if (writes[i].local >= 0) staged_crcs[i] = local_crcs[writes[i].local];
   if (fence) fence->record(options.cuda_stream);
 }
 
@@ -387,6 +409,10 @@ const CheckpointOptions& Checkpointer::options() const {
 }
 std::uint64_t Checkpointer::staged_bytes() const {
   return state_->arena.size();
+}
+
+int Checkpointer::staging_threads() const {
+  return state_->staging ? state_->staging->threads() : 0;
 }
 
 Checkpointer::WriteTotals Checkpointer::write_totals() const {

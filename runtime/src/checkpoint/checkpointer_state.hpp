@@ -15,6 +15,7 @@
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/shard_plan.hpp"
 #include "checkpoint/staging.hpp"
+#include "checkpoint/staging_pass.hpp"
 #include "comm/agreement.hpp"
 #include "tenax/checkpoint.hpp"
 
@@ -50,6 +51,7 @@ struct Checkpointer::State {
   bool any_device = false;         // this rank writes a Device shard (pinned staging, a fence)
   int cuda_device = -1;            // the device of this rank's Device shards, for the I/O thread; -1: none
   ckpt::StagingArena arena;
+  std::unique_ptr<ckpt::StagingPass> staging;  // not in a read-only checkpointer
   std::unique_ptr<ckpt::DeviceCopyFence> fence;
   std::vector<std::uint32_t> staged_crcs;  // host shards' CRCs, computed while staging
   Blobs staged_blobs;

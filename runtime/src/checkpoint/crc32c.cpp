@@ -321,6 +321,51 @@ std::uint32_t crc32c_extend_software(std::uint32_t crc, const void* data, std::s
   return ~soft_update(~crc, static_cast<const std::uint8_t*>(data), size);
 }
 
+namespace {
+
+// Polynomial arithmetic modulo the CRC32C polynomial in the CRC's bit-reflected representation (x^0 is the top bit).
+// Appending n zero bytes to a message multiplies its CRC register by x^(8n), so crc(A|B) is crc(A) times x^(8|B|),
+// plus crc(B) (the pre- and post-inversions cancel between the two terms).
+std::uint32_t multiply_mod_p(std::uint32_t a, std::uint32_t b) {
+  std::uint32_t product = 0;
+  for (std::uint32_t bit = 1u << 31; bit != 0; bit >>= 1) {
+    if (a & bit) product ^= b;
+    b = (b & 1) ? (b >> 1) ^ kPoly : b >> 1;  // b *= x
+  }
+  return product;
+}
+
+// x^(2^k) mod P for k = 0..63, so that x^n is a product of at most 64 table entries.
+struct PowerTable {
+  std::array<std::uint32_t, 64> x2k{};
+  PowerTable() {
+    std::uint32_t p = 1u << 30;  // x^1
+    for (auto& entry : x2k) {
+      entry = p;
+      p = multiply_mod_p(p, p);
+    }
+  }
+};
+
+std::uint32_t x_to_the_mod_p(std::uint64_t n) {
+  static const PowerTable table;
+  std::uint32_t p = 1u << 31;  // x^0
+  for (int k = 0; n != 0; n >>= 1, ++k)
+    if (n & 1) p = multiply_mod_p(table.x2k[k], p);
+  return p;
+}
+
+}  // namespace
+
+std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t len_b) {
+  if (len_b == 0) return crc_a;
+  // 8 * len_b may exceed 64 bits for absurd lengths only; x^(8n) = (x^n)^8 keeps the exponent in range.
+  std::uint32_t shift = x_to_the_mod_p(len_b);
+  for (int i = 0; i < 3; ++i)
+    shift = multiply_mod_p(shift, shift);
+  return multiply_mod_p(shift, crc_a) ^ crc_b;
+}
+
 std::uint32_t crc32c_copy(void* dst, const void* src, std::size_t size, std::uint32_t crc) {
   auto* d = static_cast<std::uint8_t*>(dst);
   const auto* p = static_cast<const std::uint8_t*>(src);

@@ -23,6 +23,10 @@ bool crc32c_uses_isal();
 // old contents from memory first (the same trick memcpy uses for large sizes).
 std::uint32_t crc32c_copy(void* dst, const void* src, std::size_t size, std::uint32_t crc);
 
+// The CRC32C of A followed by B, from crc32c_extend(0, A) and crc32c_extend(0, B) and B's length alone: what lets
+// pieces of one buffer be checksummed on different threads (staging_pass.hpp). Logarithmic in len_b.
+std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t len_b);
+
 // The table-driven path alone (what machines without SSE4.2 use); tests compare both paths with it.
 std::uint32_t crc32c_extend_software(std::uint32_t crc, const void* data, std::size_t size);
 

@@ -99,6 +99,14 @@ const std::vector<Var>& registry() {
       {"TENAX_CKPT_DIRECT_IO", Bool, "1",
        "Write checkpoint tensor data with O_DIRECT (around the page cache) where the file system supports it; 0 writes "
        "it through the page cache."},
+      {"TENAX_CKPT_STAGING_THREADS",
+       Int,
+       "0",
+       "Threads that copy a checkpoint into staging memory while the training thread waits for save() (the training "
+       "thread among them); 0: the CPUs the rank may use, its share of the host's when ranks are not bound, at most 8.",
+       {},
+       0,
+       256},
       {"TENAX_CKPT_LOCAL_DIR", Path, "",
        "Node-local checkpoint tier: a directory on each node's own storage (/dev/shm, a local SSD) where every rank "
        "also keeps its own copy of each checkpoint, read instead of the shared directory when a restart finds a valid "

@@ -83,6 +83,9 @@ void Engine::Impl::open_checkpoints() {
   o.keep = checkpoint_keep;
   o.layout = *config.layout;
   o.cuda_stream = ctx->stream();
+  o.io_nice = static_cast<int>(env::get_int("TENAX_CKPT_IO_NICE"));
+  o.direct_io = env::get_bool("TENAX_CKPT_DIRECT_IO");
+  o.staging_threads = static_cast<int>(env::get_int("TENAX_CKPT_STAGING_THREADS"));
   o.local_dir =
       config.checkpoint.local_dir.empty() ? env::get_string("TENAX_CKPT_LOCAL_DIR") : config.checkpoint.local_dir;
   if (o.local_dir == "none") o.local_dir.clear();

@@ -1,0 +1,121 @@
+// The staging pass: CRC32C joined from pieces equals the whole buffer's, and the pass spread over threads copies every
+// byte and gives exactly the single-threaded checksums, whatever the sizes (empty, unaligned, piece-sized, several
+// pieces) and over repeated saves.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "checkpoint/crc32c.hpp"
+#include "checkpoint/staging_pass.hpp"
+
+namespace tenax::ckpt {
+namespace {
+
+std::vector<std::uint8_t> random_bytes(std::size_t n, std::uint32_t seed) {
+  std::vector<std::uint8_t> v(n);
+  std::mt19937_64 rng(seed);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const std::uint64_t word = rng();
+    std::memcpy(v.data() + i, &word, 8);
+  }
+  for (; i < n; ++i)
+    v[i] = static_cast<std::uint8_t>(rng());
+  return v;
+}
+
+TEST(CheckpointCrc32cCombine, JoinsAnySplitOfABuffer) {
+  const std::vector<std::uint8_t> data = random_bytes(70000, 1);
+  const std::uint32_t whole = crc32c_extend(0, data.data(), data.size());
+  for (std::size_t split : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4096}, std::size_t{33333},
+                            data.size() - 1, data.size()}) {
+    const std::uint32_t a = crc32c_extend(0, data.data(), split);
+    const std::uint32_t b = crc32c_extend(0, data.data() + split, data.size() - split);
+    EXPECT_EQ(crc32c_combine(a, b, data.size() - split), whole) << "split at " << split;
+  }
+  // Three pieces, joined left to right, as the staging pass joins its pieces.
+  const std::uint32_t p1 = crc32c_extend(0, data.data(), 1000);
+  const std::uint32_t p2 = crc32c_extend(0, data.data() + 1000, 50000);
+  const std::uint32_t p3 = crc32c_extend(0, data.data() + 51000, data.size() - 51000);
+  EXPECT_EQ(crc32c_combine(crc32c_combine(p1, p2, 50000), p3, data.size() - 51000), whole);
+  // Appending zeros: the CRC of n zero bytes joined the same way (lengths past 4 GiB exercise the high powers).
+  const std::vector<std::uint8_t> zeros(4096, 0);
+  EXPECT_EQ(crc32c_combine(crc32c_extend(0, data.data(), 10), crc32c_extend(0, zeros.data(), 4096), 4096),
+            crc32c_extend(crc32c_extend(0, data.data(), 10), zeros.data(), 4096));
+  EXPECT_NE(crc32c_combine(0x12345678u, 0, std::uint64_t{1} << 33), crc32c_combine(0x12345678u, 0, 1ull << 32));
+}
+
+struct Buffers {
+  std::vector<std::vector<std::uint8_t>> src;
+  std::unique_ptr<std::uint8_t[], void (*)(void*)> staging{nullptr, std::free};
+  std::vector<StagingCopy> copies;
+  std::vector<std::uint32_t> crcs;
+};
+
+// Sources of the given sizes, destinations 4 KiB-aligned one after another in one buffer, as in the checkpointer.
+Buffers make_buffers(const std::vector<std::size_t>& sizes, std::uint32_t seed) {
+  Buffers b;
+  std::vector<std::size_t> offsets;
+  std::size_t total = 0;
+  for (std::size_t n : sizes) {
+    offsets.push_back(total);
+    total += (n + 4095) / 4096 * 4096;
+  }
+  b.staging.reset(static_cast<std::uint8_t*>(std::aligned_alloc(4096, total + 4096)));
+  std::memset(b.staging.get(), 0xAB, total + 4096);
+  b.crcs.assign(sizes.size(), 0xDEADBEEFu);
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    b.src.push_back(random_bytes(sizes[i], seed + static_cast<std::uint32_t>(i)));
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    b.copies.push_back(StagingCopy{b.staging.get() + offsets[i], b.src[i].data(), sizes[i], &b.crcs[i]});
+  return b;
+}
+
+void expect_exact(const Buffers& b, const std::string& what) {
+  for (std::size_t i = 0; i < b.copies.size(); ++i) {
+    const StagingCopy& c = b.copies[i];
+    EXPECT_EQ(std::memcmp(c.dst, c.src, c.bytes), 0) << what << ": copy " << i << " (" << c.bytes << " bytes)";
+    EXPECT_EQ(b.crcs[i], crc32c_extend(0, c.src, c.bytes)) << what << ": copy " << i << " (" << c.bytes << " bytes)";
+  }
+}
+
+TEST(CheckpointStagingPass, EveryThreadCountGivesTheSingleThreadedResult) {
+  constexpr std::size_t MiB = std::size_t{1} << 20;
+  // Above the pass's parallel threshold in total, with copies smaller than, equal to and spanning several pieces.
+  const std::vector<std::size_t> sizes = {0, 1, 4095, 4 * MiB, 4 * MiB + 1, 9 * MiB + 17, 333, 13 * MiB};
+  for (int threads : {1, 2, 3, 5}) {
+    StagingPass pass(threads);
+    EXPECT_EQ(pass.threads(), threads);
+    for (int round = 0; round < 3; ++round) {  // the helpers go through several rounds
+      Buffers b = make_buffers(sizes, 100 * threads + round);
+      pass.run(b.copies);
+      expect_exact(b, std::to_string(threads) + " threads, round " + std::to_string(round));
+    }
+  }
+}
+
+TEST(CheckpointStagingPass, SmallSavesAndNoCopiesAtAll) {
+  StagingPass pass(4);
+  Buffers small = make_buffers({10, 5000, 70000}, 7);  // below the parallel threshold: done by the caller alone
+  pass.run(small.copies);
+  expect_exact(small, "small");
+  pass.run({});
+  Buffers big = make_buffers({std::size_t{24} << 20}, 8);  // one copy, six pieces
+  pass.run(big.copies);
+  expect_exact(big, "one large copy after an empty round");
+}
+
+TEST(CheckpointStagingPass, AutomaticThreadsShareTheHostsCpus) {
+  const int one = automatic_staging_threads(1);
+  EXPECT_GE(one, 1);
+  EXPECT_LE(one, 8);
+  EXPECT_EQ(automatic_staging_threads(100000), 1) << "as many ranks as CPUs or more: no helpers";
+  EXPECT_LE(automatic_staging_threads(2), one);
+  EXPECT_FALSE(host_name().empty());
+}
+
+}  // namespace
+}  // namespace tenax::ckpt
