@@ -45,7 +45,9 @@ std::vector<std::pair<std::string, std::string>> protocol_env(const Options& opt
                                                               const std::string& run_dir,
                                                               const std::string& checkpoint_dir);
 
-// mpirun -n N [extra] PROGRAM ARGS, with Open MPI's run-as-root, oversubscription and no-binding defaults.
+// mpirun -n N [extra] PROGRAM ARGS, with Open MPI's run-as-root, oversubscription and no-binding defaults, and the
+// shared-memory PML (ob1) unless the extra arguments name hosts (names_other_hosts).
+bool names_other_hosts(const std::vector<std::string>& mpirun_args);
 Command local_command(const Options& options, const AttemptPlan& plan, const std::string& run_dir,
                       const std::string& checkpoint_dir);
 

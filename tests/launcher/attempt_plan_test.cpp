@@ -45,12 +45,29 @@ TEST(AttemptPlan, LocalCommandIsMpirunWithOpenMpiDefaultsTheUserMayOverride) {
   EXPECT_EQ(env_value(c.env_defaults, "OMPI_ALLOW_RUN_AS_ROOT"), "1");
   EXPECT_EQ(env_value(c.env_defaults, "OMPI_MCA_rmaps_base_oversubscribe"), "1");
   EXPECT_EQ(env_value(c.env_defaults, "OMPI_MCA_hwloc_base_binding_policy"), "none");
+  EXPECT_EQ(env_value(c.env_defaults, "OMPI_MCA_pml"), "ob1") << "one host: shared memory, no UCX probe";
   EXPECT_EQ(env_value(c.env, "TENAX_RUN_MTBF"), "<unset>") << "no failure yet";
   // After failures: the run's own mean time between them, for the program's automatic checkpoint interval.
   plan.observed_mtbf_s = 12.3456;
   EXPECT_EQ(env_value(local_command(o, plan, "/runs/r1", "/ckpt/r1").env, "TENAX_RUN_MTBF"), "12345ms");
   plan.observed_mtbf_s = 0.0001;
   EXPECT_EQ(env_value(local_command(o, plan, "/runs/r1", "/ckpt/r1").env, "TENAX_RUN_MTBF"), "1ms") << "never 0";
+}
+
+TEST(AttemptPlan, RanksSpreadOverHostsKeepOpenMpisOwnChoiceOfTransport) {
+  Options o;
+  o.mode = Mode::Local;
+  o.ranks = 4;
+  o.program = {"./train"};
+  const AttemptPlan plan = plan_local_attempt(o);
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--host", "a,b"}, {"-H", "a:2,b:2"}, {"--hostfile=hosts.txt"}, {"-machinefile", "m"}}) {
+    o.extra_launcher_args = args;
+    EXPECT_EQ(env_value(local_command(o, plan, "/r", "/c").env_defaults, "OMPI_MCA_pml"), "<unset>") << args[0];
+  }
+  o.extra_launcher_args = {"--mca", "pml", "ucx"};  // the command line beats the environment in Open MPI
+  EXPECT_EQ(env_value(local_command(o, plan, "/r", "/c").env_defaults, "OMPI_MCA_pml"), "ob1");
+  EXPECT_FALSE(names_other_hosts({"--mca", "btl", "self,vader", "--hostname-is-not-an-option"}));
 }
 
 TEST(AttemptPlan, SrunCommandOfAFirstAttempt) {

@@ -10,19 +10,22 @@
 #include "common/attention_validate.hpp"
 #include "common/validate.hpp"
 #include "cuda/check.hpp"
+#include "cuda/cublas_library.hpp"
 #include "cuda/launch.hpp"
 
 namespace tenax::kernels::cuda {
 namespace {
 
+using detail::cublas;  // opened on first use (cublas_library.hpp)
+
 cublasHandle_t make_handle() {
   cublasHandle_t h = nullptr;
-  TENAX_CUBLAS_CHECK(cublasCreate(&h));
+  TENAX_CUBLAS_CHECK(cublas().create(&h));
   // Default math: full fp32 products, no TF32, so the fp32 path agrees with the CPU reference up to summation order.
   // 16-bit inputs (gemm_lowp) use tensor cores under this mode too: it only forbids down-converting fp32 inputs.
-  const cublasStatus_t mode = cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
+  const cublasStatus_t mode = cublas().set_math_mode(h, CUBLAS_DEFAULT_MATH);
   if (mode != CUBLAS_STATUS_SUCCESS) {
-    cublasDestroy(h);
+    cublas().destroy(h);
     TENAX_CUBLAS_CHECK(mode);
   }
   return h;
@@ -37,7 +40,7 @@ class ThreadHandles {
   ThreadHandles& operator=(const ThreadHandles&) = delete;
   ~ThreadHandles() {
     for (cublasHandle_t h : by_device_)
-      if (h != nullptr) cublasDestroy(h);  // best effort at thread exit: nothing to report to
+      if (h != nullptr) cublas().destroy(h);  // best effort at thread exit: nothing to report to
   }
 
   cublasHandle_t current() {
@@ -64,7 +67,7 @@ void* create_blas_handle() {
 }
 
 void destroy_blas_handle(void* handle) noexcept {
-  if (handle != nullptr) cublasDestroy(static_cast<cublasHandle_t>(handle));
+  if (handle != nullptr) cublas().destroy(static_cast<cublasHandle_t>(handle));
 }
 
 void gemm(Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a, std::size_t lda,
@@ -74,12 +77,12 @@ void gemm(Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k, float
   detail::validate_gemm(a_t, b_t, m, n, k, a, lda, b, ldb, c, ldc);
   if (m == 0 || n == 0) return;
   auto* h = static_cast<cublasHandle_t>(handle);
-  TENAX_CUBLAS_CHECK(cublasSetStream(h, detail::to_stream(stream)));
+  TENAX_CUBLAS_CHECK(cublas().set_stream(h, detail::to_stream(stream)));
   // cuBLAS is column-major. A row-major matrix is the column-major view of its transpose, so C = op(A) op(B) in
   // row-major is C^T = op(B)^T op(A)^T in column-major: swap the operands (and m with n); the transpose flags stay.
   using detail::blas_int;
-  TENAX_CUBLAS_CHECK(cublasSgemm(h, op(b_t), op(a_t), blas_int("n", n), blas_int("m", m), blas_int("k", k), &alpha, b,
-                                 blas_int("ldb", ldb), a, blas_int("lda", lda), &beta, c, blas_int("ldc", ldc)));
+  TENAX_CUBLAS_CHECK(cublas().sgemm(h, op(b_t), op(a_t), blas_int("n", n), blas_int("m", m), blas_int("k", k), &alpha,
+                                    b, blas_int("ldb", ldb), a, blas_int("lda", lda), &beta, c, blas_int("ldc", ldc)));
 }
 
 void gemm(Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a, std::size_t lda,
@@ -101,14 +104,14 @@ void gemm_lowp(DType input_type, Trans ta, Trans tb, std::size_t m, std::size_t 
   detail::validate_gemm(a_t, b_t, m, n, k, a, lda, b, ldb, c, ldc);
   if (m == 0 || n == 0) return;
   auto* h = static_cast<cublasHandle_t>(handle);
-  TENAX_CUBLAS_CHECK(cublasSetStream(h, detail::to_stream(stream)));
+  TENAX_CUBLAS_CHECK(cublas().set_stream(h, detail::to_stream(stream)));
   const cudaDataType_t in = input_type == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
   using detail::blas_int;
   // Same operand swap as the fp32 gemm. CUBLAS_COMPUTE_32F: fp32 accumulation and fp32 alpha/beta; the 16-bit inputs
   // make cuBLAS pick tensor-core kernels.
-  TENAX_CUBLAS_CHECK(cublasGemmEx(h, op(b_t), op(a_t), blas_int("n", n), blas_int("m", m), blas_int("k", k), &alpha, b,
-                                  in, blas_int("ldb", ldb), a, in, blas_int("lda", lda), &beta, c, CUDA_R_32F,
-                                  blas_int("ldc", ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  TENAX_CUBLAS_CHECK(cublas().gemm_ex(h, op(b_t), op(a_t), blas_int("n", n), blas_int("m", m), blas_int("k", k), &alpha,
+                                      b, in, blas_int("ldb", ldb), a, in, blas_int("lda", lda), &beta, c, CUDA_R_32F,
+                                      blas_int("ldc", ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 void batched_gemm(Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
@@ -120,10 +123,10 @@ void batched_gemm(Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t 
   detail::validate_batched_gemm(a_t, b_t, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c, batch);
   if (batch == 0 || m == 0 || n == 0) return;
   auto* h = static_cast<cublasHandle_t>(handle);
-  TENAX_CUBLAS_CHECK(cublasSetStream(h, detail::to_stream(stream)));
+  TENAX_CUBLAS_CHECK(cublas().set_stream(h, detail::to_stream(stream)));
   using detail::blas_int;
   // The same operand swap as gemm() (row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T), per matrix.
-  TENAX_CUBLAS_CHECK(cublasSgemmStridedBatched(
+  TENAX_CUBLAS_CHECK(cublas().sgemm_strided_batched(
       h, op(b_t), op(a_t), blas_int("n", n), blas_int("m", m), blas_int("k", k), &alpha, b, blas_int("ldb", ldb),
       static_cast<long long>(stride_b), a, blas_int("lda", lda), static_cast<long long>(stride_a), &beta, c,
       blas_int("ldc", ldc), static_cast<long long>(stride_c), blas_int("batch", batch)));
@@ -141,10 +144,10 @@ void batched_gemm_lowp(DType input_type, Trans ta, Trans tb, std::size_t m, std:
   detail::validate_batched_gemm(a_t, b_t, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c, batch);
   if (batch == 0 || m == 0 || n == 0) return;
   auto* h = static_cast<cublasHandle_t>(handle);
-  TENAX_CUBLAS_CHECK(cublasSetStream(h, detail::to_stream(stream)));
+  TENAX_CUBLAS_CHECK(cublas().set_stream(h, detail::to_stream(stream)));
   const cudaDataType_t in = input_type == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
   using detail::blas_int;
-  TENAX_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+  TENAX_CUBLAS_CHECK(cublas().gemm_strided_batched_ex(
       h, op(b_t), op(a_t), blas_int("n", n), blas_int("m", m), blas_int("k", k), &alpha, b, in, blas_int("ldb", ldb),
       static_cast<long long>(stride_b), a, in, blas_int("lda", lda), static_cast<long long>(stride_a), &beta, c,
       CUDA_R_32F, blas_int("ldc", ldc), static_cast<long long>(stride_c), blas_int("batch", batch), CUBLAS_COMPUTE_32F,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cuda/check.hpp"
+#include "cuda/cublas_library.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax::kernels::detail {
@@ -19,7 +20,7 @@ void throw_cuda_error(cudaError_t status, const char* call, const char* file, in
 void throw_cublas_error(int status, const char* call, const char* file, int line) {
   const auto s = static_cast<cublasStatus_t>(status);
   throw DeviceError(std::string("cuBLAS `") + call + "` failed at " + file + ":" + std::to_string(line) + ": " +
-                    cublasGetStatusName(s) + " (" + cublasGetStatusString(s) + ")");
+                    cublas().status_name(s) + " (" + cublas().status_string(s) + ")");
 }
 
 int resident_blocks(int threads) {
