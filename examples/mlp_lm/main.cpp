@@ -47,7 +47,7 @@ cxxopts::Options make_options() {
     ("zero1", "shard the optimizer state over data-parallel ranks (ZeRO-1)");
   o.add_options("fault tolerance")
     ("checkpoint-dir", "checkpoint directory (default: TENAX_CHECKPOINT_DIR; none: no checkpoints)", cxxopts::value<std::string>())
-    ("checkpoint-every", "save every N steps (0: only at the end and on preemption), or auto: the Young/Daly interval from the measured save cost and the MTBF (TENAX_MTBF, or this run's own under tenax-launch)", cxxopts::value<std::string>()->default_value("10"))
+    ("checkpoint-every", "save every N steps (0: only at the end and on preemption), or auto: the Young/Daly interval from the measured save cost and the MTBF (TENAX_MTBF, or this run's own under tenax-launch)", cxxopts::value<std::string>()->default_value(tenax::CheckpointPolicy::every_default("10")))
     ("keep", "complete checkpoints kept (default: TENAX_CKPT_KEEP)", cxxopts::value<int>()->default_value("0"))
     ("max-checkpoint-failures", "failed periodic checkpoints in a row after which the run stops (each one is a "
      "warning; the next due step saves again)", cxxopts::value<int>()->default_value("3"))

@@ -82,6 +82,9 @@ void plan_step(spank_t sp, PluginState& s) {
                expand_dir_pattern("node-local checkpoint directory", s.settings.ckpt_local_dir, user_name(uid),
                                   std::to_string(job_id)));
   }
+  // The programs' interval defaults (CheckpointPolicy::every_default); unset, each program keeps its own.
+  if (!s.settings.ckpt_every.empty()) job_setenv(sp, kEnvCkptEvery, s.settings.ckpt_every);
+  if (!s.settings.ckpt_local_every.empty()) job_setenv(sp, kEnvCkptLocalEvery, s.settings.ckpt_local_every);
   job_setenv(sp, kEnvPlacement, std::string(to_string(s.settings.placement)));
   job_setenv(sp, kEnvMaxRestarts, std::to_string(s.settings.max_restarts));
   job_setenv(sp, kEnvSiteMaxRestarts, std::to_string(s.admin.max_restarts));

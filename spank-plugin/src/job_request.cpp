@@ -169,6 +169,16 @@ std::string parse_ckpt_local_dir(std::string_view source, std::string_view text)
   return parse_pattern(source, text, /*allow_node=*/true);
 }
 
+std::string parse_ckpt_every(std::string_view source, std::string_view text) {
+  if (text == "auto") return "auto";
+  try {
+    return std::to_string(parse_int_in(source, text, 0, kMaxCheckpointSteps));
+  } catch (const UsageError&) {
+    throw UsageError(given(source, text) + ": expected auto (the interval the run measures as best) or whole steps " +
+                     "from 0 (only at the end and on preemption) to " + std::to_string(kMaxCheckpointSteps));
+  }
+}
+
 std::string parse_ckpt_dir(std::string_view source, std::string_view text, const AdminConfig& admin) {
   const std::string shown = given(source, text);
   const std::string normal = parse_dir_pattern(source, text);
@@ -236,6 +246,12 @@ void apply_option(JobRequest& request, TenaxOption option, std::string_view valu
       break;
     case TenaxOption::CkptLocalDir:
       request.ckpt_local_dir = parse_ckpt_local_dir("--tenax-ckpt-local-dir", value);
+      break;
+    case TenaxOption::CkptEvery:
+      request.ckpt_every = parse_ckpt_every("--tenax-ckpt-every", value);
+      break;
+    case TenaxOption::CkptLocalEvery:
+      request.ckpt_local_every = parse_ckpt_every("--tenax-ckpt-local-every", value);
       break;
   }
   request.enabled = true;

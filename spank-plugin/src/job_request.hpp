@@ -31,6 +31,8 @@ struct JobRequest {
   std::optional<PlacementPolicy> placement;
   std::optional<int> max_restarts;
   std::optional<int> spares;
+  std::optional<std::string> ckpt_every;        // "auto" or whole steps, for the program's --checkpoint-every
+  std::optional<std::string> ckpt_local_every;  // the same for --checkpoint-local-every
 };
 
 // The largest degree accepted for tp, pp or dp (a guard against typos such as tp=20000).
@@ -52,6 +54,10 @@ std::string parse_dir_pattern(std::string_view source, std::string_view text);
 // rank), or "none" (no node-local tier, overriding a site default).
 std::string parse_ckpt_local_dir(std::string_view source, std::string_view text);
 inline constexpr std::string_view kNoLocalDir = "none";
+// A checkpoint interval: "auto" (the Young/Daly interval the runtime measures) or whole steps from 0 to
+// kMaxCheckpointSteps, returned without leading zeros.
+inline constexpr int kMaxCheckpointSteps = 1000000000;
+std::string parse_ckpt_every(std::string_view source, std::string_view text);
 // A checkpoint directory: a directory pattern under admin.ckpt_root when set.
 std::string parse_ckpt_dir(std::string_view source, std::string_view text, const AdminConfig& admin);
 
@@ -62,10 +68,21 @@ std::string expand_dir_pattern(std::string_view what, std::string_view pattern, 
                                std::string_view job_id, std::optional<std::string_view> node = std::nullopt);
 
 // The plugin's options (--tenax, --tenax-ckpt-dir, --tenax-layout, --tenax-placement, --tenax-max-restarts,
-// --tenax-spares, --tenax-data-stage-dir, --tenax-ckpt-local-dir) and what each option's callback does with its value:
-// parse it into `request` with the parsers above (messages name the option) and mark tenax enabled. Throws UsageError;
-// `request` keeps its old values then.
-enum class TenaxOption { Enable = 1, CkptDir, Layout, Placement, MaxRestarts, Spares, DataStageDir, CkptLocalDir };
+// --tenax-spares, --tenax-data-stage-dir, --tenax-ckpt-local-dir, --tenax-ckpt-every, --tenax-ckpt-local-every) and
+// what each option's callback does with its value: parse it into `request` with the parsers above (messages name the
+// option) and mark tenax enabled. Throws UsageError; `request` keeps its old values then.
+enum class TenaxOption {
+  Enable = 1,
+  CkptDir,
+  Layout,
+  Placement,
+  MaxRestarts,
+  Spares,
+  DataStageDir,
+  CkptLocalDir,
+  CkptEvery,
+  CkptLocalEvery,  // the last: options.cpp checks ids against it
+};
 void apply_option(JobRequest& request, TenaxOption option, std::string_view value, const AdminConfig& admin);
 
 }  // namespace tenax::spank

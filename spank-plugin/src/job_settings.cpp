@@ -15,6 +15,10 @@ JobRequest request_from_environment(const EnvLookup& lookup, const AdminConfig& 
   if (auto value = lookup(kEnvSpares)) request.spares = parse_spares(kEnvSpares, *value, admin);
   if (auto value = lookup(kEnvDataStageDir)) request.data_stage_dir = parse_dir_pattern(kEnvDataStageDir, *value);
   if (auto value = lookup(kEnvCkptLocalDir)) request.ckpt_local_dir = parse_ckpt_local_dir(kEnvCkptLocalDir, *value);
+  if (auto value = lookup(kEnvCkptEvery); value && !value->empty())
+    request.ckpt_every = parse_ckpt_every(kEnvCkptEvery, *value);
+  if (auto value = lookup(kEnvCkptLocalEvery); value && !value->empty())
+    request.ckpt_local_every = parse_ckpt_every(kEnvCkptLocalEvery, *value);
   return request;
 }
 
@@ -30,6 +34,8 @@ JobSettings resolve_settings(const JobRequest& options, const JobRequest& enviro
       options.data_stage_dir.value_or(environment.data_stage_dir.value_or(admin.data_stage_default));
   settings.ckpt_local_dir =
       options.ckpt_local_dir.value_or(environment.ckpt_local_dir.value_or(admin.ckpt_local_default));
+  settings.ckpt_every = options.ckpt_every.value_or(environment.ckpt_every.value_or(""));
+  settings.ckpt_local_every = options.ckpt_local_every.value_or(environment.ckpt_local_every.value_or(""));
   return settings;
 }
 

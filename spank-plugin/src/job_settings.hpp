@@ -24,6 +24,8 @@ inline constexpr const char* kEnvSiteMaxRestarts = "TENAX_SITE_MAX_RESTARTS";
 inline constexpr const char* kEnvSiteMaxSpares = "TENAX_SITE_MAX_SPARES";
 inline constexpr const char* kEnvDataStageDir = "TENAX_DATA_STAGE_DIR";
 inline constexpr const char* kEnvCkptLocalDir = "TENAX_CKPT_LOCAL_DIR";
+inline constexpr const char* kEnvCkptEvery = "TENAX_CKPT_EVERY";
+inline constexpr const char* kEnvCkptLocalEvery = "TENAX_CKPT_LOCAL_EVERY";
 // Exported to tasks only (never read as a setting).
 inline constexpr const char* kEnvWorldSize = "TENAX_WORLD_SIZE";
 
@@ -34,8 +36,10 @@ struct JobSettings {
   PlacementPolicy placement = PlacementPolicy::Topology;
   int max_restarts = 0;
   int spares = 0;
-  std::string data_stage_dir;  // pattern with %u/%j; "": no staging (datasets are read where they are)
-  std::string ckpt_local_dir;  // pattern with %u/%j/%n; "" or "none": no node-local checkpoint tier
+  std::string data_stage_dir;    // pattern with %u/%j; "": no staging (datasets are read where they are)
+  std::string ckpt_local_dir;    // pattern with %u/%j/%n; "" or "none": no node-local checkpoint tier
+  std::string ckpt_every;        // "auto" or steps; "": the program's own interval
+  std::string ckpt_local_every;  // the same for the node-local tier
 };
 
 // Reads the environment layer through `lookup` (returns nullopt for an unset variable): getenv in sbatch/srun, the

@@ -73,12 +73,22 @@ struct spank_option option_table[] = {
                  "local disk; %u = user, %j = job id, %n = node) and a restart reads them instead of the shared "
                  "directory; removed at the end of the job. Default: $TENAX_CKPT_LOCAL_DIR, else the site default.",
                  1, id_of(TenaxOption::CkptLocalDir)),
+    TENAX_OPTION("tenax-ckpt-every", "N|auto",
+                 "[tenax] Checkpoint every N steps (0: only at the end and on preemption), or auto: the interval "
+                 "that loses the least time, from the measured cost of a save and the run's failure rate. Default "
+                 "of the program's --checkpoint-every. Default: $TENAX_CKPT_EVERY, else the program's own.",
+                 1, id_of(TenaxOption::CkptEvery)),
+    TENAX_OPTION("tenax-ckpt-local-every", "N|auto",
+                 "[tenax] Node-local checkpoint copies every N steps between the shared ones, or auto (as "
+                 "--tenax-ckpt-every, from the cost of a node-local save). Default: $TENAX_CKPT_LOCAL_EVERY, else "
+                 "the program's own.",
+                 1, id_of(TenaxOption::CkptLocalEvery)),
 };
 #undef TENAX_OPTION
 
 int on_option(int id, const char* optarg, int /*remote*/) noexcept {
   try {
-    if (id < id_of(TenaxOption::Enable) || id > id_of(TenaxOption::CkptLocalDir)) {
+    if (id < id_of(TenaxOption::Enable) || id > id_of(TenaxOption::CkptLocalEvery)) {
       report_error("internal error: unknown option id " + std::to_string(id));
       return -1;
     }

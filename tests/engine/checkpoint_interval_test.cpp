@@ -74,6 +74,31 @@ TEST(CheckpointInterval, TheCommandLineTakesStepsOrAuto) {
     EXPECT_THROW(CheckpointPolicy::parse_every(bad, policy), UsageError) << bad;
 }
 
+// The SPANK plugin's --tenax-ckpt-every / --tenax-ckpt-local-every arrive as TENAX_CKPT_EVERY / TENAX_CKPT_LOCAL_EVERY:
+// the default of the program's own options, which a value on the program's command line still overrides.
+TEST(CheckpointInterval, TheEnvironmentGivesTheProgramsDefaultInterval) {
+  unsetenv("TENAX_CKPT_EVERY");
+  unsetenv("TENAX_CKPT_LOCAL_EVERY");
+  EXPECT_EQ(CheckpointPolicy::every_default("50"), "50");
+  EXPECT_EQ(CheckpointPolicy::local_every_default("0"), "0");
+  setenv("TENAX_CKPT_EVERY", "auto", 1);
+  setenv("TENAX_CKPT_LOCAL_EVERY", "7", 1);
+  EXPECT_EQ(CheckpointPolicy::every_default("50"), "auto");
+  EXPECT_EQ(CheckpointPolicy::local_every_default("0"), "7");
+  EXPECT_TRUE(CheckpointPolicy::parse_every(CheckpointPolicy::every_default("50"), {}).automatic);
+  setenv("TENAX_CKPT_EVERY", "", 1);  // set but empty: the program's own
+  EXPECT_EQ(CheckpointPolicy::every_default("50"), "50");
+  setenv("TENAX_CKPT_EVERY", "10s", 1);
+  try {
+    CheckpointPolicy::every_default("50");
+    ADD_FAILURE() << "TENAX_CKPT_EVERY=10s accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("TENAX_CKPT_EVERY '10s'"), std::string::npos) << e.what();
+  }
+  unsetenv("TENAX_CKPT_EVERY");
+  unsetenv("TENAX_CKPT_LOCAL_EVERY");
+}
+
 TEST(CheckpointInterval, TheNodeLocalIntervalTakesStepsOrAuto) {
   CheckpointPolicy policy;
   CheckpointPolicy automatic = CheckpointPolicy::parse_local_every("auto", policy);

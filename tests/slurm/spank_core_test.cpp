@@ -281,6 +281,39 @@ TEST(Settings, NodeLocalCheckpointDirectoryFromOptionEnvironmentOrSiteDefault) {
                      {"plugstack.conf: ckpt_local_default=shm", "absolute"});
 }
 
+TEST(Settings, CheckpointIntervalsFromOptionOrEnvironment) {
+  const AdminConfig admin = AdminConfig::parse({});
+  std::map<std::string, std::string> env;
+  const EnvLookup lookup = lookup_in(env);
+  JobRequest options;
+  apply_option(options, TenaxOption::CkptEvery, "auto", admin);
+  apply_option(options, TenaxOption::CkptLocalEvery, "0005", admin);
+  EXPECT_TRUE(options.enabled);
+  EXPECT_EQ(options.ckpt_every, "auto");
+  EXPECT_EQ(options.ckpt_local_every, "5");
+  env = {{"TENAX_CKPT_EVERY", "40"}, {"TENAX_CKPT_LOCAL_EVERY", "auto"}};
+  JobSettings s = resolve_settings(options, request_from_environment(lookup, admin), admin);
+  EXPECT_EQ(s.ckpt_every, "auto");  // option
+  EXPECT_EQ(s.ckpt_local_every, "5");
+  s = resolve_settings(JobRequest{}, request_from_environment(lookup, admin), admin);
+  EXPECT_EQ(s.ckpt_every, "40");  // environment
+  EXPECT_EQ(s.ckpt_local_every, "auto");
+  env.clear();
+  s = resolve_settings(JobRequest{}, request_from_environment(lookup, admin), admin);
+  EXPECT_EQ(s.ckpt_every, "") << "nothing given: the program's own interval";
+  EXPECT_EQ(s.ckpt_local_every, "");
+  EXPECT_EQ(parse_ckpt_every("--tenax-ckpt-every", "0"), "0");
+  EXPECT_EQ(parse_ckpt_every("--tenax-ckpt-every", "1000000000"), "1000000000");
+
+  for (const char* bad : {"", "-1", "ten", "10s", "Auto", "1e3", "1000000001", "99999999999999999999", " 5"})
+    expect_usage_error([&] { apply_option(options, TenaxOption::CkptEvery, bad, admin); },
+                       {"--tenax-ckpt-every=", "expected auto"});
+  EXPECT_EQ(options.ckpt_every, "auto") << "a refused value leaves the earlier one";
+  env = {{"TENAX_CKPT_LOCAL_EVERY", "often"}};
+  expect_usage_error([&] { request_from_environment(lookup, admin); },
+                     {"TENAX_CKPT_LOCAL_EVERY=often", "expected auto"});
+}
+
 TEST(Settings, LayoutExportedToATaskIsNotARequestForANestedStep) {
   const AdminConfig admin = AdminConfig::parse({});
   std::map<std::string, std::string> env = {{"TENAX_LAYOUT", "tp=2,pp=1,dp=4"}};

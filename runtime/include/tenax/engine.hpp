@@ -89,6 +89,10 @@ struct CheckpointPolicy {
   // A command line's --checkpoint-every: "N" (N >= 0) sets `every`, "auto" sets `automatic` (`every` stays the
   // interval until the first save). Returns `policy` so changed; UsageError naming the text otherwise.
   static CheckpointPolicy parse_every(std::string_view text, CheckpointPolicy policy);
+  // The default a program gives its --checkpoint-every: TENAX_CKPT_EVERY when set (by the SPANK plugin's
+  // --tenax-ckpt-every, or by the user), else `built_in`; so an option the program's command line names still wins.
+  // UsageError naming the variable when its value is neither steps nor auto.
+  static std::string every_default(std::string_view built_in);
   int keep = 0;  // complete checkpoints kept; 0: TENAX_CKPT_KEEP
   // The node-local tier (tenax/checkpoint.hpp, CheckpointOptions::local_dir): "" takes TENAX_CKPT_LOCAL_DIR, "none" or
   // "" with it unset: no tier. Every save then also keeps each rank's own copy there, and a restart on the same nodes
@@ -103,6 +107,8 @@ struct CheckpointPolicy {
   bool local_automatic = false;
   // A command line's --checkpoint-local-every: "N" (N >= 0) sets `local_every`, "auto" sets `local_automatic`.
   static CheckpointPolicy parse_local_every(std::string_view text, CheckpointPolicy policy);
+  // The same for --checkpoint-local-every: TENAX_CKPT_LOCAL_EVERY (--tenax-ckpt-local-every) when set.
+  static std::string local_every_default(std::string_view built_in);
   int max_failures = 3;  // periodic saves that may fail in a row (each a warning) before the run stops
 };
 

@@ -253,6 +253,25 @@ CheckpointPolicy CheckpointPolicy::parse_local_every(std::string_view text, Chec
   return policy;
 }
 
+namespace {
+
+std::string steps_or_auto_default(const char* variable, std::string_view built_in, std::string_view zero) {
+  std::string value = env::get_string(variable);
+  if (value.empty()) return std::string(built_in);
+  parse_steps_or_auto(variable, value, zero);  // refused here, naming the variable, rather than as the program's flag
+  return value;
+}
+
+}  // namespace
+
+std::string CheckpointPolicy::every_default(std::string_view built_in) {
+  return steps_or_auto_default("TENAX_CKPT_EVERY", built_in, "only at the end and on preemption");
+}
+
+std::string CheckpointPolicy::local_every_default(std::string_view built_in) {
+  return steps_or_auto_default("TENAX_CKPT_LOCAL_EVERY", built_in, "a node-local copy only with each shared save");
+}
+
 void Engine::Impl::choose_interval(TierInterval& tier, double save_seconds, std::string_view what) {
   // The slowest rank's cost and step decide: every rank computes the same interval from the same agreed numbers.
   double measured[2] = {save_seconds, tier.steps > 0 ? tier.step_seconds / tier.steps : 0};

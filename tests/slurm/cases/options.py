@@ -6,7 +6,7 @@ from slurm_lab import expect, expect_refused
 
 OPTIONS = ["--tenax ", "--tenax-ckpt-dir=DIR", "--tenax-layout=tp=N,pp=N[,dp=N]",
            "--tenax-placement=topology|block|none", "--tenax-max-restarts=N", "--tenax-spares=N",
-           "--tenax-data-stage-dir=DIR"]
+           "--tenax-data-stage-dir=DIR", "--tenax-ckpt-every=N|auto", "--tenax-ckpt-local-every=N|auto"]
 
 
 def check_help(lab):
@@ -29,6 +29,8 @@ def check_refusals(lab, ckpt_root):
         (["--tenax-ckpt-dir=relative/dir"], {}, ["--tenax-ckpt-dir=relative/dir: expected an absolute path"]),
         (["--tenax-ckpt-dir=/var/tmp/x"], {}, [f"checkpoints must lie under {ckpt_root}", "ckpt_root"]),
         ([f"--tenax-ckpt-dir={ckpt_root}/../escape"], {}, ["'.' and '..' components are not allowed"]),
+        (["--tenax-ckpt-every=10s"], {}, ["--tenax-ckpt-every=10s: expected auto", "or whole steps"]),
+        (["--tenax"], {"TENAX_CKPT_LOCAL_EVERY": "often"}, ["TENAX_CKPT_LOCAL_EVERY=often: expected auto"]),
         (["--tenax-data-stage-dir=local/stage"], {}, ["--tenax-data-stage-dir=local/stage: expected an absolute path"]),
         (["--tenax"], {"TENAX_DATA_STAGE_DIR": "/local/%x"}, ["TENAX_DATA_STAGE_DIR=/local/%x: unknown placeholder"]),
         # The environment layer is validated at submission too, and names the variable.
@@ -74,10 +76,11 @@ def check_precedence(lab, ckpt_root):
     """option > environment > admin default, seen from inside the job's batch script."""
     script = "#!/bin/bash\necho CKPT=$TENAX_CHECKPOINT_DIR MAXR=$TENAX_MAX_RESTARTS PLACE=$TENAX_PLACEMENT " \
              "SPARES=$TENAX_SPARES RESTARTS=$SLURM_RESTART_COUNT RANK=${TENAX_RANK-unset} " \
-             "STAGE=${TENAX_DATA_STAGE_DIR-unset}\n"
+             "STAGE=${TENAX_DATA_STAGE_DIR-unset} EVERY=${TENAX_CKPT_EVERY-unset} " \
+             "LOCAL_EVERY=${TENAX_CKPT_LOCAL_EVERY-unset}\n"
     cases = [
         ([], {}, {"CKPT": f"{ckpt_root}/root/%j", "MAXR": "1", "PLACE": "topology", "SPARES": "0",
-                  "STAGE": "/var/tmp/stage/root"}),
+                  "STAGE": "/var/tmp/stage/root", "EVERY": "unset", "LOCAL_EVERY": "unset"}),
         ([], {"TENAX_MAX_RESTARTS": "4", "TENAX_PLACEMENT": "block"}, {"MAXR": "4", "PLACE": "block"}),
         (["--tenax-max-restarts=2", f"--tenax-ckpt-dir={ckpt_root}/mine"], {"TENAX_MAX_RESTARTS": "4"},
          {"MAXR": "2", "CKPT": f"{ckpt_root}/mine"}),
@@ -85,6 +88,9 @@ def check_precedence(lab, ckpt_root):
         (["--tenax-data-stage-dir=/var/tmp/mine/%j"], {"TENAX_DATA_STAGE_DIR": "/var/tmp/env"},
          {"STAGE": "/var/tmp/mine/%j"}),
         ([], {"TENAX_DATA_STAGE_DIR": "/var/tmp/env"}, {"STAGE": "/var/tmp/env"}),
+        (["--tenax-ckpt-every=auto", "--tenax-ckpt-local-every=05"], {"TENAX_CKPT_EVERY": "40"},
+         {"EVERY": "auto", "LOCAL_EVERY": "5"}),
+        ([], {"TENAX_CKPT_EVERY": "40"}, {"EVERY": "40", "LOCAL_EVERY": "unset"}),
     ]
     for args, env, wanted in cases:
         job = lab.sbatch(["-N1", "--tenax", "-o", "prec-%j.out", *args], script, env=env)
