@@ -68,7 +68,8 @@ def load_average():
 
 def tenax_row(a, size_text, threads):
     """The `direct` row of tenax-bench-checkpoint for one size: memcpy s, staging threads, save s, write s."""
-    cmd = [a.mpirun, "-n", "1", a.tenax, "--sizes", size_text, "--reps", str(a.reps), "--dir", a.dir + "/tenax",
+    # --bind-to none: bound to one core (Open MPI's default for one or two ranks) the automatic rows would get 1 thread.
+    cmd = [a.mpirun, "-n", "1", "--bind-to", "none", a.tenax, "--sizes", size_text, "--reps", str(a.reps), "--dir", a.dir + "/tenax",
            "--staging-threads", str(threads)]
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:

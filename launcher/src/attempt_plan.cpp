@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include <algorithm>
+#include <string_view>
 
 #include "tenax/error.hpp"
 
@@ -113,14 +114,23 @@ std::vector<std::pair<std::string, std::string>> protocol_env(const Options& opt
   return env;
 }
 
-bool names_other_hosts(const std::vector<std::string>& mpirun_args) {
+bool may_span_hosts(const std::vector<std::string>& mpirun_args) {
   for (const std::string& arg : mpirun_args) {
     const std::string name = arg.substr(0, arg.find('='));
     for (const char* option : {"-H", "--host", "-host", "--hostfile", "-hostfile", "--machinefile", "-machinefile",
-                               "--default-hostfile", "-default-hostfile"})
+                               "--default-hostfile", "-default-hostfile", "--rankfile", "-rankfile", "-rf",
+                               "--add-host", "-add-host", "--add-hostfile", "-add-hostfile"})
       if (name == option) return true;
   }
-  return std::getenv("OMPI_MCA_orte_default_hostfile") != nullptr;
+  // Hostfiles given through the environment, and allocations mpirun spreads ranks over by itself (Slurm with more
+  // than one node, PBS/Torque, LSF, Grid Engine).
+  for (const char* variable :
+       {"OMPI_MCA_orte_default_hostfile", "OMPI_MCA_rmaps_base_default_hostfile", "PRTE_MCA_prte_default_hostfile",
+        "PBS_NODEFILE", "LSB_JOBID", "LSB_HOSTS", "PE_HOSTFILE"})
+    if (const char* value = std::getenv(variable); value != nullptr && *value != '\0') return true;
+  const char* slurm_nodes = std::getenv("SLURM_JOB_NUM_NODES");
+  if (slurm_nodes == nullptr) slurm_nodes = std::getenv("SLURM_NNODES");
+  return slurm_nodes != nullptr && std::string_view(slurm_nodes) != "1";
 }
 
 Command local_command(const Options& options, const AttemptPlan& plan, const std::string& run_dir,
@@ -135,10 +145,10 @@ Command local_command(const Options& options, const AttemptPlan& plan, const std
                           {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
                           {"OMPI_MCA_rmaps_base_oversubscribe", "1"},
                           {"OMPI_MCA_hwloc_base_binding_policy", "none"}};
-  // Every rank on this host talks through shared memory (ob1 over vader), which Open MPI ends up using here anyway;
-  // naming it skips UCX's probe for network devices, which took 0.2 s of each start (and so of each restart) of
-  // 4 ranks on a 2-core VM. Not when the user's mpirun arguments spread the ranks over hosts.
-  if (!names_other_hosts(options.extra_launcher_args)) command.env_defaults.emplace_back("OMPI_MCA_pml", "ob1");
+  // With every rank on this host, ob1 over shared memory (vader) serves them fully; naming it skips UCX's probe for
+  // network devices, which took 0.2 s of each start (and so of each restart) of 4 ranks on a 2-core VM without a
+  // network UCX could use. Not when the ranks may span hosts: there UCX (InfiniBand, RoCE) is what they need.
+  if (!may_span_hosts(options.extra_launcher_args)) command.env_defaults.emplace_back("OMPI_MCA_pml", "ob1");
   return command;
 }
 

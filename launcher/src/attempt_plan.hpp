@@ -46,8 +46,9 @@ std::vector<std::pair<std::string, std::string>> protocol_env(const Options& opt
                                                               const std::string& checkpoint_dir);
 
 // mpirun -n N [extra] PROGRAM ARGS, with Open MPI's run-as-root, oversubscription and no-binding defaults, and the
-// shared-memory PML (ob1) unless the extra arguments name hosts (names_other_hosts).
-bool names_other_hosts(const std::vector<std::string>& mpirun_args);
+// shared-memory PML (ob1) unless the ranks may span hosts (may_span_hosts: the extra arguments name hosts, a hostfile
+// or a rankfile, or the environment holds a hostfile or a multi-node allocation of Slurm, PBS, LSF or Grid Engine).
+bool may_span_hosts(const std::vector<std::string>& mpirun_args);
 Command local_command(const Options& options, const AttemptPlan& plan, const std::string& run_dir,
                       const std::string& checkpoint_dir);
 

@@ -41,11 +41,23 @@ TEST(CheckpointCrc32cCombine, JoinsAnySplitOfABuffer) {
   const std::uint32_t p2 = crc32c_extend(0, data.data() + 1000, 50000);
   const std::uint32_t p3 = crc32c_extend(0, data.data() + 51000, data.size() - 51000);
   EXPECT_EQ(crc32c_combine(crc32c_combine(p1, p2, 50000), p3, data.size() - 51000), whole);
-  // Appending zeros: the CRC of n zero bytes joined the same way (lengths past 4 GiB exercise the high powers).
+  // Appending zeros: the CRC of n zero bytes joined the same way.
   const std::vector<std::uint8_t> zeros(4096, 0);
   EXPECT_EQ(crc32c_combine(crc32c_extend(0, data.data(), 10), crc32c_extend(0, zeros.data(), 4096), 4096),
             crc32c_extend(crc32c_extend(0, data.data(), 10), zeros.data(), 4096));
-  EXPECT_NE(crc32c_combine(0x12345678u, 0, std::uint64_t{1} << 33), crc32c_combine(0x12345678u, 0, 1ull << 32));
+  // Joining is associative whatever the lengths, also past 4 GiB where the power table's high entries are used: a wrong
+  // entry breaks one side of the equation.
+  const std::uint32_t a = 0x12345678u, b = 0x9abcdef0u, c = 0x0fedcba9u;
+  for (std::uint64_t l1 : {std::uint64_t{1}, std::uint64_t{4096}, std::uint64_t{3} << 31, (std::uint64_t{1} << 40) + 7})
+    for (std::uint64_t l2 : {std::uint64_t{5}, std::uint64_t{1} << 32, (std::uint64_t{1} << 35) + 12345})
+      EXPECT_EQ(crc32c_combine(crc32c_combine(a, b, l1), c, l2), crc32c_combine(a, crc32c_combine(b, c, l2), l1 + l2))
+          << l1 << " + " << l2;
+  // Two equal lengths 2^k joined as one of 2^(k+1): each power table entry checked against the one below it.
+  for (int k = 0; k < 62; ++k) {
+    const std::uint64_t l = std::uint64_t{1} << k;
+    EXPECT_EQ(crc32c_combine(crc32c_combine(a, b, l), c, l), crc32c_combine(a, crc32c_combine(b, c, l), 2 * l))
+        << "2^" << k << " twice";
+  }
 }
 
 struct Buffers {
@@ -108,13 +120,28 @@ TEST(CheckpointStagingPass, SmallSavesAndNoCopiesAtAll) {
   expect_exact(big, "one large copy after an empty round");
 }
 
-TEST(CheckpointStagingPass, AutomaticThreadsShareTheHostsCpus) {
-  const int one = automatic_staging_threads(1);
-  EXPECT_GE(one, 1);
-  EXPECT_LE(one, 8);
-  EXPECT_EQ(automatic_staging_threads(100000), 1) << "as many ranks as CPUs or more: no helpers";
-  EXPECT_LE(automatic_staging_threads(2), one);
-  EXPECT_FALSE(host_name().empty());
+TEST(CheckpointStagingPass, AutomaticThreadsShareTheCpusOfOverlappingRanks) {
+  // 4 ranks unbound on a 2-CPU host: no helpers; 1 rank there: both CPUs.
+  const std::vector<std::string> unbound(4, "a 11");
+  EXPECT_EQ(automatic_staging_threads(unbound, 2), 1);
+  EXPECT_EQ(automatic_staging_threads({"a 11"}, 0), 2);
+  // Two hosts of 16 CPUs, 2 unbound ranks each: 8 threads a rank; the other host's ranks do not count.
+  const std::string all16 = "a " + std::string(16, '1');
+  const std::string other16 = "b " + std::string(16, '1');
+  EXPECT_EQ(automatic_staging_threads({all16, all16, other16, other16}, 0), 8);
+  // Bound per socket (8 CPUs each), 4 ranks a socket: 2 threads each.
+  const std::string socket0 = "a " + std::string(8, '1') + std::string(8, '0');
+  const std::string socket1 = "a " + std::string(8, '0') + std::string(8, '1');
+  EXPECT_EQ(automatic_staging_threads({socket0, socket0, socket0, socket0, socket1, socket1, socket1, socket1}, 5), 2);
+  // Each bound to 4 CPUs of its own: 4 threads each; a 64-CPU rank alone: at most 8.
+  EXPECT_EQ(automatic_staging_threads({"a 1111", "a 00001111"}, 1), 4);
+  EXPECT_EQ(automatic_staging_threads({"a " + std::string(64, '1')}, 0), 8);
+  // This process: one rank alone gets its allowed CPUs (1..8).
+  const std::string mine = cpu_placement();
+  EXPECT_NE(mine.find(' '), std::string::npos) << mine;
+  const int alone = automatic_staging_threads({mine}, 0);
+  EXPECT_GE(alone, 1);
+  EXPECT_LE(alone, 8);
 }
 
 }  // namespace

@@ -89,11 +89,14 @@ TEST(CheckpointInterval, TheEnvironmentGivesTheProgramsDefaultInterval) {
   setenv("TENAX_CKPT_EVERY", "", 1);  // set but empty: the program's own
   EXPECT_EQ(CheckpointPolicy::every_default("50"), "50");
   setenv("TENAX_CKPT_EVERY", "10s", 1);
+  EXPECT_EQ(CheckpointPolicy::parse_every("25", {}).every, 25) << "a command-line value wins over a bad variable";
   try {
-    CheckpointPolicy::every_default("50");
+    CheckpointPolicy::parse_every(CheckpointPolicy::every_default("50"), {});
     ADD_FAILURE() << "TENAX_CKPT_EVERY=10s accepted";
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("TENAX_CKPT_EVERY '10s'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("TENAX_CKPT_EVERY (the default of --checkpoint-every) '10s'"),
+              std::string::npos)
+        << e.what();
   }
   unsetenv("TENAX_CKPT_EVERY");
   unsetenv("TENAX_CKPT_LOCAL_EVERY");

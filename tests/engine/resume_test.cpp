@@ -148,8 +148,11 @@ TEST(EngineResume, TheCheckpointEnvironmentReachesTheEnginesCheckpointer) {
   SharedTempDir dir(world(), "engine-env");
   EngineConfig c = small_config({1, 1, 4});
   c.checkpoint.dir = dir.path();
-  ::setenv("TENAX_CKPT_STAGING_THREADS", "3", 1);
-  ::setenv("TENAX_CKPT_IO_NICE", "5", 1);
+  struct ScopedVariable {  // unset again however the test ends, so that no later test inherits it
+    const char* name;
+    ScopedVariable(const char* n, const char* value) : name(n) { ::setenv(n, value, 1); }
+    ~ScopedVariable() { ::unsetenv(name); }
+  } threads("TENAX_CKPT_STAGING_THREADS", "3"), nice("TENAX_CKPT_IO_NICE", "5");
   const int base = ::getpriority(PRIO_PROCESS, 0);
   {
     Engine engine(world(), c, test_model(), test_data());
@@ -161,8 +164,6 @@ TEST(EngineResume, TheCheckpointEnvironmentReachesTheEnginesCheckpointer) {
     ASSERT_EQ(io.size(), 1u);
     EXPECT_EQ(niceness(io[0]), std::min(19, base + 5)) << "TENAX_CKPT_IO_NICE=5";
   }
-  ::unsetenv("TENAX_CKPT_STAGING_THREADS");
-  ::unsetenv("TENAX_CKPT_IO_NICE");
 }
 
 }  // namespace

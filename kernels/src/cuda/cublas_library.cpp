@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 
-#include <mutex>
 #include <string>
 #include <type_traits>
 
@@ -70,11 +69,10 @@ Opened open_cublas() {
 }  // namespace
 
 const CublasLibrary& cublas() {
-  static std::once_flag once;
-  static Opened opened;
-  std::call_once(once, [] { opened = open_cublas(); });
-  if (!opened.error.empty()) throw DeviceError(opened.error);
-  return opened.library;
+  // Never destroyed, like the library itself: a handle released during static destruction still finds it.
+  static const Opened* const opened = new Opened(open_cublas());
+  if (!opened->error.empty()) throw DeviceError(opened->error);
+  return opened->library;
 }
 
 }  // namespace tenax::kernels::detail

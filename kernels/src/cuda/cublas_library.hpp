@@ -3,7 +3,8 @@
 // Why: cuBLAS pulls in cuBLASLt, together 600 MB of shared objects with 360 000 relocations that every process pays at
 // start, GPU or not: a program that does nothing but link cuBLAS took 0.09 s to run, and 4 ranks on 2 cores started
 // 0.15 s later, on the critical path of every restart. A CPU-only run never calls cuBLAS, so it never loads it now;
-// the first GPU gemm opens it (thread-safe, once per process).
+// the first CUDA execution context (ExecutionContext::cuda, which creates its cuBLAS handle) opens it, thread-safe,
+// once per process.
 //
 // Every entry point tenax uses is resolved when the library is opened, so a cuBLAS without one of them is refused at
 // once with the library's path, not at the first call of that function.

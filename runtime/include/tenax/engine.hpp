@@ -91,7 +91,7 @@ struct CheckpointPolicy {
   static CheckpointPolicy parse_every(std::string_view text, CheckpointPolicy policy);
   // The default a program gives its --checkpoint-every: TENAX_CKPT_EVERY when set (by the SPANK plugin's
   // --tenax-ckpt-every, or by the user), else `built_in`; so an option the program's command line names still wins.
-  // UsageError naming the variable when its value is neither steps nor auto.
+  // Checked by parse_every, whose UsageError then names the variable.
   static std::string every_default(std::string_view built_in);
   int keep = 0;  // complete checkpoints kept; 0: TENAX_CKPT_KEEP
   // The node-local tier (tenax/checkpoint.hpp, CheckpointOptions::local_dir): "" takes TENAX_CKPT_LOCAL_DIR, "none" or

@@ -201,13 +201,14 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
   });
   s.io = std::make_unique<ckpt::IoThread>(s.options.io_nice);
   if (!s.options.read_only) {
-    int threads = s.options.staging_threads;
-    if (threads == 0) {  // ranks that share a host share its CPUs
-      const std::vector<std::string> hosts = all_gather_strings(world, ckpt::host_name());
-      threads = ckpt::automatic_staging_threads(
-          static_cast<int>(std::count(hosts.begin(), hosts.end(), hosts[world.rank()])));
-    }
-    s.staging = std::make_unique<ckpt::StagingPass>(threads);
+    // Gathered on every rank whatever its option, so that the collectives stay in step; ranks that share CPUs share
+    // them among their staging passes.
+    const std::vector<std::string> placements = all_gather_strings(world, ckpt::cpu_placement());
+    run_agreed(world, [&] {
+      const int threads = s.options.staging_threads > 0 ? s.options.staging_threads
+                                                        : ckpt::automatic_staging_threads(placements, world.rank());
+      s.staging = std::make_unique<ckpt::StagingPass>(threads);
+    });
   }
   TENAX_LOG(Info, "ckpt") << "checkpointer on " << s.options.dir << ": " << s.plan.tensors.size() << " tensors, "
                           << s.writes.size() << " blocks and " << offset << " staging bytes on this rank"

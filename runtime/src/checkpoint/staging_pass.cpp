@@ -5,8 +5,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <system_error>
 
 #include "checkpoint/crc32c.hpp"
+#include "tenax/error.hpp"
 
 namespace tenax::ckpt {
 namespace {
@@ -22,14 +25,21 @@ constexpr int kMaxAutomaticThreads = 8;
 }  // namespace
 
 StagingPass::StagingPass(int threads) {
-  for (int i = 1; i < threads; ++i) {
-    helpers_.emplace_back([this] { helper_loop(); });
-    // Named here rather than by the thread itself, so the name is there once the constructor returns.
-    pthread_setname_np(helpers_.back().native_handle(), "tenax-ckpt-stg");
+  helpers_.reserve(threads > 1 ? threads - 1 : 0);
+  try {
+    for (int i = 1; i < threads; ++i) {
+      helpers_.emplace_back([this] { helper_loop(); });
+      // Named here rather than by the thread itself, so the name is there once the constructor returns.
+      pthread_setname_np(helpers_.back().native_handle(), "tenax-ckpt-stg");
+    }
+  } catch (const std::system_error& e) {  // no thread to be had (ulimit -u, a cgroup's pids.max): stop those started
+    stop_helpers();
+    throw IoError("checkpoint: cannot start " + std::to_string(threads - 1) + " staging threads (" + e.what() +
+                  "); lower TENAX_CKPT_STAGING_THREADS or raise the limit on processes");
   }
 }
 
-StagingPass::~StagingPass() {
+void StagingPass::stop_helpers() noexcept {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
@@ -37,6 +47,11 @@ StagingPass::~StagingPass() {
   wake_.notify_all();
   for (std::thread& t : helpers_)
     t.join();
+  helpers_.clear();
+}
+
+StagingPass::~StagingPass() {
+  stop_helpers();
 }
 
 void StagingPass::run(const std::vector<StagingCopy>& copies) {
@@ -111,23 +126,41 @@ void StagingPass::helper_loop() {
   }
 }
 
-int automatic_staging_threads(int ranks_on_this_host) {
-  cpu_set_t mask;
-  CPU_ZERO(&mask);
-  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
-  int allowed = ::sched_getaffinity(0, sizeof mask, &mask) == 0 ? CPU_COUNT(&mask) : static_cast<int>(online);
-  if (allowed < 1) allowed = 1;
-  // Bound ranks (srun --cpu-bind, mpirun --bind-to) each see only their own CPUs; unbound ones all see every CPU and
-  // share them.
-  const bool unbound = online > 0 && allowed >= online;
-  const int share = unbound ? allowed / std::max(1, ranks_on_this_host) : allowed;
-  return std::clamp(share, 1, kMaxAutomaticThreads);
+std::string cpu_placement() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "localhost");
+  std::string mask;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+      if (CPU_ISSET(cpu, &set)) {
+        mask.resize(cpu + 1, '0');
+        mask[cpu] = '1';
+      }
+  }
+  if (mask.empty()) mask = "1";  // unknown: one CPU
+  return std::string(host) + " " + mask;
 }
 
-std::string host_name() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0) return "localhost";
-  return host;
+int automatic_staging_threads(const std::vector<std::string>& placements, int rank) {
+  auto split = [](const std::string& p) {
+    const std::size_t space = p.rfind(' ');
+    return space == std::string::npos ? std::pair<std::string, std::string>{p, "1"}
+                                      : std::pair<std::string, std::string>{p.substr(0, space), p.substr(space + 1)};
+  };
+  const auto [host, mask] = split(placements.at(rank));
+  const int cpus = static_cast<int>(std::count(mask.begin(), mask.end(), '1'));
+  int sharing = 0;  // ranks of this host whose CPUs overlap this rank's, itself included
+  for (const std::string& p : placements) {
+    const auto [other_host, other_mask] = split(p);
+    if (other_host != host) continue;
+    bool overlap = false;
+    for (std::size_t cpu = 0; cpu < std::min(mask.size(), other_mask.size()) && !overlap; ++cpu)
+      overlap = mask[cpu] == '1' && other_mask[cpu] == '1';
+    sharing += overlap ? 1 : 0;
+  }
+  return std::clamp(cpus / std::max(1, sharing), 1, kMaxAutomaticThreads);
 }
 
 }  // namespace tenax::ckpt

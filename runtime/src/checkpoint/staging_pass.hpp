@@ -29,7 +29,8 @@ struct StagingCopy {
 
 class StagingPass {
  public:
-  explicit StagingPass(int threads);  // threads >= 1: the caller of run() and threads - 1 helpers
+  // threads >= 1: the caller of run() and threads - 1 helpers. IoError when the helpers cannot be started.
+  explicit StagingPass(int threads);
   ~StagingPass();
   StagingPass(const StagingPass&) = delete;
   StagingPass& operator=(const StagingPass&) = delete;
@@ -44,6 +45,7 @@ class StagingPass {
     std::size_t bytes = 0;
   };
   void helper_loop();
+  void stop_helpers() noexcept;
   void take_pieces();
 
   std::vector<std::thread> helpers_;
@@ -60,11 +62,13 @@ class StagingPass {
   std::size_t next_piece_ = 0;  // under mutex_
 };
 
-// How many threads the staging pass of a rank uses when CheckpointOptions::staging_threads is 0: the CPUs this process
-// may run on, shared with the other ranks of its host when they may all run on every CPU (no binding), at most 8
-// (memory bandwidth, not cores, bounds a copy).
-int automatic_staging_threads(int ranks_on_this_host);
-// The kernel's host name: which ranks share CPUs (unlike the node name of the node-local tier, never Slurm's name).
-std::string host_name();
+// Where this process may run: its host (the kernel's host name; unlike the node-local tier's node name, never Slurm's)
+// and its CPU affinity mask ('1' per allowed CPU, in CPU order), as a string every rank can gather.
+std::string cpu_placement();
+// How many threads the staging pass of a rank uses when CheckpointOptions::staging_threads is 0, from every rank's
+// cpu_placement(): this rank's allowed CPUs shared among the ranks of its host whose masks overlap its own (all of
+// them when ranks are not bound; none but itself when each is bound to CPUs of its own; those of its socket when bound
+// per socket), at most 8 (memory bandwidth, not cores, bounds a copy), at least 1.
+int automatic_staging_threads(const std::vector<std::string>& placements, int rank);
 
 }  // namespace tenax::ckpt

@@ -79,9 +79,9 @@ const std::vector<Var>& registry() {
        "Set by tenax-launch once the run has failed: its wall time so far over its failures, which an automatic "
        "checkpoint interval uses instead of TENAX_MTBF (0: no failure yet)."},
       {"TENAX_CKPT_EVERY", String, "",
-       "Checkpoint interval of a program built on the engine: N steps or auto (Young/Daly). It is the default of the "
-       "program's --checkpoint-every (CheckpointPolicy::every_default), which the command line still overrides; set "
-       "by the SPANK plugin's --tenax-ckpt-every. Empty: the program's own default."},
+       "Checkpoint interval, N steps or auto (Young/Daly), for a program that takes the default of its "
+       "--checkpoint-every from CheckpointPolicy::every_default (the examples do); its command line still overrides "
+       "it. Set by the SPANK plugin's --tenax-ckpt-every. Empty: the program's own default."},
       {"TENAX_CKPT_LOCAL_EVERY", String, "",
        "The node-local tier's interval in the same way (--checkpoint-local-every; the plugin's "
        "--tenax-ckpt-local-every): N steps or auto. Empty: the program's own default."},

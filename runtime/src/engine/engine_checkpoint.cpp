@@ -238,8 +238,26 @@ std::optional<int> parse_steps_or_auto(std::string_view option, std::string_view
 
 }  // namespace
 
+namespace {
+
+// A steps-or-auto option's value, which may be the default the environment gave it: a bad one is then named as the
+// variable's, which the user set (or the plugin's option), not as a command-line value the user never typed.
+std::optional<int> parse_interval(std::string_view option, const char* variable, std::string_view text,
+                                  std::string_view zero) {
+  const std::string from_env = env::get_string(variable);
+  const bool defaulted = !from_env.empty() && from_env == text;
+  return parse_steps_or_auto(
+      defaulted ? std::string(variable) + " (the default of " + std::string(option) + ")" : std::string(option), text,
+      zero);
+}
+
+constexpr std::string_view kEveryZero = "only at the end and on preemption";
+constexpr std::string_view kLocalEveryZero = "a node-local copy only with each shared save";
+
+}  // namespace
+
 CheckpointPolicy CheckpointPolicy::parse_every(std::string_view text, CheckpointPolicy policy) {
-  const std::optional<int> steps = parse_steps_or_auto("--checkpoint-every", text, "only at the end and on preemption");
+  const std::optional<int> steps = parse_interval("--checkpoint-every", "TENAX_CKPT_EVERY", text, kEveryZero);
   policy.automatic = !steps;
   if (steps) policy.every = *steps;  // with auto, `every` stays the interval until the first save
   return policy;
@@ -247,29 +265,22 @@ CheckpointPolicy CheckpointPolicy::parse_every(std::string_view text, Checkpoint
 
 CheckpointPolicy CheckpointPolicy::parse_local_every(std::string_view text, CheckpointPolicy policy) {
   const std::optional<int> steps =
-      parse_steps_or_auto("--checkpoint-local-every", text, "a node-local copy only with each shared save");
+      parse_interval("--checkpoint-local-every", "TENAX_CKPT_LOCAL_EVERY", text, kLocalEveryZero);
   policy.local_automatic = !steps;
   if (steps) policy.local_every = *steps;
   return policy;
 }
 
-namespace {
-
-std::string steps_or_auto_default(const char* variable, std::string_view built_in, std::string_view zero) {
-  std::string value = env::get_string(variable);
-  if (value.empty()) return std::string(built_in);
-  parse_steps_or_auto(variable, value, zero);  // refused here, naming the variable, rather than as the program's flag
-  return value;
-}
-
-}  // namespace
-
+// Not validated here: a command line that names the option must win even over a bad variable (and --help must work);
+// parse_every names the variable when its value is the one that fails.
 std::string CheckpointPolicy::every_default(std::string_view built_in) {
-  return steps_or_auto_default("TENAX_CKPT_EVERY", built_in, "only at the end and on preemption");
+  const std::string value = env::get_string("TENAX_CKPT_EVERY");
+  return value.empty() ? std::string(built_in) : value;
 }
 
 std::string CheckpointPolicy::local_every_default(std::string_view built_in) {
-  return steps_or_auto_default("TENAX_CKPT_LOCAL_EVERY", built_in, "a node-local copy only with each shared save");
+  const std::string value = env::get_string("TENAX_CKPT_LOCAL_EVERY");
+  return value.empty() ? std::string(built_in) : value;
 }
 
 void Engine::Impl::choose_interval(TierInterval& tier, double save_seconds, std::string_view what) {
