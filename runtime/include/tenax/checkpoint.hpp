@@ -114,8 +114,8 @@ struct CheckpointOptions {
   int io_nice = 0;        // niceness the background I/O thread adds to its own (TENAX_CKPT_IO_NICE, 0..19)
   bool direct_io = true;  // write large blocks with O_DIRECT where the file system allows (TENAX_CKPT_DIRECT_IO)
   // Threads of the blocking copy into staging memory (TENAX_CKPT_STAGING_THREADS; 0..256): the training thread and
-  // staging_threads - 1 helpers, which copy while the training thread waits anyway. 0: the CPUs this rank may use
-  // (its share of the host's when ranks are not bound to CPUs), at most 8.
+  // staging_threads - 1 helpers, which copy while the training thread waits anyway. 0: the CPUs this rank may use,
+  // divided among the ranks of its host whose CPU affinity overlaps its own (all of them when unbound), at most 8.
   int staging_threads = 0;
   ParallelLayout layout;        // recorded in the manifest (informational: loading never needs the saved layout)
   void* cuda_stream = nullptr;  // cudaStream_t that produces the Device shards; copies are ordered on it

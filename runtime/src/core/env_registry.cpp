@@ -110,7 +110,8 @@ const std::vector<Var>& registry() {
        Int,
        "0",
        "Threads that copy a checkpoint into staging memory while the training thread waits for save() (the training "
-       "thread among them); 0: the CPUs the rank may use, its share of the host's when ranks are not bound, at most 8.",
+       "thread among them); 0: the CPUs the rank may use, divided among the ranks of its host whose CPU affinity "
+       "overlaps its own (all of them when ranks are not bound), at most 8.",
        {},
        0,
        256},
