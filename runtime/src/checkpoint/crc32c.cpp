@@ -367,6 +367,7 @@ std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint
 }
 
 std::uint32_t crc32c_copy(void* dst, const void* src, std::size_t size, std::uint32_t crc) {
+  if (size == 0) return crc;  // an empty copy may come with null pointers, which memcpy must never be given
   auto* d = static_cast<std::uint8_t*>(dst);
   const auto* p = static_cast<const std::uint8_t*>(src);
 #if TENAX_CRC32C_X86
