@@ -20,6 +20,7 @@
 #include "tenax/build_config.hpp"
 #include "test_dirs.hpp"
 #include "test_model.hpp"
+#include "thread_stats.hpp"
 
 namespace tenax::test {
 namespace {
@@ -322,22 +323,6 @@ TEST(CheckpointMpi, RetentionProgressEmergencySaveAndBlobs) {
   EXPECT_THROW(get_value<double>(r.blobs, "nope"), UsageError);
 }
 
-// The niceness of this process's thread named `name` (field 19 of /proc/self/task/<tid>/stat), or -100 if none.
-int thread_niceness(const std::string& name) {
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::string comm;
-    std::getline(std::ifstream(task.path() / "comm"), comm);
-    if (comm != name) continue;
-    std::string stat;
-    std::getline(std::ifstream(task.path() / "stat"), stat);
-    std::istringstream fields(stat.substr(stat.rfind(')') + 2));  // after "pid (comm) "
-    std::string field;
-    for (int i = 3; i <= 19 && fields >> field; ++i)
-      if (i == 19) return std::stoi(field);
-  }
-  return -100;
-}
-
 TEST(CheckpointMpi, IoThreadTakesTheConfiguredNiceness) {
   Communicator& world = tenax::test::world();
   const ParallelLayout layout{1, 1, world.size()};
@@ -366,16 +351,6 @@ TEST(CheckpointMpi, IoThreadTakesTheConfiguredNiceness) {
   plain.save(2);
   plain.wait();
   EXPECT_EQ(thread_niceness("tenax-ckpt-io"), base) << "0 leaves the training thread's priority";
-}
-
-int threads_named(const std::string& name) {
-  int n = 0;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::string comm;
-    std::getline(std::ifstream(task.path() / "comm"), comm);
-    n += comm == name ? 1 : 0;
-  }
-  return n;
 }
 
 // A save copied by several threads (pieces checksummed apart and joined) must load bit for bit, its joined CRCs

@@ -7,12 +7,10 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "engine_test_util.hpp"
 #include "test_dirs.hpp"
+#include "thread_stats.hpp"
 
 namespace tenax::test {
 namespace {
@@ -125,25 +123,6 @@ TEST(EngineResume, ARunSavedWithAnotherBatchIsRefused) {
 }
 
 // The engine builds its checkpointer's options itself: the checkpoint variables a user sets must still reach it.
-std::vector<std::string> threads_named(const std::string& name) {
-  std::vector<std::string> stats;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::string comm, stat;
-    std::getline(std::ifstream(task.path() / "comm"), comm);
-    std::getline(std::ifstream(task.path() / "stat"), stat);
-    if (comm == name) stats.push_back(stat);
-  }
-  return stats;
-}
-
-int niceness(const std::string& stat) {
-  std::istringstream fields(stat.substr(stat.rfind(')') + 2));  // after "pid (comm) "
-  std::string field;
-  for (int i = 3; i <= 19 && fields >> field; ++i)
-    if (i == 19) return std::stoi(field);
-  return -100;
-}
-
 TEST(EngineResume, TheCheckpointEnvironmentReachesTheEnginesCheckpointer) {
   SharedTempDir dir(world(), "engine-env");
   EngineConfig c = small_config({1, 1, 4});
@@ -159,10 +138,8 @@ TEST(EngineResume, TheCheckpointEnvironmentReachesTheEnginesCheckpointer) {
     engine.step();
     engine.save();  // the I/O thread has taken its niceness before it runs its first job
     engine.wait_for_checkpoint();
-    EXPECT_EQ(threads_named("tenax-ckpt-stg").size(), 2u) << "TENAX_CKPT_STAGING_THREADS=3: two helpers";
-    const std::vector<std::string> io = threads_named("tenax-ckpt-io");
-    ASSERT_EQ(io.size(), 1u);
-    EXPECT_EQ(niceness(io[0]), std::min(19, base + 5)) << "TENAX_CKPT_IO_NICE=5";
+    EXPECT_EQ(threads_named("tenax-ckpt-stg"), 2) << "TENAX_CKPT_STAGING_THREADS=3: two helpers";
+    EXPECT_EQ(thread_niceness("tenax-ckpt-io"), std::min(19, base + 5)) << "TENAX_CKPT_IO_NICE=5";
   }
 }
 
