@@ -7,11 +7,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "common/machine_line.hpp"
 #include "tenax/communicator.hpp"
 
 namespace tenax::bench {
@@ -31,28 +30,6 @@ inline double median(std::vector<double> v) {
 inline double max_over_ranks(Communicator& world, double v) {
   world.all_reduce(&v, &v, 1, DType::F64, ReduceOp::Max);
   return v;
-}
-
-// "CPU <model>, <n> CPUs" from /proc/cpuinfo (the first "model name"; "unknown CPU" where there is none).
-inline std::string cpu_description() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line, model = "unknown CPU";
-  while (std::getline(cpuinfo, line)) {
-    if (line.rfind("model name", 0) != 0) continue;
-    const auto colon = line.find(':');
-    if (colon != std::string::npos) model = line.substr(line.find_first_not_of(' ', colon + 1));
-    break;
-  }
-  return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " CPUs";
-}
-
-// The 1, 5 and 15 minute load averages ("?" where /proc/loadavg cannot be read): a figure taken on a busy machine
-// says so.
-inline std::string load_average() {
-  std::ifstream in("/proc/loadavg");
-  std::string one, five, fifteen;
-  if (!(in >> one >> five >> fifteen)) return "?";
-  return one + " " + five + " " + fifteen;
 }
 
 // The file system type under `path` (or its nearest existing parent: the benchmark creates it) by its statfs magic,
@@ -92,11 +69,6 @@ inline std::string file_system_of(std::string path) {
       return hex;
     }
   }
-}
-
-// One comment line for the top of a benchmark's output.
-inline std::string machine_line() {
-  return "# machine: " + cpu_description() + "; load average " + load_average();
 }
 
 }  // namespace tenax::bench

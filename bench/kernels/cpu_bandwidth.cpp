@@ -14,6 +14,7 @@
 #include "cpu_gpu_entry.hpp"
 #include "tenax/kernels/activation.hpp"
 #include "tenax/kernels/attention.hpp"
+#include "tenax/kernels/blas_core.hpp"
 #include "tenax/kernels/cast.hpp"
 #include "tenax/kernels/elementwise.hpp"
 #include "tenax/kernels/embedding.hpp"
@@ -181,8 +182,8 @@ class CpuBench {
 };
 
 void cpu_matmul_rate(const Options& o) {
-  std::printf("\nCPU fp32 matmul (cpu::gemm -> OpenBLAS cblas_sgemm, %d OpenBLAS thread(s))\n",
-              openblas_get_num_threads());
+  std::printf("\nCPU fp32 matmul (cpu::gemm -> cblas_sgemm: %s; %d OpenBLAS thread(s))\n",
+              cpu::describe(cpu::blas_core_choice()).c_str(), openblas_get_num_threads());
   std::printf("%-18s %10s %10s\n", "m=n=k", "time ms", "GFLOP/s");
   for (std::size_t s : {std::size_t{256}, std::size_t{1024}, std::size_t{2048}}) {
     const std::vector<float> a = filled(s * s, 0.1f), b = filled(s * s, 0.2f);

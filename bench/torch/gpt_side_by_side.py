@@ -117,7 +117,9 @@ def tenax_ms_per_step(a, ranks):
     row = "1 rank (reference)" if ranks == 1 else f"tp=1,pp=1,dp={ranks}"
     for line in out.splitlines():
         if line.startswith(row + " "):
-            return float(line[len(row):].split()[0]), " ".join(cmd)
+            # Its header's machine and matrix-product lines, which say what the figure was measured with.
+            header = [h for h in out.splitlines() if h.startswith(("# machine:", "# CPU matrix products:"))]
+            return float(line[len(row):].split()[0]), header
     raise SystemExit(f"gpt_side_by_side: no '{row}' row in the output of {' '.join(cmd)}:\n{out}")
 
 
@@ -136,11 +138,16 @@ def main():
     print(f"# torch {torch.__version__}, {os.cpu_count()} CPUs")
     print(f"{'threads':>8} {'tenax ms/step':>14} {'torch ms/step':>14} {'tenax tok/s':>12} {'torch tok/s':>12} "
           f"{'tenax/torch':>12}")
+    headers = []
     for threads in (int(t) for t in a.threads.split(",")):
-        tenax_ms, _ = tenax_ms_per_step(a, threads)
+        tenax_ms, header = tenax_ms_per_step(a, threads)
+        headers += [h for h in header if h not in headers]
         torch_ms = torch_ms_per_step(torch, a, threads)
         print(f"{threads:>8} {tenax_ms:>14.2f} {torch_ms:>14.2f} {1e3 * tokens / tenax_ms:>12.0f} "
               f"{1e3 * tokens / torch_ms:>12.0f} {torch_ms / tenax_ms:>11.2f}x", flush=True)
+    print("\n".join("# tenax " + h[2:] for h in headers))
+    print(f"# torch matrix products: {'MKL' if torch.backends.mkl.is_available() else 'no MKL'}, "
+          f"{torch.backends.cpu.get_cpu_capability()} kernels")
     return 0
 
 

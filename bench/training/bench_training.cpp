@@ -35,11 +35,13 @@
 #include <string>
 #include <vector>
 
+#include "common/machine_line.hpp"
 #include "core/json.hpp"
 #include "engine/device_setup.hpp"
 #include "tenax/engine.hpp"
 #include "tenax/error.hpp"
 #include "tenax/execution.hpp"
+#include "tenax/kernels/blas_core.hpp"
 #include "tenax/models.hpp"
 #include "tenax/ops.hpp"
 #include "tenax/runtime.hpp"
@@ -304,6 +306,8 @@ int body(int argc, char** argv) {
         n, std::string(base.engine.precision.name()).c_str(), model.c_str(), base.vocab(), base.hidden(), base.layers(),
         base.gpt ? (" heads " + std::to_string(base.transformer.heads)).c_str() : "", base.engine.seq_len,
         base.engine.global_batch, base.engine.micro_batch);
+    std::printf("%s\n# CPU matrix products: %s\n", tenax::bench::machine_line().c_str(),
+                tenax::kernels::cpu::describe(tenax::kernels::cpu::blas_core_choice()).c_str());
     if (on_gpu)
       std::printf("# bf16 matmul reference (m=n=k=%zu, bf16 inputs, fp32 accumulate) on rank 0's GPU: %.1f TFLOP/s\n",
                   args["matmul-size"].as<std::size_t>(), matmul_rate / 1e12);

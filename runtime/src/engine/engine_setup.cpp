@@ -12,6 +12,7 @@
 #include "engine/engine_state.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
+#include "tenax/kernels/blas_core.hpp"
 #include "tenax/log.hpp"
 
 namespace tenax {
@@ -395,6 +396,13 @@ Engine::Engine(Communicator& world, EngineConfig config, ChunkBuilder build, std
   run_agreed(e.world, [&] { e.resolve_layout(); });
   // Determinism of the CPU path: one BLAS thread makes every matrix product's summation order fixed.
   set_deterministic_cpu_math();
+  if (world.rank() == 0) {
+    const kernels::cpu::BlasCoreChoice& blas = kernels::cpu::blas_core_choice();
+    if (blas.problem.empty())
+      TENAX_LOG(Info, "engine") << "CPU matrix products: " << kernels::cpu::describe(blas);
+    else
+      TENAX_LOG(Warn, "engine") << "CPU matrix products: " << kernels::cpu::describe(blas);
+  }
   e.make_groups();
   e.build_chunks(build);
   e.make_state();
