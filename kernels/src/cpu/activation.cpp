@@ -2,12 +2,14 @@
 
 #include <vector>
 
+#include "common/cpu_clones.hpp"
 #include "common/math.hpp"
 #include "common/validate.hpp"
 
 namespace tenax::kernels::cpu {
 
-void bias_gelu_forward(const float* in, const float* bias, float* out, std::size_t rows, std::size_t cols) {
+TENAX_CPU_CLONES void bias_gelu_forward(const float* in, const float* bias, float* out, std::size_t rows,
+                                        std::size_t cols) {
   detail::require_pointer("bias_gelu_forward", in, rows * cols, "in");
   detail::require_pointer("bias_gelu_forward", bias, cols, "bias");
   detail::require_pointer("bias_gelu_forward", out, rows * cols, "out");
@@ -19,8 +21,8 @@ void bias_gelu_forward(const float* in, const float* bias, float* out, std::size
   }
 }
 
-void bias_gelu_backward(const float* in, const float* bias, const float* dout, float* din, float* dbias,
-                        std::size_t rows, std::size_t cols) {
+TENAX_CPU_CLONES void bias_gelu_backward(const float* in, const float* bias, const float* dout, float* din,
+                                         float* dbias, std::size_t rows, std::size_t cols) {
   detail::require_pointer("bias_gelu_backward", in, rows * cols, "in");
   detail::require_pointer("bias_gelu_backward", bias, cols, "bias");
   detail::require_pointer("bias_gelu_backward", dout, rows * cols, "dout");

@@ -2,12 +2,13 @@
 
 #include <cstring>
 
+#include "common/cpu_clones.hpp"
 #include "common/validate.hpp"
 #include "tenax/kernels/half.hpp"
 
 namespace tenax::kernels {
 
-void cast_to_f32(const void* in, DType in_type, float* out, std::size_t n) {
+TENAX_CPU_CLONES void cast_to_f32(const void* in, DType in_type, float* out, std::size_t n) {
   detail::require_lowp_type("cast_to_f32", in_type, "in_type");
   detail::require_pointer("cast_to_f32", in, n, "in");
   detail::require_pointer("cast_to_f32", out, n, "out");
@@ -27,7 +28,7 @@ void cast_to_f32(const void* in, DType in_type, float* out, std::size_t n) {
   }
 }
 
-void cast_from_f32(const float* in, void* out, DType out_type, std::size_t n) {
+TENAX_CPU_CLONES void cast_from_f32(const float* in, void* out, DType out_type, std::size_t n) {
   detail::require_lowp_type("cast_from_f32", out_type, "out_type");
   detail::require_pointer("cast_from_f32", in, n, "in");
   detail::require_pointer("cast_from_f32", out, n, "out");

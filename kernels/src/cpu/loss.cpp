@@ -3,13 +3,14 @@
 #include <cmath>
 #include <string>
 
+#include "common/cpu_clones.hpp"
 #include "common/validate.hpp"
 #include "common/vector_exp.hpp"
 
 namespace tenax::kernels::cpu {
 
-double softmax_cross_entropy(const float* logits, const std::int32_t* targets, float* dlogits, std::size_t rows,
-                             std::size_t vocab, float grad_scale) {
+TENAX_CPU_CLONES double softmax_cross_entropy(const float* logits, const std::int32_t* targets, float* dlogits,
+                                              std::size_t rows, std::size_t vocab, float grad_scale) {
   if (rows == 0) return 0.0;
   if (vocab == 0) detail::usage_error("softmax_cross_entropy", "vocab is 0; the logits need at least one column");
   detail::require_pointer("softmax_cross_entropy", logits, rows * vocab, "logits");

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 
+#include "common/cpu_clones.hpp"
 #include "common/math.hpp"
 #include "common/validate.hpp"
 
@@ -28,8 +29,8 @@ inline void store_lowp(void* out, std::size_t i, float w) {
 // The loops take every parameter by value: read through a reference, each store to master[] might alias it, so the
 // compiler would reload it every iteration and refuse to vectorise.
 template <Lowp L>
-void adamw_loop(float* master, float* m, float* v, const float* grad, void* lowp_out, std::size_t n,
-                const detail::AdamWScalars s) {
+TENAX_CPU_CLONES void adamw_loop(float* master, float* m, float* v, const float* grad, void* lowp_out, std::size_t n,
+                                 const detail::AdamWScalars s) {
   for (std::size_t i = 0; i < n; ++i) {
     const float w = detail::adamw_update(s, master[i], m[i], v[i], grad[i]);
     master[i] = w;
@@ -39,8 +40,8 @@ void adamw_loop(float* master, float* m, float* v, const float* grad, void* lowp
 
 // Nesterov is a template parameter for the same reason: a per-element choice is a branch the vectoriser rejects.
 template <Lowp L, bool Nesterov>
-void sgd_loop(float* master, float* velocity, const float* grad, void* lowp_out, std::size_t n, const float lr,
-              const float momentum, const float weight_decay) {
+TENAX_CPU_CLONES void sgd_loop(float* master, float* velocity, const float* grad, void* lowp_out, std::size_t n,
+                               const float lr, const float momentum, const float weight_decay) {
   for (std::size_t i = 0; i < n; ++i) {
     const float w = detail::sgd_update(lr, momentum, weight_decay, Nesterov, master[i], velocity[i], grad[i]);
     master[i] = w;
@@ -50,8 +51,8 @@ void sgd_loop(float* master, float* velocity, const float* grad, void* lowp_out,
 
 // momentum == 0: plain SGD, no state.
 template <Lowp L>
-void sgd_plain_loop(float* master, const float* grad, void* lowp_out, std::size_t n, const float lr,
-                    const float weight_decay) {
+TENAX_CPU_CLONES void sgd_plain_loop(float* master, const float* grad, void* lowp_out, std::size_t n, const float lr,
+                                     const float weight_decay) {
   for (std::size_t i = 0; i < n; ++i) {
     float no_velocity = 0.0f;
     const float w = detail::sgd_update(lr, 0.0f, weight_decay, false, master[i], no_velocity, grad[i]);

@@ -2,12 +2,13 @@
 
 #include <cstdint>
 
+#include "common/cpu_clones.hpp"
 #include "common/math.hpp"
 #include "common/validate.hpp"
 
 namespace tenax::kernels::cpu {
 
-void unscale_and_check(float* grad, std::size_t n, float inv_scale, float* found_nonfinite) {
+TENAX_CPU_CLONES void unscale_and_check(float* grad, std::size_t n, float inv_scale, float* found_nonfinite) {
   detail::require_pointer("unscale_and_check", grad, n, "grad");
   detail::require_pointer("unscale_and_check", found_nonfinite, 1, "found_nonfinite");
   // OR-ing a flag instead of breaking out keeps the loop branch-free (it vectorises) and makes the single pass cost

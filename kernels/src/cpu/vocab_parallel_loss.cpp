@@ -5,12 +5,13 @@
 #include <cmath>
 #include <limits>
 
+#include "common/cpu_clones.hpp"
 #include "common/math.hpp"
 #include "common/validate.hpp"
 
 namespace tenax::kernels::cpu {
 
-void ce_row_max(const float* logits, std::size_t rows, std::size_t vocab_local, float* row_max) {
+TENAX_CPU_CLONES void ce_row_max(const float* logits, std::size_t rows, std::size_t vocab_local, float* row_max) {
   detail::require_pointer("ce_row_max", logits, rows * vocab_local, "logits");
   detail::require_pointer("ce_row_max", row_max, rows, "row_max");
   // Eight running maxima side by side (one vector register), folded at the end: a single running maximum is a chain
@@ -34,8 +35,9 @@ void ce_row_max(const float* logits, std::size_t rows, std::size_t vocab_local, 
   }
 }
 
-void ce_row_sums(const float* logits, const std::int32_t* targets, std::size_t rows, std::size_t vocab_local,
-                 std::size_t vocab_begin, const float* row_max, double* sums) {
+TENAX_CPU_CLONES void ce_row_sums(const float* logits, const std::int32_t* targets, std::size_t rows,
+                                  std::size_t vocab_local, std::size_t vocab_begin, const float* row_max,
+                                  double* sums) {
   detail::require_pointer("ce_row_sums", logits, rows * vocab_local, "logits");
   detail::require_pointer("ce_row_sums", targets, rows, "targets");
   detail::require_pointer("ce_row_sums", row_max, rows, "row_max");
@@ -66,9 +68,9 @@ void ce_row_sums(const float* logits, const std::int32_t* targets, std::size_t r
   }
 }
 
-double ce_finish(const float* logits, const std::int32_t* targets, float* dlogits, std::size_t rows,
-                 std::size_t vocab_local, std::size_t vocab_begin, const float* row_max, const double* sums,
-                 float grad_scale) {
+TENAX_CPU_CLONES double ce_finish(const float* logits, const std::int32_t* targets, float* dlogits, std::size_t rows,
+                                  std::size_t vocab_local, std::size_t vocab_begin, const float* row_max,
+                                  const double* sums, float grad_scale) {
   detail::require_pointer("ce_finish", logits, rows * vocab_local, "logits");
   detail::require_pointer("ce_finish", targets, rows, "targets");
   detail::require_pointer("ce_finish", row_max, rows, "row_max");
