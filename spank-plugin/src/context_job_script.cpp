@@ -75,7 +75,7 @@ void write_text(int fd, const std::string& text) {
 
 // In the child: drop to the job's user for good, remove, and write the report as lines ("removed N BYTES", then one
 // line per error) to `out`. Returns the exit status.
-int remove_as_user(const JobUser& user, const std::string& dir, const std::string& job_id, int out) {
+int remove_as_user(const JobUser& user, const std::string& dir, const std::vector<std::string>& job_ids, int out) {
   if (::geteuid() == 0 && user.uid != 0) {
     if (::setgroups(user.groups.size(), user.groups.data()) != 0 || ::setgid(user.gid) != 0 ||
         ::setuid(user.uid) != 0) {
@@ -87,12 +87,32 @@ int remove_as_user(const JobUser& user, const std::string& dir, const std::strin
       return 2;
     }
   }
-  const ckpt::LocalCleanupReport report = ckpt::remove_job_local_copies(dir, job_id);
+  const ckpt::LocalCleanupReport report = ckpt::remove_job_local_copies(dir, job_ids);
   std::string text = "removed " + std::to_string(report.removed) + " " + std::to_string(report.bytes) + "\n";
   for (const auto& error : report.errors)
     text += "error " + error + "\n";
   write_text(out, text);
   return 0;
+}
+
+// The ids the job's copies may be named by: its own and, for a component of a heterogeneous job, the leader's
+// (SLURM_HET_JOB_ID, which slurmd sets in the epilog's environment): tenax-launch names the copies of every component
+// after the id its batch script sees, the leader's. A value that is not a job id is ignored (and logged).
+std::vector<std::string> ids_of_the_job(const std::string& job_id) {
+  std::vector<std::string> ids{job_id};
+  const char* leader = std::getenv("SLURM_HET_JOB_ID");
+  if (leader == nullptr || *leader == '\0') return ids;
+  const std::string text = leader;
+  const bool digits =
+      text.size() <= 10 && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits) {
+    report_error("job " + job_id + ": SLURM_HET_JOB_ID='" + text.substr(0, 32) +
+                 "' in the epilog's environment is not a job id; only the copies named after job " + job_id +
+                 " are removed");
+    return ids;
+  }
+  if (text != job_id) ids.push_back(text);
+  return ids;
 }
 
 // The directory pattern of the job: its own (from sbatch/srun, through the job control environment), else the site's.
@@ -113,6 +133,7 @@ void remove_local_copies(spank_t sp) {
   if (node == nullptr || *node == '\0') throw Error("SLURMD_NODENAME is not set in the epilog's environment");
   const JobUser user = job_user(uid);
   const std::string dir = expand_dir_pattern("node-local checkpoint directory", pattern, user.name, job_id, node);
+  const std::vector<std::string> job_ids = ids_of_the_job(job_id);
 
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) throw Error(std::string("pipe: ") + std::strerror(errno));
@@ -126,7 +147,7 @@ void remove_local_copies(spank_t sp) {
     ::close(pipe_fds[0]);
     int status = 3;
     try {
-      status = remove_as_user(user, dir, job_id, pipe_fds[1]);
+      status = remove_as_user(user, dir, job_ids, pipe_fds[1]);
     } catch (...) {
     }
     ::_exit(status);

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -69,6 +70,25 @@ TEST_F(LocalTierCleanup, RemovesExactlyTheJobsFolders) {
   const auto again = remove_job_local_copies(local_.string(), "4242");
   EXPECT_EQ(again.removed, 0);
   EXPECT_TRUE(again.errors.empty());
+}
+
+// A component of a heterogeneous job: its copies may name its own id or the leader's.
+TEST_F(LocalTierCleanup, AJobKnownBySeveralIdsLosesTheFoldersOfEach) {
+  const auto own = tier("00000000000000aa", "4243");
+  const auto leader = tier("00000000000000bb", "4242");
+  const auto next_component = tier("00000000000000cc", "4244");
+  const auto report = remove_job_local_copies(local_.string(), std::vector<std::string>{"4243", "4242"});
+  EXPECT_TRUE(report.errors.empty()) << report.errors.front();
+  EXPECT_EQ(report.removed, 2);
+  EXPECT_EQ(report.kept, 1);
+  EXPECT_FALSE(stdfs::exists(own));
+  EXPECT_FALSE(stdfs::exists(leader));
+  EXPECT_TRUE(stdfs::exists(next_component / "rank_0" / "step_10" / "rank_0.h5"));
+  // No id, or one id that is not an id, removes nothing.
+  const auto survivor = tier("00000000000000dd", "4242");
+  EXPECT_EQ(remove_job_local_copies(local_.string(), std::vector<std::string>{}).errors.size(), 1u);
+  EXPECT_EQ(remove_job_local_copies(local_.string(), std::vector<std::string>{"4242", ""}).errors.size(), 1u);
+  EXPECT_TRUE(stdfs::exists(survivor / "rank_0" / "step_10" / "rank_0.h5"));
 }
 
 TEST_F(LocalTierCleanup, NeverFollowsSymbolicLinks) {

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -167,11 +168,21 @@ bool is_local_tier_folder(std::string_view name) {
 }
 
 LocalCleanupReport remove_job_local_copies(const std::string& local_dir, std::string_view job_id) {
+  return remove_job_local_copies(local_dir, std::vector<std::string>{std::string(job_id)});
+}
+
+LocalCleanupReport remove_job_local_copies(const std::string& local_dir, const std::vector<std::string>& job_ids) {
   LocalCleanupReport report;
-  if (job_id.empty() || job_id.size() > kMaxJobIdLength) {
-    report.errors.push_back("job id '" + std::string(job_id.substr(0, kMaxJobIdLength)) +
-                            "' is empty or too long; nothing removed");
+  if (job_ids.empty()) {
+    report.errors.push_back("no job id given; nothing removed");
     return report;
+  }
+  for (const std::string& job_id : job_ids) {
+    if (job_id.empty() || job_id.size() > kMaxJobIdLength) {
+      report.errors.push_back("job id '" + job_id.substr(0, kMaxJobIdLength) +
+                              "' is empty or too long; nothing removed");
+      return report;
+    }
   }
   try {
     Fd root(::open(local_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -186,7 +197,8 @@ LocalCleanupReport remove_job_local_copies(const std::string& local_dir, std::st
       const std::string path = local_dir + "/" + name;
       Fd folder(::openat(root.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (folder.get() < 0) continue;  // a link or a file with a tier folder's name: not ours to touch
-      if (folder_job(folder.get(), path, report) != job_id) {
+      const std::string owner = folder_job(folder.get(), path, report);
+      if (std::find(job_ids.begin(), job_ids.end(), owner) == job_ids.end()) {
         ++report.kept;
         continue;
       }

@@ -45,4 +45,9 @@ bool is_local_tier_folder(std::string_view name);
 // is not an error (the job never wrote there). Never throws; problems are listed in the report's errors.
 LocalCleanupReport remove_job_local_copies(const std::string& local_dir, std::string_view job_id);
 
+// The same for a job known by several ids: a folder is removed when its `job-id` holds any of them. A component of a
+// heterogeneous Slurm job has an id of its own and the leader's (SLURM_HET_JOB_ID), and its ranks may have written
+// either: tenax-launch names the job by the id its batch script sees, the leader's.
+LocalCleanupReport remove_job_local_copies(const std::string& local_dir, const std::vector<std::string>& job_ids);
+
 }  // namespace tenax::ckpt

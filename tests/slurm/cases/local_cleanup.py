@@ -7,6 +7,9 @@ root-owned directory outside; another job's folder. After the job (COMPLETED: th
 folder is gone; the root-owned file and the link's target are intact, which only a removal without root's rights
 leaves (root may remove both), and the folder that could not be removed whole still names its job; slurmd's log
 names what failed and why; the other job's folder is untouched. Without the privilege drop the first check fails.
+
+Then a heterogeneous job: its second component's epilog removes the copies named after the leader's job id as well as
+its own (heterogeneous_job below).
 """
 
 import os
@@ -31,6 +34,39 @@ def chown_tree(path, owner):
         os.chown(root, owner.pw_uid, owner.pw_gid)
         for name in files:
             os.chown(os.path.join(root, name), owner.pw_uid, owner.pw_gid)
+
+
+def heterogeneous_job(lab, base, nobody):
+    """Each component of a heterogeneous job has a job id of its own (the leader's, then the next ones), and each
+    component's epilog runs under its own id; tenax-launch names its ranks' copies after the id its batch script sees,
+    the leader's. The epilog of the second component, on n3, must remove the copies named after the leader too (and
+    after its own id, which ranks started without tenax-launch write), and still leave another job's alone."""
+    het_base = os.path.join(base, "het")
+    os.makedirs(het_base)
+    os.chmod(het_base, 0o755)
+    option = f"--tenax-ckpt-local-dir={het_base}/%n"
+    leader = int(lab.check(["sbatch", "--parsable", "-H", f"--uid={nobody.pw_uid}", "--chdir=/tmp", "-o",
+                            "/dev/null", "-N1", "-w", "n2", option, ":", "-N1", "-w", "n3", option, "--wrap",
+                            "true"]).stdout.strip().split(";")[0].split("+")[0])
+    second = leader + 1
+    n3 = os.path.join(het_base, "n3")
+    by_leader = os.path.join(n3, "tenax-00000000000000d1")
+    by_component = os.path.join(n3, "tenax-00000000000000d2")
+    foreign = os.path.join(n3, "tenax-00000000000000d3")
+    for folder, owner_job in ((by_leader, leader), (by_component, second), (foreign, 999998)):
+        write(os.path.join(folder, "rank_1", "step_5", "rank_1.h5"), "x" * 100)
+        write(os.path.join(folder, "job-id"), f"{owner_job}\n")
+    chown_tree(het_base, nobody)
+    lab.check(["scontrol", "release", str(leader)])
+    lab.wait_job(leader, timeout=60)
+    lab.wait_job(second, timeout=60)
+    left = sorted(os.listdir(n3))
+    expect(not os.path.exists(by_component), f"the second component's epilog kept a folder of its own id: {left}")
+    expect(not os.path.exists(by_leader),
+           f"the second component's epilog kept a folder named after the heterogeneous job's leader: {left}")
+    expect(os.path.exists(os.path.join(foreign, "rank_1", "step_5", "rank_1.h5")), "another job's folder was touched")
+    print(f"heterogeneous job {leader}+{second}: on the second component's node, the folders of either id removed, "
+          f"another job's kept", flush=True)
 
 
 def run(tools):
@@ -83,5 +119,6 @@ def run(tools):
                                                          f"{log[-3000:]}")
             print(f"job {job} of nobody: its folder removed, the root-owned file and the link's target kept, "
                   f"the failure logged", flush=True)
+            heterogeneous_job(lab, base, nobody)
     finally:
         shutil.rmtree(base, ignore_errors=True)
