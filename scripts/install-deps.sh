@@ -13,6 +13,7 @@ packages=(
   libslurm-dev slurmctld slurmd slurm-client munge libhwloc-dev libhwloc-plugins
   python3-h5py python3-matplotlib
   iproute2 procps
+  python3-fusepy
   clang libclang-rt-14-dev
   libsentencepiece-dev python3.11-doc python3-numpy
   libisal-dev
