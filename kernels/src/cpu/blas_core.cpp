@@ -4,18 +4,22 @@
 
 #include <array>
 #include <cstdlib>
+#include <fstream>
 #include <string>
+
+#include "tenax/error.hpp"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
 
-// OpenBLAS's entry points, declared weak: they resolve to null where the BLAS is not OpenBLAS, or (the last two) an
-// OpenBLAS built for one CPU, and the choice is then left alone. gotoblas_dynamic_quit/init are what OpenBLAS runs at
+// OpenBLAS's entry points, declared weak: they resolve to null where the library lacks them (the last two in an
+// OpenBLAS built for one CPU), and the choice is then left alone. gotoblas_dynamic_quit/init are what OpenBLAS runs at
 // load to forget and make its choice of kernels; they read OPENBLAS_CORETYPE like the first choice does.
 extern "C" {
 char* openblas_get_corename() __attribute__((weak));
 char* openblas_get_config() __attribute__((weak));
+int openblas_get_num_threads() __attribute__((weak));
 void gotoblas_dynamic_quit() __attribute__((weak));
 void gotoblas_dynamic_init() __attribute__((weak));
 }
@@ -51,10 +55,19 @@ std::string openblas_version() {
   return config.substr(0, config.find(' ', first + 1));
 }
 
+// The threads of this process (/proc/self/status), 0 where it cannot be read.
+int process_threads() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("Threads:", 0) == 0) return std::atoi(line.c_str() + 8);
+  return 0;
+}
+
 BlasCoreChoice choose() {
   BlasCoreChoice choice;
   if (openblas_get_corename == nullptr) {
-    choice.library = "a BLAS other than OpenBLAS";
+    choice.library = "a BLAS that does not say which kernels it runs (not OpenBLAS)";
     return choice;
   }
   choice.library = openblas_version();
@@ -63,22 +76,24 @@ BlasCoreChoice choose() {
   if (choice.set_by_user) return choice;
   const std::string_view wanted = openblas_core_to_force(choice.detected_core, this_cpu_isa());
   if (wanted.empty()) return choice;
-  if (gotoblas_dynamic_quit == nullptr || gotoblas_dynamic_init == nullptr) {
-    choice.problem = "this OpenBLAS is built for one CPU and cannot switch to its " + std::string(wanted) +
-                     " kernels: install a build for every CPU (Debian's libopenblas0) or one for this CPU";
+  const std::string fix = ": set OPENBLAS_CORETYPE=" + std::string(wanted) + " in the job's environment";
+  // The main thread and OpenBLAS's own pool are expected; anything more is a program that loaded tenax after starting
+  // threads, which choosing again could race with.
+  const int expected = openblas_get_num_threads != nullptr ? openblas_get_num_threads() : 1;
+  if (process_threads() > expected) {
+    choice.problem = "tenax was loaded after the program started threads and leaves OpenBLAS's choice alone" + fix;
     return choice;
   }
-  // The variable is set only while OpenBLAS chooses again, so the environment the program and its children see stays
-  // the one they were given. This runs when the library loads, before the program has started threads of its own.
-  ::setenv("OPENBLAS_CORETYPE", std::string(wanted).c_str(), 1);
-  gotoblas_dynamic_quit();
-  gotoblas_dynamic_init();
-  ::unsetenv("OPENBLAS_CORETYPE");
-  choice.core = openblas_get_corename();
+  try {
+    choice.core = rechoose_openblas_core(wanted);
+  } catch (const UsageError& e) {
+    choice.problem = e.what();
+    return choice;
+  }
   choice.corrected = same_name(choice.core, wanted);
   if (!choice.corrected)
-    choice.problem = "OpenBLAS did not switch to its " + std::string(wanted) + " kernels (it chose " + choice.core +
-                     " again): set OPENBLAS_CORETYPE=" + std::string(wanted) + " in the job's environment";
+    choice.problem =
+        "OpenBLAS did not switch to its " + std::string(wanted) + " kernels (it chose " + choice.core + " again)" + fix;
   return choice;
 }
 
@@ -89,19 +104,19 @@ __attribute__((constructor)) void choose_when_loaded() {
 
 }  // namespace
 
-CpuIsa this_cpu_isa() {
-  CpuIsa isa;
+IsaLevel this_cpu_isa() {
+  IsaLevel level = IsaLevel::Sse;
 #if defined(__x86_64__)
-  // __builtin_cpu_supports also checks that the kernel saves the wider registers (XGETBV), which CPUID alone does not.
-  if (__builtin_cpu_supports("avx")) isa.level = IsaLevel::Avx;
-  if (isa.level == IsaLevel::Avx && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    isa.level = IsaLevel::Avx2;
-  if (isa.level == IsaLevel::Avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+  // Called from a constructor: libgcc's CPU model data may not be set up yet. __builtin_cpu_supports also checks that
+  // the kernel saves the wider registers (XGETBV), which CPUID alone does not.
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx")) level = IsaLevel::Avx;
+  if (level == IsaLevel::Avx && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) level = IsaLevel::Avx2;
+  if (level == IsaLevel::Avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-    isa.level = IsaLevel::Avx512;
-  isa.avx512_bf16 = isa.level == IsaLevel::Avx512 && __builtin_cpu_supports("avx512bf16");
+    level = IsaLevel::Avx512;
 #endif
-  return isa;
+  return level;
 }
 
 IsaLevel isa_level_of_openblas_core(std::string_view core) {
@@ -125,11 +140,11 @@ IsaLevel isa_level_of_openblas_core(std::string_view core) {
   return IsaLevel::Sse;
 }
 
-std::string_view openblas_core_to_force(std::string_view chosen, const CpuIsa& cpu) {
-  if (cpu.level == IsaLevel::Sse || isa_level_of_openblas_core(chosen) >= cpu.level) return "";
-  switch (cpu.level) {
+std::string_view openblas_core_to_force(std::string_view chosen, IsaLevel cpu) {
+  if (cpu == IsaLevel::Sse || isa_level_of_openblas_core(chosen) >= cpu) return "";
+  switch (cpu) {
     case IsaLevel::Avx512:
-      return cpu.avx512_bf16 ? "Cooperlake" : "SkylakeX";
+      return "SkylakeX";
     case IsaLevel::Avx2:
       return "Haswell";
     case IsaLevel::Avx:
@@ -140,6 +155,17 @@ std::string_view openblas_core_to_force(std::string_view chosen, const CpuIsa& c
   return "";
 }
 
+std::string rechoose_openblas_core(std::string_view core) {
+  if (openblas_get_corename == nullptr || gotoblas_dynamic_quit == nullptr || gotoblas_dynamic_init == nullptr)
+    throw UsageError("this OpenBLAS is built for one CPU and cannot switch to its " + std::string(core) +
+                     " kernels: install a build for every CPU (Debian's libopenblas0) or one for this CPU");
+  ::setenv("OPENBLAS_CORETYPE", std::string(core).c_str(), 1);
+  gotoblas_dynamic_quit();
+  gotoblas_dynamic_init();
+  ::unsetenv("OPENBLAS_CORETYPE");
+  return openblas_get_corename();
+}
+
 const BlasCoreChoice& blas_core_choice() {
   static const BlasCoreChoice choice = choose();
   return choice;
@@ -148,8 +174,8 @@ const BlasCoreChoice& blas_core_choice() {
 std::string describe(const BlasCoreChoice& choice) {
   if (choice.core.empty()) return choice.library;
   std::string line = choice.library + ", " + choice.core + " kernels";
-  const std::string cpu = family_and_model();
   if (choice.set_by_user) return line + " (set by OPENBLAS_CORETYPE)";
+  const std::string cpu = family_and_model();
   if (choice.corrected)
     return line + " (chosen by tenax: OpenBLAS took this CPU" + (cpu.empty() ? "" : " (" + cpu + ")") + " for a " +
            choice.detected_core + "; set OPENBLAS_CORETYPE to choose otherwise)";

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "comm/agreement.hpp"
+#include "comm/node_local.hpp"
 #include "engine/device_setup.hpp"
 #include "engine/engine_state.hpp"
 #include "tenax/env.hpp"
@@ -396,12 +397,14 @@ Engine::Engine(Communicator& world, EngineConfig config, ChunkBuilder build, std
   run_agreed(e.world, [&] { e.resolve_layout(); });
   // Determinism of the CPU path: one BLAS thread makes every matrix product's summation order fixed.
   set_deterministic_cpu_math();
-  if (world.rank() == 0) {
+  {
+    // Each node made its own choice (its CPU may differ): the first rank of every node warns of a problem there.
     const kernels::cpu::BlasCoreChoice& blas = kernels::cpu::blas_core_choice();
-    if (blas.problem.empty())
-      TENAX_LOG(Info, "engine") << "CPU matrix products: " << kernels::cpu::describe(blas);
-    else
+    const bool first_on_node = detail::node_local_rank(world).rank == 0;
+    if (!blas.problem.empty() && first_on_node)
       TENAX_LOG(Warn, "engine") << "CPU matrix products: " << kernels::cpu::describe(blas);
+    else if (world.rank() == 0)
+      TENAX_LOG(Info, "engine") << "CPU matrix products: " << kernels::cpu::describe(blas);
   }
   e.make_groups();
   e.build_chunks(build);
