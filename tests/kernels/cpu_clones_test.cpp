@@ -1,13 +1,15 @@
 // The CPU kernels compiled once per x86-64 level (TENAX_CPU_CLONES) compute exactly the bits of their scalar
-// formulas. This file is compiled for the baseline, one element at a time, from the same formulas
-// (kernels/src/common/math.hpp, half.hpp), summing in the kernels' documented order; the library runs the clone of
-// this CPU (the AVX-512 one on the CI machine). A clone that fused a multiply-add, reordered a sum or changed a
-// rounding would differ here in the last bit. NaN results are compared as NaN, not by payload.
+// formulas. This file is compiled for the baseline (and without fused multiply-adds), one element at a time, from the
+// same formulas (kernels/src/common/math.hpp, half.hpp), summing in the kernels' documented order; the library runs the
+// clone of this CPU (the test prints which). A clone that fused a multiply-add, reordered a sum or changed a rounding
+// would differ here in the last bit. NaN results are compared as NaN, not by payload. That the clones exist at all is
+// checked by the ctest cpu_clones_present (tests/kernels/CMakeLists.txt).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -73,6 +75,20 @@ void expect_same_bits(double got, double want, const char* what) {
   std::memcpy(&g, &got, sizeof g);
   std::memcpy(&w, &want, sizeof w);
   EXPECT_EQ(g, w) << what << " = " << got << ", formula " << want;
+}
+
+TEST(CpuClones, SaysWhichCloneRuns) {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  const bool v4 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                  __builtin_cpu_supports("avx512cd");
+  const bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  std::printf("the kernels' %s clones run on this CPU\n", v4   ? "x86-64-v4 (AVX-512)"
+                                                          : v3 ? "x86-64-v3 (AVX2)"
+                                                               : "baseline");
+#endif
+  SUCCEED();
 }
 
 TEST(CpuClones, BiasGeluForwardAndBackwardAreTheFormulaBitForBit) {
@@ -146,25 +162,75 @@ TEST(CpuClones, UnscaleAndCastsAreTheFormulaBitForBit) {
   }
 }
 
-TEST(CpuClones, AdamwIsTheFormulaBitForBit) {
+// The low-precision copy an optimizer step writes beside the fp32 weights: none, fp32, bf16 or f16 (each its own
+// clone).
+void expect_copy(DType t, const std::vector<std::uint16_t>& low16, const std::vector<float>& low32,
+                 const std::vector<float>& weights, const char* what) {
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    if (t == DType::F32) {
+      ASSERT_EQ(bits(low32[i]), bits(weights[i])) << what << " fp32 copy " << i;
+    } else if (t != DType::I32) {
+      ASSERT_EQ(low16[i], detail::to_lowp16(weights[i], t == DType::BF16)) << what << " 16-bit copy " << i;
+    }
+  }
+}
+
+void* copy_buffer(DType t, std::vector<std::uint16_t>& low16, std::vector<float>& low32) {
+  if (t == DType::F32) return low32.data();
+  return t == DType::I32 ? nullptr : low16.data();  // I32 stands for "no copy" here
+}
+
+TEST(CpuClones, AdamwIsTheFormulaBitForBitWithEveryKindOfCopy) {
   const std::size_t n = kRows * kCols;
   const std::vector<float> grad = random_floats(n, -1.0f, 1.0f, 10);
-  std::vector<float> master = random_floats(n, -1.0f, 1.0f, 11), m = random_floats(n, -0.1f, 0.1f, 12);
-  std::vector<float> v = random_floats(n, 0.0f, 0.01f, 13);
-  std::vector<float> want_master = master, want_m = m, want_v = v;
-  std::vector<std::uint16_t> low(n);
   AdamWParams p;
   p.lr = 3e-4f;
   p.step = 7;
-  cpu::adamw_step(master.data(), m.data(), v.data(), grad.data(), low.data(), DType::BF16, n, p);
   const detail::AdamWScalars s = detail::adamw_scalars(p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.step);
-  for (std::size_t i = 0; i < n; ++i) {
-    want_master[i] = detail::adamw_update(s, want_master[i], want_m[i], want_v[i], grad[i]);
-    ASSERT_EQ(low[i], detail::to_lowp16(want_master[i], true)) << i;
+  for (DType t : {DType::I32, DType::F32, DType::BF16, DType::F16}) {
+    std::vector<float> master = random_floats(n, -1.0f, 1.0f, 11), m = random_floats(n, -0.1f, 0.1f, 12);
+    std::vector<float> v = random_floats(n, 0.0f, 0.01f, 13);
+    std::vector<float> want_master = master, want_m = m, want_v = v, low32(n);
+    std::vector<std::uint16_t> low16(n);
+    cpu::adamw_step(master.data(), m.data(), v.data(), grad.data(), copy_buffer(t, low16, low32),
+                    t == DType::I32 ? DType::F32 : t, n, p);
+    for (std::size_t i = 0; i < n; ++i)
+      want_master[i] = detail::adamw_update(s, want_master[i], want_m[i], want_v[i], grad[i]);
+    expect_same_bits(master, want_master, "adamw master");
+    expect_same_bits(m, want_m, "adamw m");
+    expect_same_bits(v, want_v, "adamw v");
+    expect_copy(t, low16, low32, want_master, "adamw");
   }
-  expect_same_bits(master, want_master, "adamw master");
-  expect_same_bits(m, want_m, "adamw m");
-  expect_same_bits(v, want_v, "adamw v");
+}
+
+TEST(CpuClones, SgdIsTheFormulaBitForBitWithAndWithoutMomentum) {
+  const std::size_t n = kRows * kCols;
+  const std::vector<float> grad = random_floats(n, -1.0f, 1.0f, 20);
+  for (const float momentum : {0.0f, 0.9f}) {
+    for (const bool nesterov : {false, true}) {
+      if (nesterov && momentum == 0.0f) continue;  // refused: Nesterov needs momentum
+      for (DType t : {DType::I32, DType::BF16}) {
+        SgdParams p;
+        p.lr = 0.05f;
+        p.momentum = momentum;
+        p.weight_decay = 0.01f;
+        p.nesterov = nesterov;
+        std::vector<float> master = random_floats(n, -1.0f, 1.0f, 21), velocity = random_floats(n, -0.1f, 0.1f, 22);
+        std::vector<float> want_master = master, want_velocity = velocity, low32(n);
+        std::vector<std::uint16_t> low16(n);
+        cpu::sgd_momentum_step(master.data(), velocity.data(), grad.data(), copy_buffer(t, low16, low32),
+                               t == DType::I32 ? DType::F32 : t, n, p);
+        for (std::size_t i = 0; i < n; ++i) {
+          float unused = 0.0f;
+          float& vel = momentum == 0.0f ? unused : want_velocity[i];
+          want_master[i] = detail::sgd_update(p.lr, momentum, p.weight_decay, nesterov, want_master[i], vel, grad[i]);
+        }
+        expect_same_bits(master, want_master, "sgd master");
+        expect_same_bits(velocity, want_velocity, "sgd velocity");
+        expect_copy(t, low16, low32, want_master, "sgd");
+      }
+    }
+  }
 }
 
 TEST(CpuClones, CrossEntropyKernelsAreTheFormulaBitForBit) {
