@@ -73,9 +73,10 @@ void write_text(int fd, const std::string& text) {
   }
 }
 
-// In the child: drop to the job's user for good, remove, and write the report as lines ("removed N BYTES", then one
-// line per error) to `out`. Returns the exit status.
-int remove_as_user(const JobUser& user, const std::string& dir, const std::vector<std::string>& job_ids, int out) {
+// In the child: drop to the job's user for good, remove, and write the report as lines (per directory "removed N BYTES
+// DIR", then one line per error) to `out`. Returns the exit status.
+int remove_as_user(const JobUser& user, const std::vector<std::string>& dirs, const std::vector<std::string>& job_ids,
+                   int out) {
   if (::geteuid() == 0 && user.uid != 0) {
     if (::setgroups(user.groups.size(), user.groups.data()) != 0 || ::setgid(user.gid) != 0 ||
         ::setuid(user.uid) != 0) {
@@ -87,11 +88,14 @@ int remove_as_user(const JobUser& user, const std::string& dir, const std::vecto
       return 2;
     }
   }
-  const ckpt::LocalCleanupReport report = ckpt::remove_job_local_copies(dir, job_ids);
-  std::string text = "removed " + std::to_string(report.removed) + " " + std::to_string(report.bytes) + "\n";
-  for (const auto& error : report.errors)
-    text += "error " + error + "\n";
-  write_text(out, text);
+  for (const std::string& dir : dirs) {
+    const ckpt::LocalCleanupReport report = ckpt::remove_job_local_copies(dir, job_ids);
+    std::string text =
+        "removed " + std::to_string(report.removed) + " " + std::to_string(report.bytes) + " " + dir + "\n";
+    for (const auto& error : report.errors)
+      text += "error " + error + "\n";
+    write_text(out, text);
+  }
   return 0;
 }
 
@@ -134,6 +138,12 @@ void remove_local_copies(spank_t sp) {
   const JobUser user = job_user(uid);
   const std::string dir = expand_dir_pattern("node-local checkpoint directory", pattern, user.name, job_id, node);
   const std::vector<std::string> job_ids = ids_of_the_job(job_id);
+  // A pattern with %j names a directory per id: the ranks may have expanded it with the leader's.
+  std::vector<std::string> dirs{dir};
+  for (const std::string& id : job_ids) {
+    std::string other = expand_dir_pattern("node-local checkpoint directory", pattern, user.name, id, node);
+    if (std::find(dirs.begin(), dirs.end(), other) == dirs.end()) dirs.push_back(std::move(other));
+  }
 
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) throw Error(std::string("pipe: ") + std::strerror(errno));
@@ -147,7 +157,7 @@ void remove_local_copies(spank_t sp) {
     ::close(pipe_fds[0]);
     int status = 3;
     try {
-      status = remove_as_user(user, dir, job_ids, pipe_fds[1]);
+      status = remove_as_user(user, dirs, job_ids, pipe_fds[1]);
     } catch (...) {
     }
     ::_exit(status);
@@ -197,11 +207,13 @@ void remove_local_copies(spank_t sp) {
     const std::string line = text.substr(start, end - start);
     start = end + 1;
     if (line.rfind("removed ", 0) == 0) {
+      // "removed N BYTES DIR" (DIR may hold spaces: it is the rest of the line).
       const std::string counts = line.substr(8);
       const auto space = counts.find(' ');
-      if (counts.substr(0, space) != "0") {
+      const auto second = space == std::string::npos ? std::string::npos : counts.find(' ', space + 1);
+      if (second != std::string::npos && counts.substr(0, space) != "0") {
         log_info(where + "removed " + counts.substr(0, space) + " node-local checkpoint folder(s) (" +
-                 counts.substr(space + 1) + " bytes) from " + dir);
+                 counts.substr(space + 1, second - space - 1) + " bytes) from " + counts.substr(second + 1));
       }
     } else if (line.rfind("error ", 0) == 0) {
       report_error(where + "node-local checkpoint copies: " + line.substr(6));

@@ -24,13 +24,10 @@ def _serve(mountpoint, owner_pid):
     # If the test process is killed outright (SIGKILL from ctest's time-out), nothing unmounts: this watchdog does, so
     # no hung mount is left under /tmp for the next `find` or `du` to block on.
     def watch_owner():
-        while True:
-            try:
-                os.kill(owner_pid, 0)
-            except ProcessLookupError:
-                subprocess.run(["umount", "-l", mountpoint], check=False, capture_output=True)
-                os._exit(0)
+        while os.getppid() == owner_pid:  # reparented once the owner is gone (a pid may be reused; a parent is not)
             time.sleep(1)
+        subprocess.run(["umount", "-l", mountpoint], check=False, capture_output=True)
+        os._exit(0)
 
     threading.Thread(target=watch_owner, daemon=True).start()
 

@@ -98,6 +98,7 @@ bool remove_entry(int parent_fd, const std::string& parent_path, const std::stri
   }
   Fd dir(::openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (dir.get() < 0) {
+    if (errno == ENOENT) return true;  // removed meanwhile (two epilogs of one heterogeneous job on a node)
     report.errors.push_back(describe(path, "open", errno));
     return false;
   }

@@ -48,7 +48,11 @@ def heterogeneous_job(lab, base, nobody):
     leader = int(lab.check(["sbatch", "--parsable", "-H", f"--uid={nobody.pw_uid}", "--chdir=/tmp", "-o",
                             "/dev/null", "-N1", "-w", "n2", option, ":", "-N1", "-w", "n3", option, "--wrap",
                             "true"]).stdout.strip().split(";")[0].split("+")[0])
-    second = leader + 1
+    # The components' ids as Slurm numbered them (the leader's first).
+    id_set = lab.job_info(leader).get("HetJobIdSet", "")
+    expect(re.fullmatch(r"\d+[-,]\d+", id_set), f"job {leader} should be a heterogeneous job of two components: "
+                                                 f"HetJobIdSet={id_set!r}")
+    second = int(re.split(r"[-,]", id_set)[1])
     n3 = os.path.join(het_base, "n3")
     by_leader = os.path.join(n3, "tenax-00000000000000d1")
     by_component = os.path.join(n3, "tenax-00000000000000d2")
