@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "bench_table.hpp"
+#include "common/machine_line.hpp"
 #include "cpu_gpu_entry.hpp"
 #include "tenax/kernels/config.hpp"
 #include "tenax/kernels/device.hpp"
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "tenax-bench-kernels: --mib must be >= 1 and --reps >= 1\n");
       return 2;
     }
+    std::printf("%s\n", tenax::bench::machine_line().c_str());
     if (o.cpu) tenax::bench::run_cpu_benchmarks(o);
     if (!o.gpu) return 0;
     if (!tenax::kernels::cuda::device_available()) {
