@@ -1,15 +1,14 @@
 // The CPU kernels compiled once per x86-64 level (TENAX_CPU_CLONES) compute exactly the bits of their scalar
 // formulas. This file is compiled for the baseline (and without fused multiply-adds), one element at a time, from the
 // same formulas (kernels/src/common/math.hpp, half.hpp), summing in the kernels' documented order; the library runs the
-// clone of this CPU (the test prints which). A clone that fused a multiply-add, reordered a sum or changed a rounding
-// would differ here in the last bit. NaN results are compared as NaN, not by payload. That the clones exist at all is
-// checked by the ctest cpu_clones_present (tests/kernels/CMakeLists.txt).
+// clone of this CPU. A clone that fused a multiply-add, reordered a sum or changed a rounding would differ here in the
+// last bit. NaN results are compared as NaN, not by payload. That the clones exist at all is checked by the ctest
+// cpu_clones_present (tests/kernels/CMakeLists.txt).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -75,20 +74,6 @@ void expect_same_bits(double got, double want, const char* what) {
   std::memcpy(&g, &got, sizeof g);
   std::memcpy(&w, &want, sizeof w);
   EXPECT_EQ(g, w) << what << " = " << got << ", formula " << want;
-}
-
-TEST(CpuClones, SaysWhichCloneRuns) {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  const bool v4 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                  __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-                  __builtin_cpu_supports("avx512cd");
-  const bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  std::printf("the kernels' %s clones run on this CPU\n", v4   ? "x86-64-v4 (AVX-512)"
-                                                          : v3 ? "x86-64-v3 (AVX2)"
-                                                               : "baseline");
-#endif
-  SUCCEED();
 }
 
 TEST(CpuClones, BiasGeluForwardAndBackwardAreTheFormulaBitForBit) {

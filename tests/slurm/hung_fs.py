@@ -7,31 +7,39 @@ the root waits in the kernel (SIGKILL still ends it, as it ends a process on a h
         ...
 
 Debian's python3-fusepy (and libfuse2, which it loads) serve it; /dev/fuse and root are needed to mount.
+
+No polling either way: the server says "mounted" on its stdout from FUSE's init callback (the kernel has answered the
+mount), and it learns that the test process is gone when its stdin, a pipe only that process holds open, reaches
+end of file.
 """
 
 import errno
 import os
+import select
 import stat
 import subprocess
 import sys
 import threading
-import time
+
+MOUNTED = "mounted"
 
 
-def _serve(mountpoint, owner_pid):
+def _serve(mountpoint):
     import fusepy as fuse  # Debian's name for fusepy's module
 
     # If the test process is killed outright (SIGKILL from ctest's time-out), nothing unmounts: this watchdog does, so
     # no hung mount is left under /tmp for the next `find` or `du` to block on.
     def watch_owner():
-        while os.getppid() == owner_pid:  # reparented once the owner is gone (a pid may be reused; a parent is not)
-            time.sleep(1)
+        sys.stdin.read()  # end of file: the owner closed the pipe or died
         subprocess.run(["umount", "-l", mountpoint], check=False, capture_output=True)
         os._exit(0)
 
     threading.Thread(target=watch_owner, daemon=True).start()
 
     class Hung(fuse.Operations):
+        def init(self, path):
+            print(MOUNTED, flush=True)
+
         def getattr(self, path, fh=None):
             if path == "/":
                 return {"st_mode": stat.S_IFDIR | 0o755, "st_nlink": 2}
@@ -56,15 +64,17 @@ class HungFileSystem:
 
     def __enter__(self):
         os.makedirs(self.mountpoint, exist_ok=True)
-        self.server = subprocess.Popen([sys.executable, os.path.abspath(__file__), self.mountpoint, str(os.getpid())],
-                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 20
-        while not _mounted(self.mountpoint):
-            if self.server.poll() is not None or time.monotonic() > deadline:
-                output = self.server.stdout.read() if self.server.poll() is not None else ""
-                self.__exit__(None, None, None)
-                raise RuntimeError(f"the hung file system did not mount at {self.mountpoint}: {output}")
-            time.sleep(0.05)
+        # close_fds (the default) keeps the stdin pipe's write end out of every later child (slurmd and the rest): its
+        # end of file then means this process is gone.
+        self.server = subprocess.Popen([sys.executable, os.path.abspath(__file__), self.mountpoint],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       text=True)
+        ready, _, _ = select.select([self.server.stdout], [], [], 20)
+        line = self.server.stdout.readline().strip() if ready else ""
+        if line != MOUNTED or not _mounted(self.mountpoint):
+            self.__exit__(None, None, None)
+            rest = self.server.stdout.read()
+            raise RuntimeError(f"the hung file system did not mount at {self.mountpoint} within 20 s: {line}{rest}")
         return self
 
     def __exit__(self, exc_type, exc, tb):
@@ -77,4 +87,4 @@ class HungFileSystem:
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1], int(sys.argv[2]))
+    _serve(sys.argv[1])
