@@ -80,6 +80,7 @@ def one_run(args, data, name, interval, work, rng):
     run_root = tempfile.mkdtemp(prefix="goodput-", dir=work)
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     env.pop("TENAX_MTBF", None)
+    env.pop("TENAX_NODE_MTBF", None)
     if site_mtbf:
         env["TENAX_MTBF"] = f"{interval:g}s"
     local_dir = None

@@ -34,6 +34,8 @@ const std::vector<AdminKey>& admin_keys() {
       {"default_restarts", "restarts a job gets when it asks for no number (default 3)"},
       {"max_restarts", "the most restarts a job may ask for (default 10)"},
       {"max_spares", "the most spare nodes a job may hold back (default 16)"},
+      {"node_mtbf_hours",
+       "one node's mean time between failures in hours, for jobs' automatic checkpoint intervals (default: none)"},
       {"topology_file", "Slurm topology.conf of the switch tree (default: topology.conf beside slurm.conf)"},
       {"placement", "default placement policy: topology, block or none (default topology)"},
       {"allow_placement_none", "yes/no: whether users may turn placement off (default yes)"},
@@ -128,6 +130,9 @@ AdminConfig AdminConfig::parse(const std::vector<std::string>& args) {
       config.max_restarts = parse_int_in(what, value, 0, 1000000);
     } else if (key == "max_spares") {
       config.max_spares = parse_int_in(what, value, 0, 1000000);
+    } else if (key == "node_mtbf_hours") {
+      // At most the runtime's longest duration (10^6 h); 0 is the default (no figure) written out.
+      config.node_mtbf_hours = parse_int_in(what, value, 0, 1000000, "hours; 0: none");
     } else if (key == "topology_file") {
       require_absolute(key, value);
       config.topology_file = value;

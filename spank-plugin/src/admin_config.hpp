@@ -32,6 +32,10 @@ struct AdminConfig {
   int default_restarts = 3;  // restarts a job gets when it asks for no number
   int max_restarts = 10;     // the most a job may ask for
   int max_spares = 16;       // the most spare nodes a job may hold back
+  // One node's mean time between failures in hours, the site's own figure (0: not given). Exported to every job as
+  // TENAX_NODE_MTBF: a job's automatic checkpoint interval assumes it over the job's node count until the job has seen
+  // failures of its own, instead of a fixed 24 h for any job size.
+  int node_mtbf_hours = 0;
   // Slurm's topology.conf describing the switch tree ("": topology.conf beside slurm.conf). Must be the same file on
   // every node (each node computes the placement on its own and all must agree).
   std::string topology_file;

@@ -89,6 +89,8 @@ void plan_step(spank_t sp, PluginState& s) {
   job_setenv(sp, kEnvMaxRestarts, std::to_string(s.settings.max_restarts));
   job_setenv(sp, kEnvSiteMaxRestarts, std::to_string(s.admin.max_restarts));
   job_setenv(sp, kEnvSiteMaxSpares, std::to_string(s.admin.max_spares));
+  if (s.admin.node_mtbf_hours > 0)
+    job_setenv(sp, kEnvNodeMtbf, std::to_string(s.admin.node_mtbf_hours) + "h", /*overwrite=*/false);
   job_setenv(sp, kEnvSpares, std::to_string(s.settings.spares));
   // Slurm leaves SLURM_RESTART_COUNT unset on a job's first run; tenax's runtime always finds it.
   const auto restarts = item_u32(sp, S_SLURM_RESTART_COUNT, "S_SLURM_RESTART_COUNT");

@@ -26,6 +26,8 @@ inline constexpr const char* kEnvDataStageDir = "TENAX_DATA_STAGE_DIR";
 inline constexpr const char* kEnvCkptLocalDir = "TENAX_CKPT_LOCAL_DIR";
 inline constexpr const char* kEnvCkptEvery = "TENAX_CKPT_EVERY";
 inline constexpr const char* kEnvCkptLocalEvery = "TENAX_CKPT_LOCAL_EVERY";
+// The site's node_mtbf_hours ("<N>h"); a value already in the job's environment stays (the runtime validates it).
+inline constexpr const char* kEnvNodeMtbf = "TENAX_NODE_MTBF";
 // Exported to tasks only (never read as a setting).
 inline constexpr const char* kEnvWorldSize = "TENAX_WORLD_SIZE";
 

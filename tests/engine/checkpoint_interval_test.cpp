@@ -45,19 +45,40 @@ TEST(CheckpointInterval, StepsAreRoundedAndBounded) {
   EXPECT_EQ(interval_in_steps(1.0, 0.0, 500), 500) << "steps of no measured time: as rarely as allowed";
 }
 
-TEST(CheckpointInterval, TheMtbfIsTheProgramsThenTheRunsThenTheConfigured) {
-  unsetenv("TENAX_RUN_MTBF");
-  setenv("TENAX_MTBF", "2h", 1);
-  EXPECT_DOUBLE_EQ(choose_mtbf(0).seconds, 7200);
-  EXPECT_EQ(choose_mtbf(0).source, "TENAX_MTBF");
-  setenv("TENAX_RUN_MTBF", "45s", 1);
-  EXPECT_DOUBLE_EQ(choose_mtbf(0).seconds, 45);
-  EXPECT_NE(choose_mtbf(0).source.find("TENAX_RUN_MTBF"), std::string::npos);
-  EXPECT_DOUBLE_EQ(choose_mtbf(600).seconds, 600);
-  EXPECT_EQ(choose_mtbf(600).source, "the program");
+TEST(CheckpointInterval, TheMtbfIsTheProgramsThenTheRunsThenTheJobsThenTheSitesPerNode) {
   unsetenv("TENAX_RUN_MTBF");
   unsetenv("TENAX_MTBF");
-  EXPECT_DOUBLE_EQ(choose_mtbf(0).seconds, 86400) << "TENAX_MTBF's default: 24 h";
+  unsetenv("TENAX_NODE_MTBF");
+  EXPECT_DOUBLE_EQ(choose_mtbf(0, 8).seconds, 86400) << "TENAX_MTBF's default: 24 h";
+  EXPECT_EQ(choose_mtbf(0, 8).source, "TENAX_MTBF's default");
+
+  // The site's per-node figure: a job on N nodes fails N times as often.
+  setenv("TENAX_NODE_MTBF", "720h", 1);
+  EXPECT_DOUBLE_EQ(choose_mtbf(0, 8).seconds, 720.0 * 3600 / 8);
+  EXPECT_EQ(choose_mtbf(0, 8).source, "TENAX_NODE_MTBF (720h) over 8 nodes");
+  EXPECT_DOUBLE_EQ(choose_mtbf(0, 1).seconds, 720.0 * 3600);
+  EXPECT_EQ(choose_mtbf(0, 1).source, "TENAX_NODE_MTBF (720h) over 1 node");
+  EXPECT_DOUBLE_EQ(choose_mtbf(0, 0).seconds, 720.0 * 3600) << "no node count: one node";
+  setenv("TENAX_NODE_MTBF", "0", 1);
+  EXPECT_EQ(choose_mtbf(0, 8).source, "TENAX_MTBF's default") << "0: no site figure";
+  setenv("TENAX_NODE_MTBF", "720h", 1);
+
+  // The job's own figure wins over the site's, even when it equals the default.
+  setenv("TENAX_MTBF", "24h", 1);
+  EXPECT_DOUBLE_EQ(choose_mtbf(0, 8).seconds, 86400);
+  EXPECT_EQ(choose_mtbf(0, 8).source, "TENAX_MTBF");
+  setenv("TENAX_MTBF", "2h", 1);
+  EXPECT_DOUBLE_EQ(choose_mtbf(0, 8).seconds, 7200);
+
+  // The run's own failures win over both; the program's value over everything.
+  setenv("TENAX_RUN_MTBF", "45s", 1);
+  EXPECT_DOUBLE_EQ(choose_mtbf(0, 8).seconds, 45);
+  EXPECT_EQ(choose_mtbf(0, 8).source, "this run's failures (TENAX_RUN_MTBF)");
+  EXPECT_DOUBLE_EQ(choose_mtbf(600, 8).seconds, 600);
+  EXPECT_EQ(choose_mtbf(600, 8).source, "the program");
+  unsetenv("TENAX_RUN_MTBF");
+  unsetenv("TENAX_MTBF");
+  unsetenv("TENAX_NODE_MTBF");
 }
 
 TEST(CheckpointInterval, TheCommandLineTakesStepsOrAuto) {

@@ -21,6 +21,7 @@ TEST(NodeLocalRank, EveryRankOfOneHostIsOnOneNodeInRankOrder) {
   const detail::LocalRank local = detail::node_local_rank(world());
   EXPECT_EQ(local.size, world().size());
   EXPECT_EQ(local.rank, world().rank());
+  EXPECT_EQ(local.nodes, 1);
 }
 
 TEST(NodeLocalRank, ThePluginsSlotWinsWhenItBelongsToThisWorld) {

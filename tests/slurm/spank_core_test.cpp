@@ -45,7 +45,8 @@ TEST(AdminConfig, DefaultsWithoutArguments) {
   EXPECT_EQ(config.placement, PlacementPolicy::Topology);
   EXPECT_TRUE(config.allow_placement_none);
   EXPECT_TRUE(config.bind_gpus);
-  EXPECT_EQ(config.hw_topology, "");  // discover
+  EXPECT_EQ(config.hw_topology, "");     // discover
+  EXPECT_EQ(config.node_mtbf_hours, 0);  // no site figure: jobs assume TENAX_MTBF's default
 }
 
 TEST(AdminConfig, ParsesEveryKey) {
@@ -53,7 +54,7 @@ TEST(AdminConfig, ParsesEveryKey) {
       AdminConfig::parse({"ckpt_root=/scratch/ckpt", "ckpt_default=/scratch/ckpt/%u/%j", "default_restarts=2",
                           "max_restarts=4", "max_spares=1", "topology_file=/etc/slurm/topology.conf", "placement=block",
                           "allow_placement_none=no", "bind_gpus=no", "bind_numa=0", "hw_topology=/etc/tenax/node.xml",
-                          "data_stage_default=/local/%u", "ckpt_local_default=/dev/shm/%u/%n"});
+                          "data_stage_default=/local/%u", "ckpt_local_default=/dev/shm/%u/%n", "node_mtbf_hours=5000"});
   EXPECT_EQ(config.ckpt_root, "/scratch/ckpt");
   EXPECT_EQ(config.ckpt_default, "/scratch/ckpt/%u/%j");
   EXPECT_EQ(config.default_restarts, 2);
@@ -67,7 +68,8 @@ TEST(AdminConfig, ParsesEveryKey) {
   EXPECT_EQ(config.hw_topology, "/etc/tenax/node.xml");
   EXPECT_EQ(config.data_stage_default, "/local/%u");
   EXPECT_EQ(config.ckpt_local_default, "/dev/shm/%u/%n");
-  EXPECT_EQ(admin_keys().size(), 13u);
+  EXPECT_EQ(config.node_mtbf_hours, 5000);
+  EXPECT_EQ(admin_keys().size(), 14u);
   // The /proc and /sys root of earlier releases is gone: a site that still names it hears so.
   expect_usage_error([] { AdminConfig::parse({"hw_root=/host"}); }, {"unknown key 'hw_root'", "hw_topology"});
 }
@@ -84,6 +86,11 @@ TEST(AdminConfig, RefusesMistakes) {
       },
       {"default_restarts=5 exceeds max_restarts=4"});
   expect_usage_error([] { AdminConfig::parse({"bind_gpus=maybe"}); }, {"bind_gpus=maybe", "yes or no"});
+  // Hours as a whole number: a unit, a fraction or a figure beyond the runtime's longest duration is refused.
+  expect_usage_error([] { AdminConfig::parse({"node_mtbf_hours=720h"}); },
+                     {"node_mtbf_hours=720h", "whole number from 0 to 1000000", "hours"});
+  expect_usage_error([] { AdminConfig::parse({"node_mtbf_hours=0.5"}); }, {"node_mtbf_hours=0.5"});
+  expect_usage_error([] { AdminConfig::parse({"node_mtbf_hours=1000001"}); }, {"node_mtbf_hours=1000001"});
   expect_usage_error([] { AdminConfig::parse({"ckpt_root=scratch"}); }, {"absolute path"});
   expect_usage_error([] { AdminConfig::parse({"placement=none", "allow_placement_none=no"}); }, {"contradicts"});
   expect_usage_error(

@@ -84,7 +84,9 @@ struct CheckpointPolicy {
   // `every`, which is the interval until the first save (50 when 0). The choice and its inputs are logged and in the
   // run's summary.
   bool automatic = false;
-  double mtbf_s = 0;  // the MTBF it assumes; 0: this run's own (TENAX_RUN_MTBF, from tenax-launch), else TENAX_MTBF
+  // The MTBF it assumes; 0: this run's own (TENAX_RUN_MTBF, from tenax-launch) once it failed, else TENAX_MTBF when
+  // set, else the site's TENAX_NODE_MTBF over the nodes the run spans, else TENAX_MTBF's default (24 h).
+  double mtbf_s = 0;
 
   // A command line's --checkpoint-every: "N" (N >= 0) sets `every`, "auto" sets `automatic` (`every` stays the
   // interval until the first save). Returns `policy` so changed; UsageError naming the text otherwise.

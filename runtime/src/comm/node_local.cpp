@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ LocalRank by_shared_memory(MpiCommunicator& world) {
   TENAX_CHECK_MPI(MPI_Comm_rank(node, &local.rank));
   TENAX_CHECK_MPI(MPI_Comm_size(node, &local.size));
   TENAX_CHECK_MPI(MPI_Comm_free(&node));
+  // One rank per node is its node's first: counting them counts the nodes.
+  const int first = local.rank == 0 ? 1 : 0;
+  TENAX_CHECK_MPI(MPI_Allreduce(&first, &local.nodes, 1, MPI_INT, MPI_SUM, world.handle()));
   return local;
 }
 
@@ -30,7 +34,7 @@ LocalRank by_host_name(Communicator& world) {
   std::array<char, 256> name{};
   if (::gethostname(name.data(), name.size() - 1) != 0) name = {'?'};
   const std::vector<std::string> hosts = all_gather_strings(world, name.data());
-  LocalRank local{0, 0};
+  LocalRank local{0, 0, static_cast<int>(std::set<std::string>(hosts.begin(), hosts.end()).size())};
   for (int r = 0; r < world.size(); ++r) {
     if (hosts[static_cast<std::size_t>(r)] != hosts[static_cast<std::size_t>(world.rank())]) continue;
     if (r < world.rank()) ++local.rank;

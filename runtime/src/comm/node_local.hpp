@@ -1,4 +1,4 @@
-// Internal: this rank's place among the ranks of its node, for choosing its GPU.
+// Internal: this rank's place among the ranks of its node, for choosing its GPU, and the number of nodes of the world.
 #pragma once
 
 #include "tenax/communicator.hpp"
@@ -6,8 +6,9 @@
 namespace tenax::detail {
 
 struct LocalRank {
-  int rank = 0;  // this rank's index on its node (its GPU slot)
-  int size = 1;  // ranks of `world` on this node
+  int rank = 0;   // this rank's index on its node (its GPU slot)
+  int size = 1;   // ranks of `world` on this node
+  int nodes = 1;  // nodes that `world` spans (a job's failure rate grows with them: the automatic checkpoint interval)
 };
 
 // Collective over `world`. The node is what MPI says shares memory with this rank (MPI_Comm_split_type with

@@ -73,8 +73,13 @@ const std::vector<Var>& registry() {
 
       // Checkpoints (docs/checkpoint-format.md). The directory is TENAX_CHECKPOINT_DIR above.
       {"TENAX_MTBF", Duration, "24h",
-       "Mean time between failures an automatic checkpoint interval (--checkpoint-every auto) assumes until the run "
-       "has seen failures of its own."},
+       "Mean time between failures of the job that an automatic checkpoint interval (--checkpoint-every auto) "
+       "assumes until the run has seen failures of its own; when not set, TENAX_NODE_MTBF over the run's nodes if "
+       "the site gives it, else this default."},
+      {"TENAX_NODE_MTBF", Duration, "0",
+       "Mean time between failures of one node, a site's figure (the SPANK plugin's node_mtbf_hours exports it): "
+       "where TENAX_MTBF is not set, an automatic checkpoint interval assumes this over the number of nodes the run "
+       "spans until the run has seen failures of its own (0: none; TENAX_MTBF's default applies)."},
       {"TENAX_RUN_MTBF", Duration, "0",
        "Set by tenax-launch once the run has failed: its wall time so far over its failures, which an automatic "
        "checkpoint interval uses instead of TENAX_MTBF (0: no failure yet)."},

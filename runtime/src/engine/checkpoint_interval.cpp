@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
@@ -24,11 +25,20 @@ int interval_in_steps(double interval_s, double step_s, long max_steps) {
   return static_cast<int>(std::clamp<double>(steps, 1, static_cast<double>(std::min<long>(cap, 1L << 30))));
 }
 
-MtbfChoice choose_mtbf(double configured_s) {
+MtbfChoice choose_mtbf(double configured_s, int nodes) {
   if (configured_s > 0) return {configured_s, "the program"};
-  const double observed = static_cast<double>(env::get_duration("TENAX_RUN_MTBF").count()) / 1000.0;
-  if (observed > 0) return {observed, "this run's failures (TENAX_RUN_MTBF)"};
-  return {static_cast<double>(env::get_duration("TENAX_MTBF").count()) / 1000.0, "TENAX_MTBF"};
+  const auto seconds = [](std::string_view name) {
+    return static_cast<double>(env::get_duration(name).count()) / 1000.0;
+  };
+  if (const double observed = seconds("TENAX_RUN_MTBF"); observed > 0)
+    return {observed, "this run's failures (TENAX_RUN_MTBF)"};
+  if (env::is_set("TENAX_MTBF")) return {seconds("TENAX_MTBF"), "TENAX_MTBF"};
+  if (const double node = seconds("TENAX_NODE_MTBF"); node > 0) {
+    const int n = std::max(1, nodes);
+    return {node / n, "TENAX_NODE_MTBF (" + env::get_string("TENAX_NODE_MTBF") + ") over " + std::to_string(n) +
+                          (n == 1 ? " node" : " nodes")};
+  }
+  return {seconds("TENAX_MTBF"), "TENAX_MTBF's default"};
 }
 
 }  // namespace tenax

@@ -22,11 +22,19 @@ int interval_in_steps(double interval_s, double step_s, long max_steps);
 // Where the mean time between failures came from, for the log and the summary.
 struct MtbfChoice {
   double seconds = 0;
-  std::string source;  // "the program", "this run's failures (TENAX_RUN_MTBF)", "TENAX_MTBF"
+  // "the program", "this run's failures (TENAX_RUN_MTBF)", "TENAX_MTBF", "TENAX_NODE_MTBF (720h) over 8 nodes",
+  // "TENAX_MTBF's default"
+  std::string source;
 };
 
-// The MTBF the automatic interval uses: the program's own value when > 0, else what tenax-launch observed across this
-// run's attempts (TENAX_RUN_MTBF, set only once a failure happened), else the configured TENAX_MTBF.
-MtbfChoice choose_mtbf(double configured_s);
+// The MTBF the automatic interval uses, the first that applies:
+//   1. the program's own value (`configured_s` > 0);
+//   2. what tenax-launch observed across this run's attempts (TENAX_RUN_MTBF, set only once a failure happened);
+//   3. TENAX_MTBF, when set: the user's or the job's own figure;
+//   4. TENAX_NODE_MTBF over `nodes`, when set (the site's per-node figure, exported by the SPANK plugin's
+//      node_mtbf_hours): with independent failures, a job on N nodes fails N times as often as one node;
+//   5. TENAX_MTBF's default (24 h).
+// `nodes` is the number of nodes the run spans (at least 1).
+MtbfChoice choose_mtbf(double configured_s, int nodes);
 
 }  // namespace tenax

@@ -73,7 +73,7 @@ void Engine::Impl::open_checkpoints() {
       config.checkpoint.keep > 0 ? config.checkpoint.keep : static_cast<int>(env::get_int("TENAX_CKPT_KEEP"));
   if (config.checkpoint.every < 0) throw UsageError("checkpoint: every must be >= 0 (0: no periodic saves)");
   if (!(std::isfinite(config.checkpoint.mtbf_s) && config.checkpoint.mtbf_s >= 0))
-    throw UsageError("checkpoint: mtbf_s must be >= 0 seconds (0: the run's own, else TENAX_MTBF)");
+    throw UsageError("checkpoint: mtbf_s must be >= 0 seconds (0: the run's own, else TENAX_MTBF or TENAX_NODE_MTBF)");
   shared_interval.every = config.checkpoint.automatic && config.checkpoint.every == 0 ? 50 : config.checkpoint.every;
   if (config.checkpoint.max_failures < 1)
     throw UsageError("checkpoint: max_failures must be >= 1 (consecutive failed saves before the run stops)");
@@ -290,7 +290,7 @@ void Engine::Impl::choose_interval(TierInterval& tier, double save_seconds, std:
   tier.step_seconds = 0;
   tier.steps = 0;
   const double cost = std::max(measured[0], 1e-6), step_s = measured[1];
-  const MtbfChoice mtbf = choose_mtbf(config.checkpoint.mtbf_s);
+  const MtbfChoice mtbf = choose_mtbf(config.checkpoint.mtbf_s, nodes);
   const int chosen = interval_in_steps(daly_interval_s(cost, mtbf.seconds), step_s, std::max(1L, config.steps));
   std::ostringstream note;
   note << what << " (automatic, Young/Daly): " << chosen << " steps = " << std::fixed << std::setprecision(2)

@@ -400,7 +400,9 @@ Engine::Engine(Communicator& world, EngineConfig config, ChunkBuilder build, std
   {
     // Each node made its own choice (its CPU may differ): the first rank of every node warns of a problem there.
     const kernels::cpu::BlasCoreChoice& blas = kernels::cpu::blas_core_choice();
-    const bool first_on_node = detail::node_local_rank(world).rank == 0;
+    const detail::LocalRank local = detail::node_local_rank(world);
+    e.nodes = local.nodes;
+    const bool first_on_node = local.rank == 0;
     if (!blas.problem.empty() && first_on_node)
       TENAX_LOG(Warn, "engine") << "CPU matrix products: " << kernels::cpu::describe(blas);
     else if (world.rank() == 0)

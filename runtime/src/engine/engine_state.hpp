@@ -131,6 +131,7 @@ struct Engine::Impl {
 
   long step = 0;
   metrics::StepMetrics* metrics = nullptr;
+  int nodes = 1;  // the nodes the world spans: a site's per-node MTBF over them is the job's (choose_mtbf)
 
   // Checkpoints.
   std::string checkpoint_dir;  // "" : none

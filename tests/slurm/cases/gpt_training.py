@@ -4,7 +4,8 @@ The training program is tenax-example-gpt on real text (the licence texts Debian
 tokenised by tenax-data with a 512-piece BPE), supervised by tenax-launch as the batch shell, 2 nodes x 2 ranks over
 srun --mpi=pmix. Nothing tells the program its layout but the plugin: --tenax-layout=tp=2,pp=2 exports TENAX_LAYOUT,
 and each task's rank is the one the placement gives it (TENAX_RANK). Four runs on one cluster:
-- reference: uninterrupted, for the checksum of the final parameters (layout-independent, printed by the example);
+- reference: uninterrupted, for the checksum of the final parameters (layout-independent, printed by the example),
+  saving at the automatic interval with the site's node MTBF (plugstack.conf node_mtbf_hours) over its 2 nodes;
 - node failure: a job of 3 nodes (--no-kill, --tenax-spares=1); once a checkpoint is committed, the node of the step
   that is not the batch host loses its slurmd, steps and ranks to SIGKILL, and its node-local checkpoint copies
   (--tenax-ckpt-local-dir=<lab>/node-local/%n, a copy every 5 steps) are deleted. The launcher excludes it and
@@ -31,7 +32,7 @@ from slurm_lab import (LabError, build_artifact, expect, final_checksums, read_t
 
 STEPS = 120
 CHECKPOINT_EVERY = 10
-GPT_ARGS = ["--steps", str(STEPS), "--checkpoint-every", str(CHECKPOINT_EVERY), "--hidden", "64", "--layers", "2",
+GPT_ARGS = ["--steps", str(STEPS), "--hidden", "64", "--layers", "2",
             "--heads", "2", "--seq-len", "32", "--batch", "8", "--micro-batch", "2", "--log-every", "20",
             "--validate-every", "60", "--validation-samples", "8", "--sample-tokens", "16"]
 LAUNCHER_ARGS = ["--tasks-per-node", "2", "--preempt-grace", "30s", "--startup-timeout", "30s"]
@@ -65,12 +66,12 @@ def partner_copies_since(local, step):
     return ranks
 
 
-def submit(tools, lab, data, name, sbatch_args, nodes=2, gpt_args=(), exports=()):
+def submit(tools, lab, data, name, sbatch_args, nodes=2, gpt_args=(), exports=(), every=str(CHECKPOINT_EVERY)):
     launcher = build_artifact(tools, "launcher", "src", "tenax-launch")
     gpt = build_artifact(tools, "examples", "gpt", "tenax-example-gpt")
     checkpoint_dir, run_dir, output = lab.path(name, "ckpt"), lab.path(name, "run"), lab.path(f"{name}.out")
     script = training_script(launcher, gpt, run_dir, checkpoint_dir, LAUNCHER_ARGS,
-                             ["--data", data, *GPT_ARGS, *gpt_args], exports)
+                             ["--data", data, *GPT_ARGS, "--checkpoint-every", every, *gpt_args], exports)
     job = lab.sbatch([f"-N{nodes}", "--ntasks-per-node=2", "--tenax-layout=tp=2,pp=2", f"--job-name={name}",
                       "-o", output, "--open-mode=append", *sbatch_args], script)
     return job, output, checkpoint_dir, run_dir
@@ -103,14 +104,20 @@ def check_final(name, text, reference, at_least):
 
 def run(tools):
     with tools.lab(slurmd_timeout=3) as lab:
-        lab.set_plugstack(lab.plugin_line(f"topology_file={lab.path('etc', 'topology.conf')}"))
+        # A site that gives its nodes' failure rate (1 h: a job of two nodes fails every 30 min).
+        lab.set_plugstack(lab.plugin_line(f"topology_file={lab.path('etc', 'topology.conf')} node_mtbf_hours=1"))
         data = make_dataset(tools, lab)
 
+        # The reference saves at the automatic interval (saves do not change the result): its MTBF is the site's
+        # per-node figure over the nodes the ranks span, counted by the runtime.
         started = time.monotonic()
-        job, output, _, _ = submit(tools, lab, data, "reference", ["-p", "debug"])
+        job, output, _, _ = submit(tools, lab, data, "reference", ["-p", "debug"], every="auto")
         wait_for(lab, job, output, 120)
         text = read_text(output)
         expect("layout tp=2,pp=2,dp=1" in text, f"the example should take its layout from the plugin:\n{text}")
+        expect(re.search(r"checkpoint interval \(automatic, Young/Daly\): \d+ steps [^\n]* an MTBF of 1800\.0 s "
+                         r"from TENAX_NODE_MTBF \(1h\) over 2 nodes", text),
+               f"the automatic interval should assume the site's node MTBF over the job's 2 nodes:\n{text}")
         expect(re.search(r"validation loss \d", text) and "sample: " in text,
                f"the example should report a validation loss and a sample:\n{text}")
         sums = final_checksums(text)

@@ -77,10 +77,10 @@ def check_precedence(lab, ckpt_root):
     script = "#!/bin/bash\necho CKPT=$TENAX_CHECKPOINT_DIR MAXR=$TENAX_MAX_RESTARTS PLACE=$TENAX_PLACEMENT " \
              "SPARES=$TENAX_SPARES RESTARTS=$SLURM_RESTART_COUNT RANK=${TENAX_RANK-unset} " \
              "STAGE=${TENAX_DATA_STAGE_DIR-unset} EVERY=${TENAX_CKPT_EVERY-unset} " \
-             "LOCAL_EVERY=${TENAX_CKPT_LOCAL_EVERY-unset}\n"
+             "LOCAL_EVERY=${TENAX_CKPT_LOCAL_EVERY-unset} NODE_MTBF=${TENAX_NODE_MTBF-unset}\n"
     cases = [
         ([], {}, {"CKPT": f"{ckpt_root}/root/%j", "MAXR": "1", "PLACE": "topology", "SPARES": "0",
-                  "STAGE": "/var/tmp/stage/root", "EVERY": "unset", "LOCAL_EVERY": "unset"}),
+                  "STAGE": "/var/tmp/stage/root", "EVERY": "unset", "LOCAL_EVERY": "unset", "NODE_MTBF": "5000h"}),
         ([], {"TENAX_MAX_RESTARTS": "4", "TENAX_PLACEMENT": "block"}, {"MAXR": "4", "PLACE": "block"}),
         (["--tenax-max-restarts=2", f"--tenax-ckpt-dir={ckpt_root}/mine"], {"TENAX_MAX_RESTARTS": "4"},
          {"MAXR": "2", "CKPT": f"{ckpt_root}/mine"}),
@@ -91,6 +91,8 @@ def check_precedence(lab, ckpt_root):
         (["--tenax-ckpt-every=auto", "--tenax-ckpt-local-every=05"], {"TENAX_CKPT_EVERY": "40"},
          {"EVERY": "auto", "LOCAL_EVERY": "5"}),
         ([], {"TENAX_CKPT_EVERY": "40"}, {"EVERY": "40", "LOCAL_EVERY": "unset"}),
+        # The site's node MTBF is a default: a figure the job brings stays.
+        ([], {"TENAX_NODE_MTBF": "100h"}, {"NODE_MTBF": "100h"}),
     ]
     for args, env, wanted in cases:
         job = lab.sbatch(["-N1", "--tenax", "-o", "prec-%j.out", *args], script, env=env)
@@ -124,7 +126,7 @@ def run(tools):
         lab.set_plugstack(lab.plugin_line(
             f"ckpt_root={ckpt_root} ckpt_default={ckpt_root}/%u/%j default_restarts=1 max_restarts=5 max_spares=2 "
             f"allow_placement_none=no topology_file={lab.path('etc', 'topology.conf')} "
-            f"data_stage_default=/var/tmp/stage/%u"))
+            f"data_stage_default=/var/tmp/stage/%u node_mtbf_hours=5000"))
         check_help(lab)
         check_refusals(lab, ckpt_root)
         check_precedence(lab, ckpt_root)
