@@ -26,6 +26,7 @@
 
 #include "checkpoint/local_tier_cleanup.hpp"
 #include "contexts.hpp"
+#include "epilog_job_ids.hpp"
 #include "plugin_state.hpp"
 #include "tenax/error.hpp"
 
@@ -99,26 +100,6 @@ int remove_as_user(const JobUser& user, const std::vector<std::string>& dirs, co
   return 0;
 }
 
-// The ids the job's copies may be named by: its own and, for a component of a heterogeneous job, the leader's
-// (SLURM_HET_JOB_ID, which slurmd sets in the epilog's environment): tenax-launch names the copies of every component
-// after the id its batch script sees, the leader's. A value that is not a job id is ignored (and logged).
-std::vector<std::string> ids_of_the_job(const std::string& job_id) {
-  std::vector<std::string> ids{job_id};
-  const char* leader = std::getenv("SLURM_HET_JOB_ID");
-  if (leader == nullptr || *leader == '\0') return ids;
-  const std::string text = leader;
-  const bool digits =
-      text.size() <= 10 && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-  if (!digits) {
-    report_error("job " + job_id + ": SLURM_HET_JOB_ID='" + text.substr(0, 32) +
-                 "' in the epilog's environment is not a job id; only the copies named after job " + job_id +
-                 " are removed");
-    return ids;
-  }
-  if (text != job_id) ids.push_back(text);
-  return ids;
-}
-
 // The directory pattern of the job: its own (from sbatch/srun, through the job control environment), else the site's.
 std::string local_dir_pattern(const AdminConfig& admin) {
   const char* job = std::getenv("SPANK_TENAX_CKPT_LOCAL_DIR");
@@ -137,7 +118,10 @@ void remove_local_copies(spank_t sp) {
   if (node == nullptr || *node == '\0') throw Error("SLURMD_NODENAME is not set in the epilog's environment");
   const JobUser user = job_user(uid);
   const std::string dir = expand_dir_pattern("node-local checkpoint directory", pattern, user.name, job_id, node);
-  const std::vector<std::string> job_ids = ids_of_the_job(job_id);
+  // The leader's id too, in a heterogeneous job: tenax-launch names every component's copies after it.
+  const EpilogJobIds named = epilog_job_ids(job_id, std::getenv("SLURM_HET_JOB_ID"));
+  if (!named.problem.empty()) report_error(named.problem);
+  const std::vector<std::string>& job_ids = named.ids;
   // A pattern with %j names a directory per id: the ranks may have expanded it with the leader's.
   std::vector<std::string> dirs{dir};
   for (const std::string& id : job_ids) {

@@ -1,5 +1,6 @@
 // Unit tests of the SPANK plugin's pure parts: admin configuration, option and environment parsing with limits,
-// precedence, the step's shape and layout (the GPU/NUMA binding plan is in spank_binding_test.cpp).
+// precedence, the step's shape and layout, the ids the job epilog removes copies of (the GPU/NUMA binding plan is in
+// spank_binding_test.cpp).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <map>
 
 #include "admin_config.hpp"
+#include "epilog_job_ids.hpp"
 #include "job_request.hpp"
 #include "job_settings.hpp"
 #include "step_ranks.hpp"
@@ -367,6 +369,29 @@ TEST(StepShape, PlacementPolicies) {
         place_step(step_shape("n[1-2]", "3,1"), ParallelLayout{1, 1, 4}, PlacementPolicy::Block, tree);
       },
       {"--tenax-placement=block", "3,1 tasks", "--ntasks-per-node"});
+}
+
+TEST(EpilogJobIds, AComponentOfAHeterogeneousJobAlsoRemovesTheLeadersCopies) {
+  using Ids = std::vector<std::string>;
+  EXPECT_EQ(epilog_job_ids("1234", nullptr).ids, Ids{"1234"}) << "not a heterogeneous job";
+  EXPECT_EQ(epilog_job_ids("1234", "").ids, Ids{"1234"});
+  EXPECT_EQ(epilog_job_ids("1235", "1234").ids, (Ids{"1235", "1234"})) << "a component: its own and the leader's";
+  EXPECT_EQ(epilog_job_ids("1234", "1234").ids, Ids{"1234"}) << "the leader itself: once";
+  EXPECT_EQ(epilog_job_ids("1235", "4294967295").ids, (Ids{"1235", "4294967295"})) << "the largest 32-bit id";
+  EXPECT_TRUE(epilog_job_ids("1235", "1234").problem.empty());
+}
+
+TEST(EpilogJobIds, ALeaderIdThatIsNotAJobIdIsIgnoredAndNamed) {
+  // The value names folders to remove: a pattern, a path or a sign must never widen what goes.
+  for (const char* bad : {"12*", "../1234", "-1", "1234 ", "12345678901", "0x10", "1,2"}) {
+    const EpilogJobIds named = epilog_job_ids("1235", bad);
+    EXPECT_EQ(named.ids, std::vector<std::string>{"1235"}) << bad;
+    EXPECT_NE(named.problem.find("SLURM_HET_JOB_ID='"), std::string::npos) << named.problem;
+    EXPECT_NE(named.problem.find("only the copies named after job 1235"), std::string::npos) << named.problem;
+  }
+  // A long value is shown clipped.
+  const EpilogJobIds named = epilog_job_ids("1235", std::string(500, 'x').c_str());
+  EXPECT_LT(named.problem.size(), 200u) << named.problem;
 }
 
 }  // namespace
