@@ -133,14 +133,15 @@ struct Row {
   double direct_share;  // of the bytes written, those that went around the page cache (the store path taken)
 };
 
-Row measure(tenax::Communicator& world, const std::string& root, std::uint64_t bytes, int reps, int keep,
+Row measure(tenax::Communicator& world, const std::string& root, std::uint64_t bytes, int tensors, int reps, int keep,
             bool direct_io, int staging_threads, Compute& compute) {
   const int rank = world.rank(), size = world.size();
   const std::string dir = root + "/" + std::to_string(bytes >> 20) + "M";
-  const std::uint64_t elems = bytes / 4, per_tensor = elems / 4;
-  Buffer model(per_tensor * 4 * 4), reference(per_tensor * 4 * 4);
+  const std::uint64_t elems = bytes / 4, per_tensor = elems / static_cast<std::uint64_t>(tensors);
+  const std::uint64_t total = per_tensor * static_cast<std::uint64_t>(tensors) * 4;
+  Buffer model(total), reference(total);
   std::vector<tenax::TensorShard> shards;
-  for (int t = 0; t < 4; ++t)
+  for (int t = 0; t < tensors; ++t)
     shards.push_back(tenax::TensorShard::flat_range("bulk" + std::to_string(t), tenax::DType::F32, per_tensor * size,
                                                     per_tensor * rank, per_tensor, model.data + t * per_tensor * 4));
   tenax::CheckpointOptions options;
@@ -150,7 +151,7 @@ Row measure(tenax::Communicator& world, const std::string& root, std::uint64_t b
   options.direct_io = direct_io;
   options.staging_threads = staging_threads;
   Row row{};
-  row.bytes = per_tensor * 4 * 4;
+  row.bytes = total;
   std::vector<double> copy, save, write, raw, load_hot, read_hot;
   {
     tenax::Checkpointer ckpt(world, options, shards);
@@ -263,6 +264,8 @@ int body(int argc, char** argv) {
       "dir", "Directory on the file system to measure",
       cxxopts::value<std::string>()->default_value("/tmp/tenax-bench-ckpt"))(
       "reps", "Repetitions per size (median reported)", cxxopts::value<int>()->default_value("5"))(
+      "tensors", "f32 tensors per rank the size is split into (a model has hundreds: per-tensor costs)",
+      cxxopts::value<int>()->default_value("4"))(
       "keep", "Checkpoints kept (retention deletes older ones inside the timed commit; raw files rotate alike)",
       cxxopts::value<int>()->default_value("1"))("gemm", "Matrix size of the compute step (single-thread sgemm)",
                                                  cxxopts::value<int>()->default_value("1024"))(
@@ -284,11 +287,12 @@ int body(int argc, char** argv) {
   }
   const std::string root = args["dir"].as<std::string>();
   const int reps = std::max(1, args["reps"].as<int>());
+  const int tensors = std::clamp(args["tensors"].as<int>(), 1, 1 << 20);
   const int staging_threads = std::max(0, args["staging-threads"].as<int>());
   Compute compute(args["gemm"].as<int>());
   if (world.rank() == 0) {
-    std::printf("# tenax-bench-checkpoint: %d ranks, dir %s (%s), %d reps (median), 4 f32 tensors per rank\n",
-                world.size(), root.c_str(), tenax::bench::file_system_of(root).c_str(), reps);
+    std::printf("# tenax-bench-checkpoint: %d ranks, dir %s (%s), %d reps (median), %d f32 tensors per rank\n",
+                world.size(), root.c_str(), tenax::bench::file_system_of(root).c_str(), reps, tensors);
     std::printf("%s\n", tenax::bench::machine_line().c_str());
     std::printf("# io: the store path asked for, and the share of the bytes written that went around the page cache\n");
     std::printf("# GiB/s are aggregate over ranks; load/read: page cache hot | cold (cold needs root)\n");
@@ -343,7 +347,8 @@ int body(int argc, char** argv) {
   if (world.rank() == 0) std::printf("\n");
   for (std::uint64_t bytes : sizes)
     for (bool direct : {true, false}) {
-      Row r = measure(world, root, bytes, reps, std::max(1, args["keep"].as<int>()), direct, staging_threads, compute);
+      Row r = measure(world, root, bytes, tensors, reps, std::max(1, args["keep"].as<int>()), direct, staging_threads,
+                      compute);
       const double total = static_cast<double>(r.bytes) * world.size() / (1ull << 30);
       const double save_ratio = r.save_s / r.memcpy_s, write_ratio = r.raw_write_s / r.write_s;
       const double slow = r.step_during_s / r.step_base_s - 1.0;

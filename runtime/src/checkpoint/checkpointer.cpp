@@ -318,7 +318,7 @@ Checkpointer::State::LocalResult Checkpointer::State::local_job(std::uint64_t st
       copies.push_back(ckpt::LocalShard{&t, staged, crc});
     }
     ckpt::write_local_copy(local_root, step, rank, world_size, options.layout, copies, staged_blobs, options.local_keep,
-                           options.direct_io);
+                           options.direct_io, &local_file_template);
     if (partner_to >= 0) result.packed = ckpt::pack_step(ckpt::local_step_dir(local_root, step));
   } catch (const std::exception& e) {
     result.failure = e.what();
@@ -448,7 +448,7 @@ Checkpointer::State::WriteResult Checkpointer::State::write_job(std::uint64_t st
     }
     ckpt::RankFileHeader header{step, rank, world_size, options.layout};
     const ckpt::RankFileWritten written =
-        ckpt::write_rank_file(path, header, shard_writes, blob_writes, options.direct_io);
+        ckpt::write_rank_file(path, header, shard_writes, blob_writes, options.direct_io, &shared_file_template);
     result.file_bytes = written.file_bytes;
     result.direct_bytes = written.direct_bytes;
   } catch (const std::exception& e) {

@@ -13,6 +13,7 @@
 
 #include "checkpoint/io_thread.hpp"
 #include "checkpoint/manifest.hpp"
+#include "checkpoint/rank_file_template.hpp"
 #include "checkpoint/shard_plan.hpp"
 #include "checkpoint/staging.hpp"
 #include "checkpoint/staging_pass.hpp"
@@ -98,6 +99,9 @@ struct Checkpointer::State {
     Work work;
   };
   std::optional<PartnerExchange> partner;
+  // The structure of this rank's files, learned from the first of each tier and reused while it fits (I/O thread).
+  ckpt::RankFileTemplate shared_file_template;
+  ckpt::RankFileTemplate local_file_template;
 
   // Declared last so that it is destroyed first: its queued jobs use everything above.
   std::unique_ptr<ckpt::IoThread> io;

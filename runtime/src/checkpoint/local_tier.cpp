@@ -300,7 +300,7 @@ std::string local_step_dir(const std::string& root, std::uint64_t step) {
 
 void write_local_copy(const std::string& root, std::uint64_t step, int rank, int world_size,
                       const ParallelLayout& layout, const std::vector<LocalShard>& shards, const Blobs& blobs, int keep,
-                      bool direct_io) {
+                      bool direct_io, RankFileTemplate* reuse) {
   write_step(root, step, keep, [&](const std::string& tmp) {
     std::map<std::string, int> blocks_of;  // how many blocks of each tensor the file holds
     for (const LocalShard& s : shards)
@@ -334,7 +334,7 @@ void write_local_copy(const std::string& root, std::uint64_t step, int rank, int
     }
     const std::string file = fs::join(tmp, rank_file_name(rank));
     const RankFileWritten written =
-        write_rank_file(file, RankFileHeader{step, rank, world_size, layout}, writes, blob_writes, direct_io);
+        write_rank_file(file, RankFileHeader{step, rank, world_size, layout}, writes, blob_writes, direct_io, reuse);
     m.files.push_back(ManifestFile{rank, rank_file_name(rank), written.file_bytes});
     fs::write_file_durable(fs::join(tmp, kManifestName), m.to_json());
   });

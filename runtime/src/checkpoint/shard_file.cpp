@@ -1,5 +1,6 @@
 #include "checkpoint/shard_file.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -17,103 +18,168 @@ namespace {
 // smaller ones (biases, blobs) go through H5Dwrite. The alignment wastes at most 4 KiB per large dataset.
 constexpr std::uint64_t kDirectThreshold = std::uint64_t{64} << 10;
 
-// A large dataset's bytes and where HDF5 placed them in the file.
-struct Placement {
-  std::uint64_t file_offset;
-  const std::uint8_t* data;
-  std::uint64_t bytes;
+// The property lists of a file's datasets, made once per file. Contiguous and allocated at creation, so that each
+// dataset's offset is known and its bytes are written outside HDF5, straight from the staging buffer; no fill values
+// (each block is written exactly once); no modification times, so that a file is a function of its contents (the
+// template, rank_file_template.hpp, relies on it).
+struct DatasetCreation {
+  h5::Handle lcpl;  // intermediate groups created
+  h5::Handle dcpl;
+
+  explicit DatasetCreation(const std::string& path)
+      : lcpl(h5::lcpl_with_parents()), dcpl(h5::check(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate", path), H5Pclose) {
+    h5::check(H5Pset_layout(dcpl, H5D_CONTIGUOUS), "H5Pset_layout", path);
+    h5::check(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), "H5Pset_fill_time", path);
+    h5::check(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), "H5Pset_alloc_time", path);
+    h5::check(H5Pset_obj_track_times(dcpl, false), "H5Pset_obj_track_times", path);
+  }
 };
 
-h5::Handle create_dataset(hid_t file, const std::string& name, hid_t type, const Dims& dims, bool allocate_now,
-                          const std::string& path) {
-  h5::Handle space = h5::dataspace(dims);
-  h5::Handle lcpl = h5::lcpl_with_parents();
-  h5::Handle dcpl(h5::check(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate", path), H5Pclose);
-  // Contiguous, no fill values: the block is written exactly once, straight from the staging buffer. Allocated at
-  // creation when its bytes are written outside HDF5, so that its file offset is known.
-  h5::check(H5Pset_layout(dcpl, H5D_CONTIGUOUS), "H5Pset_layout", path);
-  h5::check(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), "H5Pset_fill_time", path);
-  if (allocate_now) h5::check(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), "H5Pset_alloc_time", path);
-  return h5::Handle(h5::check(H5Dcreate2(file, name.c_str(), type, space, lcpl, dcpl, H5P_DEFAULT),
-                              ("H5Dcreate2 " + name).c_str(), path),
-                    H5Dclose);
-}
-
-// Creates a dataset and either writes it through HDF5 (small) or returns where its bytes go (large).
-h5::Handle add_dataset(hid_t file, const std::string& name, hid_t type, const Dims& dims, const void* data,
-                       const std::string& path, std::vector<Placement>& placements) {
+// Creates a dataset and returns it and where its bytes go (none for an empty one).
+std::pair<h5::Handle, DatasetRange> add_dataset(hid_t file, const DatasetCreation& lists, const std::string& name,
+                                                hid_t type, const Dims& dims, const std::string& path) {
   const std::uint64_t bytes = volume(dims) * H5Tget_size(type);
-  const bool large = bytes >= kDirectThreshold;
-  h5::Handle dset = create_dataset(file, name, type, dims, large, path);
-  if (bytes == 0) return dset;
-  if (!large) {
-    h5::check(H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), ("H5Dwrite " + name).c_str(), path);
-    return dset;
-  }
+  h5::Handle space = h5::dataspace(dims);
+  h5::Handle dset(h5::check(H5Dcreate2(file, name.c_str(), type, space, lists.lcpl, lists.dcpl, H5P_DEFAULT),
+                            ("H5Dcreate2 " + name).c_str(), path),
+                  H5Dclose);
+  if (bytes == 0) return {std::move(dset), DatasetRange{}};
   const haddr_t at = H5Dget_offset(dset);
   if (at == HADDR_UNDEF) throw IoError(path + ": HDF5 did not allocate dataset " + name + " at creation");
-  placements.push_back(Placement{static_cast<std::uint64_t>(at), static_cast<const std::uint8_t*>(data), bytes});
-  return dset;
+  return {std::move(dset), DatasetRange{static_cast<std::uint64_t>(at), bytes}};
 }
 
-// Writes the file's structure, attributes and small datasets with HDF5; returns the large datasets' placements.
-std::vector<Placement> write_structure(const std::string& path, const RankFileHeader& header,
-                                       const std::vector<ShardWrite>& shards, const std::vector<BlobWrite>& blobs) {
-  std::vector<Placement> placements;
+// Writes the file's structure and attributes with HDF5, `stamps` as the step and the CRCs; returns where each
+// dataset's bytes go (the shards', then the blobs'), not yet written.
+std::vector<DatasetRange> write_structure(const std::string& path, const RankFileHeader& header,
+                                          const std::vector<ShardWrite>& shards, const std::vector<BlobWrite>& blobs,
+                                          const RankFileStamps& stamps) {
+  std::vector<DatasetRange> ranges;
   h5::Handle fapl(h5::check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate", path), H5Pclose);
   h5::check(H5Pset_alignment(fapl, kDirectThreshold, RawDataWriter::kAlignment), "H5Pset_alignment", path);
   h5::Handle file = h5::file_create(path, fapl);
+  const DatasetCreation lists(path);
   h5::write_attr_u64(file, "tenax_format_version", kFormatVersion, path);
-  h5::write_attr_u64(file, "step", header.step, path);
+  h5::write_attr_u64(file, "step", stamps.step, path);
   h5::write_attr_u64(file, "rank", static_cast<std::uint64_t>(header.rank), path);
   h5::write_attr_u64(file, "world_size", static_cast<std::uint64_t>(header.world_size), path);
   h5::write_attr_u64s(file, "layout_tp_pp_dp",
                       {static_cast<std::uint64_t>(header.layout.tp), static_cast<std::uint64_t>(header.layout.pp),
                        static_cast<std::uint64_t>(header.layout.dp)},
                       path);
+  std::size_t i = 0;
   for (const ShardWrite& s : shards) {
     h5::Handle type = h5::type_of(s.dtype);
-    h5::Handle dset = add_dataset(file, s.dataset, type, s.box.shape, s.data, path, placements);
+    auto [dset, range] = add_dataset(file, lists, s.dataset, type, s.box.shape, path);
+    ranges.push_back(range);
     h5::write_attr_string(dset, "tensor", s.tensor, path);
     h5::write_attr_string(dset, "dtype", std::string(dtype_name(s.dtype)), path);
     h5::write_attr_u64s(dset, "global_shape", s.global_shape, path);
     h5::write_attr_u64s(dset, "offset", s.box.offset, path);
-    h5::write_attr_u32(dset, "crc32c", s.crc32c, path);
+    h5::write_attr_u32(dset, "crc32c", stamps.crcs[i++], path);
   }
   h5::Handle u8 = h5::type_of(DType::U8);
   for (const BlobWrite& b : blobs) {
-    h5::Handle dset = add_dataset(file, blob_dataset(b.name), u8, {b.bytes->size()}, b.bytes->data(), path, placements);
-    h5::write_attr_u32(dset, "crc32c", b.crc32c, path);
+    auto [dset, range] = add_dataset(file, lists, blob_dataset(b.name), u8, {b.bytes->size()}, path);
+    ranges.push_back(range);
+    h5::write_attr_u32(dset, "crc32c", stamps.crcs[i++], path);
   }
   // Closing writes the metadata and sets the file's size to cover the allocated datasets; a failure here (ENOSPC)
   // must not go unnoticed.
   h5::check(file.close(), "H5Fclose", path);
-  return placements;
+  return ranges;
+}
+
+// Everything the structure of a file depends on: a template fits a file whose description is the same.
+std::string structure_key(const RankFileHeader& header, const std::vector<ShardWrite>& shards,
+                          const std::vector<BlobWrite>& blobs) {
+  std::string key = std::to_string(header.rank) + " " + std::to_string(header.world_size) + " " +
+                    std::to_string(header.layout.tp) + " " + std::to_string(header.layout.pp) + " " +
+                    std::to_string(header.layout.dp) + "\n";
+  for (const ShardWrite& s : shards)
+    key += s.dataset + " " + s.tensor + " " + std::string(dtype_name(s.dtype)) + " " + dims_string(s.global_shape) +
+           " " + dims_string(s.box.offset) + " " + dims_string(s.box.shape) + "\n";
+  for (const BlobWrite& b : blobs)
+    key += "blob " + b.name + " " + std::to_string(b.bytes->size()) + "\n";
+  return key;
 }
 
 }  // namespace
 
 RankFileWritten write_rank_file(const std::string& path, const RankFileHeader& header,
                                 const std::vector<ShardWrite>& shards, const std::vector<BlobWrite>& blobs,
-                                bool direct_io) {
+                                bool direct_io, RankFileTemplate* reuse) {
   using Clock = std::chrono::steady_clock;
+  RankFileStamps stamps{header.step, {}};
+  std::vector<const void*> data;
+  for (const ShardWrite& s : shards) {
+    stamps.crcs.push_back(s.crc32c);
+    data.push_back(s.data);
+  }
+  for (const BlobWrite& b : blobs) {
+    stamps.crcs.push_back(b.crc32c);
+    data.push_back(b.bytes->data());
+  }
+  // Refused before the clean-up below could remove what is there.
+  if (fs::exists(path)) throw IoError(path + ": a rank file is never written over; it exists already");
   try {
     const auto t0 = Clock::now();
-    const std::vector<Placement> placements = write_structure(path, header, shards, blobs);
+    std::vector<DatasetRange> ranges;
+    std::vector<bool> written(data.size(), false);
+    const std::string key = reuse != nullptr ? structure_key(header, shards, blobs) : std::string();
+    const char* how = "HDF5";
+    bool reused = false;
+    if (reuse != nullptr && reuse->fits(key)) {
+      // The small datasets go with the structure's bytes (merged writes); the large ones below.
+      ranges = reuse->datasets();
+      std::vector<const void*> small(data.size(), nullptr);
+      for (std::size_t i = 0; i < data.size(); ++i)
+        if (ranges[i].bytes < kDirectThreshold) {
+          small[i] = data[i];
+          written[i] = true;
+        }
+      const int fd = reuse->create(path, stamps, small);
+      ::close(fd);
+      how = "template";
+      reused = true;
+    } else if (reuse != nullptr) {
+      const RankFileStamps sentinels = RankFileTemplate::sentinels(stamps.crcs.size());
+      ranges = write_structure(path, header, shards, blobs, sentinels);
+      const int fd = fs::open_file(path, O_RDWR);
+      bool learned = false;
+      try {
+        learned = reuse->learn(key, fd, path, fs::file_size(path), ranges, sentinels);
+        if (learned) reuse->stamp(fd, path, stamps);
+      } catch (...) {
+        ::close(fd);
+        throw;
+      }
+      ::close(fd);
+      if (!learned) {
+        // No template for this structure: this file, and the next ones, through HDF5 alone.
+        TENAX_LOG(Debug, "ckpt") << path << ": the rank file's structure could not be learned; written by HDF5";
+        ::unlink(path.c_str());
+        ranges = write_structure(path, header, shards, blobs, stamps);
+      }
+      how = learned ? "HDF5, learned" : "HDF5";
+    } else {
+      ranges = write_structure(path, header, shards, blobs, stamps);
+    }
     const auto t1 = Clock::now();
     RawDataWriter raw(path, direct_io);
-    for (const Placement& p : placements)
-      raw.write(p.file_offset, p.data, p.bytes);
+    for (std::size_t i = 0; i < data.size(); ++i)
+      if (!written[i] && ranges[i].bytes > 0)
+        raw.write(ranges[i].offset, static_cast<const std::uint8_t*>(data[i]), ranges[i].bytes);
     const auto t2 = Clock::now();
     raw.sync_and_close();
     const std::uint64_t size = fs::file_size(path);
     auto ms = [](Clock::time_point a, Clock::time_point b) {
       return std::chrono::duration<double, std::milli>(b - a).count();
     };
-    TENAX_LOG(Debug, "ckpt") << path << ": " << size << " bytes (" << raw.direct_bytes() << " direct), HDF5 "
-                             << ms(t0, t1) << " ms, data " << ms(t1, t2) << " ms, fsync " << ms(t2, Clock::now())
-                             << " ms";
-    return {size, raw.direct_bytes()};
+    TENAX_LOG(Debug, "ckpt") << path << ": " << size << " bytes (" << raw.direct_bytes() << " direct), structure ("
+                             << how << ") " << ms(t0, t1) << " ms, data " << ms(t1, t2) << " ms, fsync "
+                             << ms(t2, Clock::now()) << " ms";
+    return {size, raw.direct_bytes(), reused};
   } catch (...) {
     // Truncate first: if HDF5 failed to close the file it keeps a descriptor open, which would hold the space of an
     // unlinked file until the process exits.

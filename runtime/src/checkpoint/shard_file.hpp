@@ -8,6 +8,7 @@
 
 #include "checkpoint/geometry.hpp"
 #include "checkpoint/hdf5_util.hpp"
+#include "checkpoint/rank_file_template.hpp"
 #include "tenax/dtype.hpp"
 #include "tenax/parallel_layout.hpp"
 
@@ -39,15 +40,19 @@ struct RankFileHeader {
 struct RankFileWritten {
   std::uint64_t file_bytes = 0;    // the file's size
   std::uint64_t direct_bytes = 0;  // of the large datasets' bytes, those written with O_DIRECT
+  bool structure_reused = false;   // written from a learned structure, without HDF5
 };
 
 // Creates `path` (it must not exist), writes everything, closes, fsyncs it, and returns its size and how much of it
-// went around the page cache. HDF5 writes the structure and the small datasets; the large datasets' bytes go through
-// RawDataWriter (direct_io: around the page cache where the file system allows). On any failure the partial file is
-// removed and IoError is raised with the path and the system's error text.
+// went around the page cache. HDF5 writes the structure and the attributes; the datasets' bytes go through
+// RawDataWriter (direct_io: the large ones around the page cache where the file system allows). With `reuse` (one per
+// kind of file a caller writes again and again, kept by the caller) the structure is learned from the first file and
+// later files of the same structure are written from it without HDF5 (rank_file_template.hpp): the same bytes. An
+// existing `path` is refused (IoError) and left as it is; on any other failure the partial file is removed and
+// IoError is raised with the path and the system's error text.
 RankFileWritten write_rank_file(const std::string& path, const RankFileHeader& header,
                                 const std::vector<ShardWrite>& shards, const std::vector<BlobWrite>& blobs,
-                                bool direct_io);
+                                bool direct_io, RankFileTemplate* reuse = nullptr);
 
 // What a block's dataset says about itself (its attributes and its shape), to cross-check with the manifest.
 struct BlockAttributes {
