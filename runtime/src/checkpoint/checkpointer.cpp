@@ -528,7 +528,7 @@ void Checkpointer::State::finish_write() {
     ckpt::Manifest manifest = build_manifest(step, reports);
     commit_done = io->submit([this, manifest = std::move(manifest)] {
       try {
-        ckpt::commit_checkpoint(options.dir, manifest, options.keep);
+        ckpt::commit_checkpoint(options.dir, manifest, options.keep, &vds_template);
         TENAX_LOG(Info, "ckpt") << "committed " << ckpt::final_dir_path(options.dir, manifest.step);
         return Outcome{};
       } catch (const std::exception& e) {

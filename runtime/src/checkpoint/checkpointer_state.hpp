@@ -11,9 +11,9 @@
 #include <optional>
 #include <vector>
 
+#include "checkpoint/file_template.hpp"
 #include "checkpoint/io_thread.hpp"
 #include "checkpoint/manifest.hpp"
-#include "checkpoint/rank_file_template.hpp"
 #include "checkpoint/shard_plan.hpp"
 #include "checkpoint/staging.hpp"
 #include "checkpoint/staging_pass.hpp"
@@ -100,8 +100,9 @@ struct Checkpointer::State {
   };
   std::optional<PartnerExchange> partner;
   // The structure of this rank's files, learned from the first of each tier and reused while it fits (I/O thread).
-  ckpt::RankFileTemplate shared_file_template;
-  ckpt::RankFileTemplate local_file_template;
+  ckpt::FileTemplate shared_file_template;
+  ckpt::FileTemplate local_file_template;
+  ckpt::FileTemplate vds_template;  // rank 0's commits
 
   // Declared last so that it is destroyed first: its queued jobs use everything above.
   std::unique_ptr<ckpt::IoThread> io;

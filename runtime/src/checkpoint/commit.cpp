@@ -133,7 +133,7 @@ std::vector<CheckpointInfo> complete_checkpoints(const std::string& dir) {
   return out;
 }
 
-void commit_checkpoint(const std::string& dir, const Manifest& written, int keep) {
+void commit_checkpoint(const std::string& dir, const Manifest& written, int keep, FileTemplate* vds_template) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   Clock::time_point t_record, t_renamed;
@@ -141,7 +141,7 @@ void commit_checkpoint(const std::string& dir, const Manifest& written, int keep
   const std::string final_dir = final_dir_path(dir, written.step);
   try {
     Manifest manifest = written;
-    write_vds_file(fs::join(tmp, kVdsName), manifest);
+    write_vds_file(fs::join(tmp, kVdsName), manifest, vds_template);
     manifest.vds = vds_digest(fs::join(tmp, kVdsName));
     fs::write_file_durable(fs::join(tmp, kManifestName), manifest.to_json());
     fs::fsync_path(tmp);

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/file_template.hpp"
 #include "checkpoint/manifest.hpp"
 #include "tenax/checkpoint.hpp"
 
@@ -32,8 +33,10 @@ std::vector<CheckpointInfo> complete_checkpoints(const std::string& dir);
 // moves `latest` and applies retention (keep >= 1). A failure before the rename removes the temp directory and raises
 // IoError; after the rename the checkpoint is complete and stays whatever happens: a failed fsync of the directory
 // raises IoError, a failed move of `latest` is only a warning (loading never reads it). Older checkpoints are never
-// touched except by retention.
-void commit_checkpoint(const std::string& dir, const Manifest& manifest, int keep);
+// touched except by retention. `vds_template`: the VDS file's learned structure, kept by the caller across commits
+// (vds_file.hpp).
+void commit_checkpoint(const std::string& dir, const Manifest& manifest, int keep,
+                       FileTemplate* vds_template = nullptr);
 
 // Removes step_*.tmp and *.deleting directories, start-up probe files and a stray latest.tmp left by an interrupted
 // run. Returns how many.

@@ -300,7 +300,7 @@ std::string local_step_dir(const std::string& root, std::uint64_t step) {
 
 void write_local_copy(const std::string& root, std::uint64_t step, int rank, int world_size,
                       const ParallelLayout& layout, const std::vector<LocalShard>& shards, const Blobs& blobs, int keep,
-                      bool direct_io, RankFileTemplate* reuse) {
+                      bool direct_io, FileTemplate* reuse) {
   write_step(root, step, keep, [&](const std::string& tmp) {
     std::map<std::string, int> blocks_of;  // how many blocks of each tensor the file holds
     for (const LocalShard& s : shards)

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "checkpoint/local_tier_cleanup.hpp"  // expand_node, the job-id file
-#include "checkpoint/rank_file_template.hpp"
+#include "checkpoint/file_template.hpp"
 #include "tenax/checkpoint.hpp"
 
 namespace tenax::ckpt {
@@ -85,7 +85,7 @@ struct LocalShard {
 // the path on failure, leaving no partial step behind.
 void write_local_copy(const std::string& root, std::uint64_t step, int rank, int world_size,
                       const ParallelLayout& layout, const std::vector<LocalShard>& shards, const Blobs& blobs, int keep,
-                      bool direct_io, RankFileTemplate* reuse = nullptr);
+                      bool direct_io, FileTemplate* reuse = nullptr);
 
 // The complete steps of a rank's root (a manifest present), newest first.
 std::vector<std::uint64_t> local_steps(const std::string& root);

@@ -21,7 +21,7 @@ constexpr std::uint64_t kDirectThreshold = std::uint64_t{64} << 10;
 // The property lists of a file's datasets, made once per file. Contiguous and allocated at creation, so that each
 // dataset's offset is known and its bytes are written outside HDF5, straight from the staging buffer; no fill values
 // (each block is written exactly once); no modification times, so that a file is a function of its contents (the
-// template, rank_file_template.hpp, relies on it).
+// template, file_template.hpp, relies on it).
 struct DatasetCreation {
   h5::Handle lcpl;  // intermediate groups created
   h5::Handle dcpl;
@@ -53,7 +53,7 @@ std::pair<h5::Handle, DatasetRange> add_dataset(hid_t file, const DatasetCreatio
 // dataset's bytes go (the shards', then the blobs'), not yet written.
 std::vector<DatasetRange> write_structure(const std::string& path, const RankFileHeader& header,
                                           const std::vector<ShardWrite>& shards, const std::vector<BlobWrite>& blobs,
-                                          const RankFileStamps& stamps) {
+                                          const FileStamps& stamps) {
   std::vector<DatasetRange> ranges;
   h5::Handle fapl(h5::check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate", path), H5Pclose);
   h5::check(H5Pset_alignment(fapl, kDirectThreshold, RawDataWriter::kAlignment), "H5Pset_alignment", path);
@@ -108,9 +108,9 @@ std::string structure_key(const RankFileHeader& header, const std::vector<ShardW
 
 RankFileWritten write_rank_file(const std::string& path, const RankFileHeader& header,
                                 const std::vector<ShardWrite>& shards, const std::vector<BlobWrite>& blobs,
-                                bool direct_io, RankFileTemplate* reuse) {
+                                bool direct_io, FileTemplate* reuse) {
   using Clock = std::chrono::steady_clock;
-  RankFileStamps stamps{header.step, {}};
+  FileStamps stamps{header.step, {}};
   std::vector<const void*> data;
   for (const ShardWrite& s : shards) {
     stamps.crcs.push_back(s.crc32c);
@@ -143,7 +143,7 @@ RankFileWritten write_rank_file(const std::string& path, const RankFileHeader& h
       how = "template";
       reused = true;
     } else if (reuse != nullptr) {
-      const RankFileStamps sentinels = RankFileTemplate::sentinels(stamps.crcs.size());
+      const FileStamps sentinels = FileTemplate::sentinels(stamps.crcs.size());
       ranges = write_structure(path, header, shards, blobs, sentinels);
       const int fd = fs::open_file(path, O_RDWR);
       bool learned = false;

@@ -1,5 +1,6 @@
 #include "checkpoint/vds_file.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "checkpoint/hdf5_util.hpp"
@@ -8,10 +9,10 @@
 namespace tenax::ckpt {
 namespace {
 
-void write_all(const std::string& path, const Manifest& m) {
+void write_all(const std::string& path, const Manifest& m, std::uint64_t step) {
   h5::Handle file = h5::file_create(path);
   h5::write_attr_u64(file, "tenax_format_version", m.version, path);
-  h5::write_attr_u64(file, "step", m.step, path);
+  h5::write_attr_u64(file, "step", step, path);
   h5::write_attr_u64(file, "world_size", static_cast<std::uint64_t>(m.world_size), path);
   h5::write_attr_u64s(file, "layout_tp_pp_dp",
                       {static_cast<std::uint64_t>(m.layout.tp), static_cast<std::uint64_t>(m.layout.pp),
@@ -20,6 +21,8 @@ void write_all(const std::string& path, const Manifest& m) {
   h5::Handle lcpl = h5::lcpl_with_parents();
   for (const ManifestTensor& t : m.tensors) {
     h5::Handle dcpl(h5::check(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate", path), H5Pclose);
+    // No modification times: a file is a function of its contents (the template relies on it).
+    h5::check(H5Pset_obj_track_times(dcpl, false), "H5Pset_obj_track_times", path);
     h5::Handle vspace = h5::dataspace(t.global_shape);
     for (const ManifestBlock& b : t.blocks) {
       std::vector<hsize_t> start(b.box.offset.begin(), b.box.offset.end());
@@ -39,12 +42,53 @@ void write_all(const std::string& path, const Manifest& m) {
   h5::check(file.close(), "H5Fclose", path);
 }
 
+// Everything but the step: the file's structure.
+std::string structure_key(const Manifest& m) {
+  std::string key = std::to_string(m.version) + " " + std::to_string(m.world_size) + " " + std::to_string(m.layout.tp) +
+                    " " + std::to_string(m.layout.pp) + " " + std::to_string(m.layout.dp) + "\n";
+  for (const ManifestTensor& t : m.tensors) {
+    key += t.name + " " + std::string(dtype_name(t.dtype)) + " " + dims_string(t.global_shape) + "\n";
+    for (const ManifestBlock& b : t.blocks)
+      key += " " + std::to_string(b.rank) + " " + b.dataset + " " + dims_string(b.box.offset) + " " +
+             dims_string(b.box.shape) + "\n";
+  }
+  return key;
+}
+
 }  // namespace
 
-void write_vds_file(const std::string& path, const Manifest& manifest) {
+bool write_vds_file(const std::string& path, const Manifest& manifest, FileTemplate* reuse) {
+  // Refused before the clean-up below could remove what is there.
+  if (fs::exists(path)) throw IoError(path + ": the checkpoint's VDS file exists already; it is never written over");
   try {
-    write_all(path, manifest);
+    const FileStamps stamps{manifest.step, {}};
+    const std::string key = reuse != nullptr ? structure_key(manifest) : std::string();
+    const bool reused = reuse != nullptr && reuse->fits(key);
+    if (reused) {
+      const int fd = reuse->create(path, stamps, {});
+      ::close(fd);
+    } else if (reuse != nullptr) {
+      const FileStamps sentinel = FileTemplate::sentinels(0);
+      write_all(path, manifest, sentinel.step);
+      const int fd = fs::open_file(path, O_RDWR);
+      bool learned = false;
+      try {
+        learned = reuse->learn(key, fd, path, fs::file_size(path), {}, sentinel);
+        if (learned) reuse->stamp(fd, path, stamps);
+      } catch (...) {
+        ::close(fd);
+        throw;
+      }
+      ::close(fd);
+      if (!learned) {
+        ::unlink(path.c_str());
+        write_all(path, manifest, manifest.step);
+      }
+    } else {
+      write_all(path, manifest, manifest.step);
+    }
     fs::fsync_path(path);
+    return reused;
   } catch (...) {
     if (::truncate(path.c_str(), 0) != 0) {
       // Nothing to free: see write_rank_file.

@@ -1,4 +1,4 @@
-#include "checkpoint/rank_file_template.hpp"
+#include "checkpoint/file_template.hpp"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -57,10 +57,10 @@ void write_vectors(int fd, std::vector<iovec>& vectors, std::uint64_t offset, co
 
 }  // namespace
 
-RankFileStamps RankFileTemplate::sentinels(std::size_t datasets) {
+FileStamps FileTemplate::sentinels(std::size_t datasets) {
   std::random_device seed;
   std::mt19937_64 random((static_cast<std::uint64_t>(seed()) << 32) ^ seed());
-  RankFileStamps s;
+  FileStamps s;
   s.step = random();
   std::unordered_set<std::uint32_t> used;
   while (s.crcs.size() < datasets) {
@@ -71,8 +71,8 @@ RankFileStamps RankFileTemplate::sentinels(std::size_t datasets) {
   return s;
 }
 
-bool RankFileTemplate::learn(const std::string& key, int fd, const std::string& path, std::uint64_t file_size,
-                             const std::vector<DatasetRange>& datasets, const RankFileStamps& sentinels) {
+bool FileTemplate::learn(const std::string& key, int fd, const std::string& path, std::uint64_t file_size,
+                         const std::vector<DatasetRange>& datasets, const FileStamps& sentinels) {
   usable_ = false;
   key_ = key;
   file_size_ = file_size;
@@ -125,7 +125,7 @@ bool RankFileTemplate::learn(const std::string& key, int fd, const std::string& 
   return true;
 }
 
-std::vector<std::uint8_t> RankFileTemplate::stamped(const RankFileStamps& stamps) const {
+std::vector<std::uint8_t> FileTemplate::stamped(const FileStamps& stamps) const {
   if (stamps.crcs.size() != crc_at_.size())
     throw IoError("rank file template: " + std::to_string(stamps.crcs.size()) + " CRCs for " +
                   std::to_string(crc_at_.size()) + " datasets");
@@ -136,7 +136,7 @@ std::vector<std::uint8_t> RankFileTemplate::stamped(const RankFileStamps& stamps
   return out;
 }
 
-void RankFileTemplate::stamp(int fd, const std::string& path, const RankFileStamps& stamps) const {
+void FileTemplate::stamp(int fd, const std::string& path, const FileStamps& stamps) const {
   const std::vector<std::uint8_t> out = stamped(stamps);
   // The file offset of a place in bytes_.
   auto file_offset = [&](std::uint64_t place) {
@@ -149,8 +149,8 @@ void RankFileTemplate::stamp(int fd, const std::string& path, const RankFileStam
     fs::pwrite_all(fd, out.data() + place, 4, file_offset(place), path);
 }
 
-int RankFileTemplate::create(const std::string& path, const RankFileStamps& stamps,
-                             const std::vector<const void*>& small) const {
+int FileTemplate::create(const std::string& path, const FileStamps& stamps,
+                         const std::vector<const void*>& small) const {
   const std::vector<std::uint8_t> out = stamped(stamps);
   // The pieces in file order: the learned runs and the small datasets.
   struct Piece {

@@ -1,5 +1,6 @@
-// A rank file written again without HDF5: the bytes HDF5 wrote around the datasets, learned once, with the values
-// that change from one checkpoint to the next patched in. Used by write_rank_file (shard_file.hpp); I/O thread only.
+// A checkpoint's HDF5 file written again without HDF5: the bytes HDF5 wrote around the datasets, learned once, with
+// the values that change from one checkpoint to the next patched in. Used by write_rank_file (shard_file.hpp) and
+// write_vds_file (vds_file.hpp, where the step is the only such value and no dataset has storage); I/O thread only.
 //
 // Why: a rank file holds a dataset per block with five attributes each, and a model has hundreds of blocks per rank.
 // Creating them through HDF5 cost 60-90 us per block on the I/O thread (25-37 ms for 400 blocks), on every checkpoint,
@@ -9,7 +10,7 @@
 // outside the datasets are read back, and each sentinel must be found exactly once in them (else no template: every
 // checkpoint then goes through HDF5, as before). Later files with the same structure are those bytes with the real
 // values patched in, and the data written at the datasets' offsets; the result is byte for byte the file HDF5 writes
-// for the same values (tests/checkpoint/rank_file_template_test.cpp), so readers see no difference.
+// for the same values (tests/checkpoint/file_template_test.cpp), so readers see no difference.
 #pragma once
 
 #include <cstdint>
@@ -25,16 +26,16 @@ struct DatasetRange {
 };
 
 // The values that differ between two files of one structure.
-struct RankFileStamps {
+struct FileStamps {
   std::uint64_t step = 0;
-  std::vector<std::uint32_t> crcs;  // one per dataset, in the order the file's datasets were created
+  std::vector<std::uint32_t> crcs;  // one per dataset, in the order the file's datasets were created (none: VDS)
 };
 
-class RankFileTemplate {
+class FileTemplate {
  public:
   // Stamps that each occur exactly once in a structure's bytes if learn() succeeds: a random step and distinct
   // random CRCs, `datasets` of them.
-  static RankFileStamps sentinels(std::size_t datasets);
+  static FileStamps sentinels(std::size_t datasets);
 
   // Whether the template was learned for this structure (write_rank_file's description of the header, the datasets
   // and their shapes, the blobs and their sizes).
@@ -44,16 +45,16 @@ class RankFileTemplate {
   // not yet written): reads everything outside `datasets` and finds each sentinel. False when a sentinel is not
   // found exactly once; the template then fits nothing. IoError when the file cannot be read.
   bool learn(const std::string& key, int fd, const std::string& path, std::uint64_t file_size,
-             const std::vector<DatasetRange>& datasets, const RankFileStamps& sentinels);
+             const std::vector<DatasetRange>& datasets, const FileStamps& sentinels);
 
   // Rewrites the learned places of an open file written with the sentinels (the file learn() read) to `stamps`.
-  void stamp(int fd, const std::string& path, const RankFileStamps& stamps) const;
+  void stamp(int fd, const std::string& path, const FileStamps& stamps) const;
 
   // Creates `path` (it must not exist) with the learned bytes stamped with `stamps`, and the bytes of the datasets
   // that `small` gives (data[i] for dataset i, nullptr: not written here), in as few writes as the file's layout
   // allows; the file gets its full size (what is not written stays a hole). Returns the open descriptor for
   // the caller to write the rest and sync. Throws IoError naming the path.
-  int create(const std::string& path, const RankFileStamps& stamps, const std::vector<const void*>& small) const;
+  int create(const std::string& path, const FileStamps& stamps, const std::vector<const void*>& small) const;
 
   std::uint64_t file_size() const { return file_size_; }
   const std::vector<DatasetRange>& datasets() const { return datasets_; }
@@ -64,7 +65,7 @@ class RankFileTemplate {
     std::uint64_t at;      // in bytes_
     std::uint64_t size;
   };
-  std::vector<std::uint8_t> stamped(const RankFileStamps& stamps) const;
+  std::vector<std::uint8_t> stamped(const FileStamps& stamps) const;
 
   bool usable_ = false;
   std::string key_;

@@ -1,6 +1,7 @@
-// A rank file written from its learned structure (rank_file_template.hpp) is byte for byte the file HDF5 writes for
-// the same values, reads back with its step, CRCs and data, and a change of structure is relearned, never patched.
-#include "checkpoint/rank_file_template.hpp"
+// A rank file, and a checkpoint's VDS file, written from its learned structure (file_template.hpp) is byte for byte
+// the file HDF5 writes for the same values, reads back with its step, CRCs and data, and a change of structure is
+// relearned, never patched.
+#include "checkpoint/file_template.hpp"
 
 #include <gtest/gtest.h>
 #include <hdf5.h>
@@ -15,6 +16,7 @@
 
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/shard_file.hpp"
+#include "checkpoint/vds_file.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax::ckpt {
@@ -78,7 +80,7 @@ struct RankState {
   }
 };
 
-RankFileWritten write(const std::string& path, const RankState& s, RankFileTemplate* reuse, bool direct = true) {
+RankFileWritten write(const std::string& path, const RankState& s, FileTemplate* reuse, bool direct = true) {
   return write_rank_file(path, s.header, s.shards, s.blobs, direct, reuse);
 }
 
@@ -90,9 +92,9 @@ std::uint64_t file_step(const std::string& path) {
   return step;
 }
 
-TEST(RankFileTemplate, LaterFilesAreTheBytesHdf5WritesForTheSameValues) {
+TEST(FileTemplate, LaterFilesAreTheBytesHdf5WritesForTheSameValues) {
   Scratch scratch;
-  RankFileTemplate reuse;
+  FileTemplate reuse;
   const RankState first(10, 1), second(20, 2), third(30, 3);
   // The first through HDF5 with sentinels, learned, then stamped with its real values; the next from the template.
   EXPECT_FALSE(write(scratch / "first.h5", first, &reuse).structure_reused);
@@ -111,9 +113,9 @@ TEST(RankFileTemplate, LaterFilesAreTheBytesHdf5WritesForTheSameValues) {
   EXPECT_FALSE(read_all(scratch / "second.h5") == read_all(scratch / "third.h5")) << "the values differ";
 }
 
-TEST(RankFileTemplate, AFileFromTheTemplateReadsBackItsStepCrcsAndData) {
+TEST(FileTemplate, AFileFromTheTemplateReadsBackItsStepCrcsAndData) {
   Scratch scratch;
-  RankFileTemplate reuse;
+  FileTemplate reuse;
   write(scratch / "first.h5", RankState(10, 1), &reuse);
   const RankState second(20, 2);
   ASSERT_TRUE(write(scratch / "second.h5", second, &reuse).structure_reused);
@@ -134,9 +136,9 @@ TEST(RankFileTemplate, AFileFromTheTemplateReadsBackItsStepCrcsAndData) {
   EXPECT_EQ(reader.read_bytes(blob_dataset("data_position"), 24), second.blob_bytes[0]);
 }
 
-TEST(RankFileTemplate, AnotherStructureIsLearnedAgainNeverPatched) {
+TEST(FileTemplate, AnotherStructureIsLearnedAgainNeverPatched) {
   Scratch scratch;
-  RankFileTemplate reuse;
+  FileTemplate reuse;
   write(scratch / "first.h5", RankState(10, 1), &reuse);
   // A blob that grew moves what follows it: the template no longer fits.
   const RankState grown(20, 2, /*blob_size=*/4000);
@@ -155,15 +157,53 @@ TEST(RankFileTemplate, AnotherStructureIsLearnedAgainNeverPatched) {
   EXPECT_TRUE(write(scratch / "again.h5", again, &reuse).structure_reused);
 }
 
-TEST(RankFileTemplate, AnExistingFileIsRefused) {
+TEST(FileTemplate, AnExistingFileIsRefused) {
   Scratch scratch;
-  RankFileTemplate reuse;
+  FileTemplate reuse;
   write(scratch / "first.h5", RankState(10, 1), &reuse);
   std::ofstream(scratch / "taken.h5") << "saved";
   EXPECT_THROW(write(scratch / "taken.h5", RankState(20, 2), &reuse), IoError);
   EXPECT_THROW(write(scratch / "taken.h5", RankState(20, 2), nullptr), IoError);
   const auto kept = read_all(scratch / "taken.h5");
   EXPECT_EQ(std::string(kept.begin(), kept.end()), "saved") << "a file already there is never written over or removed";
+}
+
+// The VDS file of a checkpoint of 2 ranks: tensors split over both files, and a tensor held whole by one.
+Manifest two_rank_manifest(std::uint64_t step, int tensors) {
+  Manifest m;
+  m.step = step;
+  m.world_size = 2;
+  m.layout = ParallelLayout{2, 1, 1};
+  for (int t = 0; t < tensors; ++t) {
+    ManifestTensor tensor{"block" + std::to_string(t) + ".weight", t % 2 == 0 ? DType::F32 : DType::BF16, {64, 32}, {}};
+    for (int r = 0; r < 2; ++r)
+      tensor.blocks.push_back(ManifestBlock{r, block_dataset(tensor.name, 0, 1), Box{{32ull * r, 0}, {32, 32}},
+                                            32 * 32 * dtype_size(tensor.dtype), 0});
+    m.tensors.push_back(tensor);
+  }
+  m.tensors.push_back(ManifestTensor{
+      "embedding", DType::F32, {10}, {ManifestBlock{0, block_dataset("embedding", 0, 1), Box{{0}, {10}}, 40, 0}}});
+  return m;
+}
+
+TEST(FileTemplate, TheVdsFileOfLaterCommitsIsTheBytesHdf5Writes) {
+  Scratch scratch;
+  FileTemplate reuse;
+  for (std::uint64_t step : {100u, 200u, 300u})
+    EXPECT_EQ(write_vds_file(scratch / ("vds-" + std::to_string(step) + ".h5"), two_rank_manifest(step, 40), &reuse),
+              step != 100)
+        << "the first learned, the others from the template";
+  for (std::uint64_t step : {100u, 200u, 300u}) {
+    const std::string ours = scratch / ("vds-" + std::to_string(step) + ".h5");
+    const std::string hdf5 = scratch / ("vds-" + std::to_string(step) + "-hdf5.h5");
+    write_vds_file(hdf5, two_rank_manifest(step, 40), nullptr);
+    EXPECT_TRUE(read_all(ours) == read_all(hdf5)) << step;
+    EXPECT_EQ(file_step(ours), step);
+  }
+  // Another plan (more tensors): learned again, and right.
+  EXPECT_FALSE(write_vds_file(scratch / "more.h5", two_rank_manifest(400, 41), &reuse));
+  write_vds_file(scratch / "more-hdf5.h5", two_rank_manifest(400, 41), nullptr);
+  EXPECT_TRUE(read_all(scratch / "more.h5") == read_all(scratch / "more-hdf5.h5"));
 }
 
 }  // namespace
