@@ -71,12 +71,31 @@ FileStamps FileTemplate::sentinels(std::size_t datasets) {
   return s;
 }
 
-bool FileTemplate::learn(const std::string& key, int fd, const std::string& path, std::uint64_t file_size,
-                         const std::vector<DatasetRange>& datasets, const FileStamps& sentinels) {
+bool FileTemplate::learn(const std::string& key, const std::string& path, const std::vector<DatasetRange>& datasets,
+                         const FileStamps& sentinels, const FileStamps& stamps) {
   usable_ = false;
   key_ = key;
-  file_size_ = file_size;
   datasets_ = datasets;
+  file_size_ = fs::file_size(path);
+  const int fd = fs::open_file(path, O_RDWR);
+  try {
+    usable_ = learn_from(fd, path, sentinels);
+    if (usable_) stamp(fd, path, stamps);
+  } catch (...) {
+    usable_ = false;
+    ::close(fd);
+    throw;
+  }
+  if (::close(fd) != 0) {
+    usable_ = false;
+    fs::throw_errno("close", path, errno);
+  }
+  return usable_;
+}
+
+bool FileTemplate::learn_from(int fd, const std::string& path, const FileStamps& sentinels) {
+  const std::uint64_t file_size = file_size_;
+  const std::vector<DatasetRange>& datasets = datasets_;
   runs_.clear();
   bytes_.clear();
   crc_at_.assign(sentinels.crcs.size(), 0);
@@ -121,7 +140,6 @@ bool FileTemplate::learn(const std::string& key, int fd, const std::string& path
   if (std::any_of(runs_.begin(), runs_.end(),
                   [&](const Run& run) { return step_at_ < run.at + run.size && step_at_ + 8 > run.at + run.size; }))
     return false;
-  usable_ = true;
   return true;
 }
 
@@ -149,8 +167,8 @@ void FileTemplate::stamp(int fd, const std::string& path, const FileStamps& stam
     fs::pwrite_all(fd, out.data() + place, 4, file_offset(place), path);
 }
 
-int FileTemplate::create(const std::string& path, const FileStamps& stamps,
-                         const std::vector<const void*>& small) const {
+void FileTemplate::create(const std::string& path, const FileStamps& stamps,
+                          const std::vector<const void*>& small) const {
   const std::vector<std::uint8_t> out = stamped(stamps);
   // The pieces in file order: the learned runs and the small datasets.
   struct Piece {
@@ -185,7 +203,7 @@ int FileTemplate::create(const std::string& path, const FileStamps& stamps,
     ::close(fd);
     throw;
   }
-  return fd;
+  if (::close(fd) != 0) fs::throw_errno("close", path, errno);
 }
 
 }  // namespace tenax::ckpt

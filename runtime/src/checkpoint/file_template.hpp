@@ -33,28 +33,27 @@ struct FileStamps {
 
 class FileTemplate {
  public:
-  // Stamps that each occur exactly once in a structure's bytes if learn() succeeds: a random step and distinct
-  // random CRCs, `datasets` of them.
+  // Stamps to learn a structure with: a random step and `datasets` distinct random CRCs (learn() then requires each
+  // to occur exactly once in the file's bytes).
   static FileStamps sentinels(std::size_t datasets);
 
-  // Whether the template was learned for this structure (write_rank_file's description of the header, the datasets
-  // and their shapes, the blobs and their sizes).
+  // Whether the template was learned for this structure: the writer's description of everything the file's
+  // structure depends on (write_rank_file: the header, the blocks and their shapes, the blobs and their sizes;
+  // write_vds_file: the tensors and their blocks).
   bool fits(const std::string& key) const { return usable_ && key == key_; }
 
-  // Learns the structure from `fd` (the file at `path`, just written by HDF5 with `sentinels`, the datasets' bytes
-  // not yet written): reads everything outside `datasets` and finds each sentinel. False when a sentinel is not
-  // found exactly once; the template then fits nothing. IoError when the file cannot be read.
-  bool learn(const std::string& key, int fd, const std::string& path, std::uint64_t file_size,
-             const std::vector<DatasetRange>& datasets, const FileStamps& sentinels);
-
-  // Rewrites the learned places of an open file written with the sentinels (the file learn() read) to `stamps`.
-  void stamp(int fd, const std::string& path, const FileStamps& stamps) const;
+  // Learns the structure of the file at `path`, just written by HDF5 with `sentinels` (the datasets' bytes not yet
+  // written): reads everything outside `datasets`, finds each sentinel, and rewrites those places with `stamps`. False
+  // when a sentinel is not found exactly once: the template then fits nothing and the file keeps its sentinels (the
+  // caller writes it again). IoError when the file cannot be read or written.
+  bool learn(const std::string& key, const std::string& path, const std::vector<DatasetRange>& datasets,
+             const FileStamps& sentinels, const FileStamps& stamps);
 
   // Creates `path` (it must not exist) with the learned bytes stamped with `stamps`, and the bytes of the datasets
   // that `small` gives (data[i] for dataset i, nullptr: not written here), in as few writes as the file's layout
-  // allows; the file gets its full size (what is not written stays a hole). Returns the open descriptor for
-  // the caller to write the rest and sync. Throws IoError naming the path.
-  int create(const std::string& path, const FileStamps& stamps, const std::vector<const void*>& small) const;
+  // allows, and gives it its full size (what is not written stays a hole); closes it. The caller writes the other
+  // datasets and syncs. Throws IoError naming the path.
+  void create(const std::string& path, const FileStamps& stamps, const std::vector<const void*>& small) const;
 
   std::uint64_t file_size() const { return file_size_; }
   const std::vector<DatasetRange>& datasets() const { return datasets_; }
@@ -65,6 +64,8 @@ class FileTemplate {
     std::uint64_t at;      // in bytes_
     std::uint64_t size;
   };
+  bool learn_from(int fd, const std::string& path, const FileStamps& sentinels);
+  void stamp(int fd, const std::string& path, const FileStamps& stamps) const;
   std::vector<std::uint8_t> stamped(const FileStamps& stamps) const;
 
   bool usable_ = false;

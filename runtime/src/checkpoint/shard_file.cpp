@@ -138,25 +138,15 @@ RankFileWritten write_rank_file(const std::string& path, const RankFileHeader& h
           small[i] = data[i];
           written[i] = true;
         }
-      const int fd = reuse->create(path, stamps, small);
-      ::close(fd);
+      reuse->create(path, stamps, small);
       how = "template";
       reused = true;
     } else if (reuse != nullptr) {
       const FileStamps sentinels = FileTemplate::sentinels(stamps.crcs.size());
       ranges = write_structure(path, header, shards, blobs, sentinels);
-      const int fd = fs::open_file(path, O_RDWR);
-      bool learned = false;
-      try {
-        learned = reuse->learn(key, fd, path, fs::file_size(path), ranges, sentinels);
-        if (learned) reuse->stamp(fd, path, stamps);
-      } catch (...) {
-        ::close(fd);
-        throw;
-      }
-      ::close(fd);
+      const bool learned = reuse->learn(key, path, ranges, sentinels, stamps);
       if (!learned) {
-        // No template for this structure: this file, and the next ones, through HDF5 alone.
+        // No template: this file through HDF5 alone (the next one tries again, with other sentinels).
         TENAX_LOG(Debug, "ckpt") << path << ": the rank file's structure could not be learned; written by HDF5";
         ::unlink(path.c_str());
         ranges = write_structure(path, header, shards, blobs, stamps);

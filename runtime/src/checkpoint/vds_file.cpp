@@ -65,21 +65,11 @@ bool write_vds_file(const std::string& path, const Manifest& manifest, FileTempl
     const std::string key = reuse != nullptr ? structure_key(manifest) : std::string();
     const bool reused = reuse != nullptr && reuse->fits(key);
     if (reused) {
-      const int fd = reuse->create(path, stamps, {});
-      ::close(fd);
+      reuse->create(path, stamps, {});
     } else if (reuse != nullptr) {
       const FileStamps sentinel = FileTemplate::sentinels(0);
       write_all(path, manifest, sentinel.step);
-      const int fd = fs::open_file(path, O_RDWR);
-      bool learned = false;
-      try {
-        learned = reuse->learn(key, fd, path, fs::file_size(path), {}, sentinel);
-        if (learned) reuse->stamp(fd, path, stamps);
-      } catch (...) {
-        ::close(fd);
-        throw;
-      }
-      ::close(fd);
+      const bool learned = reuse->learn(key, path, {}, sentinel, stamps);
       if (!learned) {
         ::unlink(path.c_str());
         write_all(path, manifest, manifest.step);
