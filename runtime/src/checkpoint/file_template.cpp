@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <unordered_map>
@@ -18,7 +21,7 @@ namespace tenax::ckpt {
 namespace {
 
 // Positions of each pattern of `patterns` (index by value) in `bytes`: every position is checked, so an occurrence is
-// found wherever it lies. `width` is 4 or 8 bytes, little-endian as HDF5 stores these attributes on x86-64.
+// found wherever it lies. T is 4 or 8 bytes wide.
 template <class T>
 std::vector<std::vector<std::uint64_t>> find_all(const std::vector<std::uint8_t>& bytes,
                                                  const std::unordered_map<T, std::size_t>& patterns) {
@@ -57,9 +60,19 @@ void write_vectors(int fd, std::vector<iovec>& vectors, std::uint64_t offset, co
 
 }  // namespace
 
+// The sentinels are found by their little-endian bytes, as HDF5 stores these little-endian attributes here.
+static_assert(std::endian::native == std::endian::little, "file templates assume a little-endian host");
+
 FileStamps FileTemplate::sentinels(std::size_t datasets) {
-  std::random_device seed;
-  std::mt19937_64 random((static_cast<std::uint64_t>(seed()) << 32) ^ seed());
+  // Any seed serves (a collision only costs the template); random_device may throw where no entropy source exists.
+  std::uint64_t seed = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  try {
+    std::random_device device;
+    seed ^= (static_cast<std::uint64_t>(device()) << 32) ^ device();
+  } catch (const std::exception&) {
+    seed ^= reinterpret_cast<std::uintptr_t>(&seed);
+  }
+  std::mt19937_64 random(seed);
   FileStamps s;
   s.step = random();
   std::unordered_set<std::uint32_t> used;
@@ -69,6 +82,12 @@ FileStamps FileTemplate::sentinels(std::size_t datasets) {
     if (crc > 0xFFFFFF && used.insert(crc).second) s.crcs.push_back(crc);
   }
   return s;
+}
+
+bool FileTemplate::worth_learning(const std::string& key) {
+  const bool repeated = key == last_seen_;
+  last_seen_ = key;
+  return repeated && key != failed_;
 }
 
 bool FileTemplate::learn(const std::string& key, const std::string& path, const std::vector<DatasetRange>& datasets,
@@ -89,6 +108,13 @@ bool FileTemplate::learn(const std::string& key, const std::string& path, const 
   if (::close(fd) != 0) {
     usable_ = false;
     fs::throw_errno("close", path, errno);
+  }
+  if (!usable_) {
+    failed_ = key;
+    runs_ = {};
+    bytes_ = {};
+    crc_at_ = {};
+    datasets_ = {};
   }
   return usable_;
 }
@@ -145,7 +171,7 @@ bool FileTemplate::learn_from(int fd, const std::string& path, const FileStamps&
 
 std::vector<std::uint8_t> FileTemplate::stamped(const FileStamps& stamps) const {
   if (stamps.crcs.size() != crc_at_.size())
-    throw IoError("rank file template: " + std::to_string(stamps.crcs.size()) + " CRCs for " +
+    throw IoError("file template: " + std::to_string(stamps.crcs.size()) + " CRCs for " +
                   std::to_string(crc_at_.size()) + " datasets");
   std::vector<std::uint8_t> out = bytes_;
   std::memcpy(out.data() + step_at_, &stamps.step, 8);
@@ -184,7 +210,7 @@ void FileTemplate::create(const std::string& path, const FileStamps& stamps,
       pieces.push_back(Piece{datasets_[i].offset, static_cast<const std::uint8_t*>(small[i]), datasets_[i].bytes});
   std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
 
-  const int fd = fs::open_file(path, O_WRONLY | O_CREAT | O_EXCL, 0666);
+  const int fd = fs::open_file(path, O_WRONLY | O_TRUNC);
   try {
     // Pieces that follow one another go out in one pwritev (no copy into one buffer), up to IOV_MAX at a time.
     std::vector<iovec> vectors;

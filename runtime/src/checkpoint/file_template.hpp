@@ -6,13 +6,16 @@
 // Creating them through HDF5 cost 60-90 us per block on the I/O thread (25-37 ms for 400 blocks), on every checkpoint,
 // for a structure that is the same every time: only the step (a file attribute) and each block's CRC32C (a dataset
 // attribute) change, besides the data. HDF5 has no interface that says where it stores an attribute's value, so the
-// template learns it: the first file is written through HDF5 with random sentinel values in those places, its bytes
-// outside the datasets are read back, and each sentinel must be found exactly once in them (else no template: every
-// checkpoint then goes through HDF5, as before). Later files with the same structure are those bytes with the real
-// values patched in, and the data written at the datasets' offsets; the result is byte for byte the file HDF5 writes
-// for the same values (tests/checkpoint/file_template_test.cpp), so readers see no difference.
+// template learns it: the second file of a structure (the structure of the file before it too) is written through
+// HDF5 with random sentinel values in those places, its bytes outside the datasets are read back, and each sentinel
+// must be found exactly once in them (else that structure is never tried again: its files go through HDF5, as
+// before). Later files with the same structure are those bytes with the real values patched in, and the data written
+// at the datasets' offsets; the result is byte for byte the file HDF5 writes for the same values
+// (tests/checkpoint/file_template_test.cpp), so readers see no difference. The sentinels are found by their
+// little-endian bytes: a little-endian host (static_assert), as the files' attributes are little-endian.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -42,6 +45,11 @@ class FileTemplate {
   // write_vds_file: the tensors and their blocks).
   bool fits(const std::string& key) const { return usable_ && key == key_; }
 
+  // Whether to learn the structure `key` now: one the previous call saw too, and whose learning never failed.
+  // Learning costs a second pass over the file: a structure that changes from one checkpoint to the next (a blob of
+  // varying size) would pay it every time and never use it.
+  bool worth_learning(const std::string& key);
+
   // Learns the structure of the file at `path`, just written by HDF5 with `sentinels` (the datasets' bytes not yet
   // written): reads everything outside `datasets`, finds each sentinel, and rewrites those places with `stamps`. False
   // when a sentinel is not found exactly once: the template then fits nothing and the file keeps its sentinels (the
@@ -49,10 +57,10 @@ class FileTemplate {
   bool learn(const std::string& key, const std::string& path, const std::vector<DatasetRange>& datasets,
              const FileStamps& sentinels, const FileStamps& stamps);
 
-  // Creates `path` (it must not exist) with the learned bytes stamped with `stamps`, and the bytes of the datasets
-  // that `small` gives (data[i] for dataset i, nullptr: not written here), in as few writes as the file's layout
-  // allows, and gives it its full size (what is not written stays a hole); closes it. The caller writes the other
-  // datasets and syncs. Throws IoError naming the path.
+  // Writes `path` (an empty file the caller created) with the learned bytes stamped with `stamps`, and the bytes of
+  // the datasets that `small` gives (data[i] for dataset i, nullptr: not written here), in as few writes as the
+  // file's layout allows, and gives it its full size (what is not written stays a hole); closes it. The caller writes
+  // the other datasets and syncs. Throws IoError naming the path.
   void create(const std::string& path, const FileStamps& stamps, const std::vector<const void*>& small) const;
 
   std::uint64_t file_size() const { return file_size_; }
@@ -70,6 +78,8 @@ class FileTemplate {
 
   bool usable_ = false;
   std::string key_;
+  std::string last_seen_;  // the structure of the previous worth_learning() call
+  std::string failed_;     // a structure whose learning failed: never tried again
   std::uint64_t file_size_ = 0;
   std::vector<DatasetRange> datasets_;
   std::vector<Run> runs_;              // the file's bytes outside the datasets, in file order

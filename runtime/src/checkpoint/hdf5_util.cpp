@@ -114,7 +114,7 @@ std::int64_t check(std::int64_t status, const char* what, const std::string& pat
 }
 
 Handle file_create(const std::string& path, hid_t fapl) {
-  hid_t id = H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl);
+  hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
   // A create that failed writing the superblock leaves a half-open file behind that HDF5 cannot close at exit either.
   if (id < 0) after_failed_file_close();
   check(id, "H5Fcreate", path);

@@ -52,6 +52,8 @@ std::string take_error_stack();
 // Throws IoError("<path>: <what> failed: <error stack>") when status < 0; returns status otherwise.
 std::int64_t check(std::int64_t status, const char* what, const std::string& path);
 
+// Creates the HDF5 file `path` over the empty file the caller created for it (O_CREAT | O_EXCL: the caller's claim on
+// the name, so that its clean-up after a failure never removes a file it did not create).
 Handle file_create(const std::string& path, hid_t fapl = H5P_DEFAULT);
 Handle file_open_read(const std::string& path);
 Handle dataspace(const std::vector<std::uint64_t>& dims);

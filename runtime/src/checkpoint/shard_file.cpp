@@ -120,8 +120,9 @@ RankFileWritten write_rank_file(const std::string& path, const RankFileHeader& h
     stamps.crcs.push_back(b.crc32c);
     data.push_back(b.bytes->data());
   }
-  // Refused before the clean-up below could remove what is there.
-  if (fs::exists(path)) throw IoError(path + ": a rank file is never written over; it exists already");
+  // The name is claimed first (an existing file is refused, and left as it is): the clean-up below removes only what
+  // this call created.
+  if (::close(fs::open_file(path, O_WRONLY | O_CREAT | O_EXCL, 0666)) != 0) fs::throw_errno("close", path, errno);
   try {
     const auto t0 = Clock::now();
     std::vector<DatasetRange> ranges;
@@ -141,14 +142,14 @@ RankFileWritten write_rank_file(const std::string& path, const RankFileHeader& h
       reuse->create(path, stamps, small);
       how = "template";
       reused = true;
-    } else if (reuse != nullptr) {
+    } else if (reuse != nullptr && reuse->worth_learning(key)) {
       const FileStamps sentinels = FileTemplate::sentinels(stamps.crcs.size());
       ranges = write_structure(path, header, shards, blobs, sentinels);
       const bool learned = reuse->learn(key, path, ranges, sentinels, stamps);
       if (!learned) {
-        // No template: this file through HDF5 alone (the next one tries again, with other sentinels).
-        TENAX_LOG(Debug, "ckpt") << path << ": the rank file's structure could not be learned; written by HDF5";
-        ::unlink(path.c_str());
+        // Not tried again for this structure: every file of it through HDF5 alone, as without a template.
+        TENAX_LOG(Info, "ckpt") << path << ": the structure of this rank file could not be learned (a sentinel "
+                                << "value was not found exactly once); its files are written by HDF5 alone";
         ranges = write_structure(path, header, shards, blobs, stamps);
       }
       how = learned ? "HDF5, learned" : "HDF5";

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/file_template.hpp"
 #include "checkpoint/geometry.hpp"
 #include "checkpoint/hdf5_util.hpp"
-#include "checkpoint/file_template.hpp"
 #include "tenax/dtype.hpp"
 #include "tenax/parallel_layout.hpp"
 
@@ -46,10 +46,10 @@ struct RankFileWritten {
 // Creates `path` (it must not exist), writes everything, closes, fsyncs it, and returns its size and how much of it
 // went around the page cache. HDF5 writes the structure and the attributes; the datasets' bytes go through
 // RawDataWriter (direct_io: the large ones around the page cache where the file system allows). With `reuse` (one per
-// kind of file a caller writes again and again, kept by the caller) the structure is learned from the first file and
-// later files of the same structure are written from it without HDF5 (file_template.hpp): the same bytes. An
-// existing `path` is refused (IoError) and left as it is; on any other failure the partial file is removed and
-// IoError is raised with the path and the system's error text.
+// kind of file a caller writes again and again, kept by the caller) the structure is learned once it repeats (from the
+// second file) and later files of the same structure are written from it without HDF5 (file_template.hpp): the same
+// bytes. An existing `path` is refused (IoError) and left as it is; on any other failure the partial file is removed
+// and IoError is raised with the path and the system's error text.
 RankFileWritten write_rank_file(const std::string& path, const RankFileHeader& header,
                                 const std::vector<ShardWrite>& shards, const std::vector<BlobWrite>& blobs,
                                 bool direct_io, FileTemplate* reuse = nullptr);

@@ -5,6 +5,7 @@
 
 #include "checkpoint/hdf5_util.hpp"
 #include "core/file_system.hpp"
+#include "tenax/log.hpp"
 
 namespace tenax::ckpt {
 namespace {
@@ -58,20 +59,21 @@ std::string structure_key(const Manifest& m) {
 }  // namespace
 
 bool write_vds_file(const std::string& path, const Manifest& manifest, FileTemplate* reuse) {
-  // Refused before the clean-up below could remove what is there.
-  if (fs::exists(path)) throw IoError(path + ": the checkpoint's VDS file exists already; it is never written over");
+  // The name is claimed first (an existing file is refused, and left as it is): the clean-up below removes only what
+  // this call created.
+  if (::close(fs::open_file(path, O_WRONLY | O_CREAT | O_EXCL, 0666)) != 0) fs::throw_errno("close", path, errno);
   try {
     const FileStamps stamps{manifest.step, {}};
     const std::string key = reuse != nullptr ? structure_key(manifest) : std::string();
     const bool reused = reuse != nullptr && reuse->fits(key);
     if (reused) {
       reuse->create(path, stamps, {});
-    } else if (reuse != nullptr) {
+    } else if (reuse != nullptr && reuse->worth_learning(key)) {
       const FileStamps sentinel = FileTemplate::sentinels(0);
       write_all(path, manifest, sentinel.step);
-      const bool learned = reuse->learn(key, path, {}, sentinel, stamps);
-      if (!learned) {
-        ::unlink(path.c_str());
+      if (!reuse->learn(key, path, {}, sentinel, stamps)) {
+        TENAX_LOG(Info, "ckpt") << path << ": the structure of the VDS file could not be learned; its files are "
+                                << "written by HDF5 alone";
         write_all(path, manifest, manifest.step);
       }
     } else {

@@ -11,9 +11,9 @@
 namespace tenax::ckpt {
 
 // Creates, closes and fsyncs `path` (it must not exist). With `reuse` (kept by the caller across its commits) the
-// structure is learned from the first file and later files of the same structure (the same tensors and blocks) are
-// written from it without HDF5 (file_template.hpp): the same bytes; returns whether it was. On failure the partial
-// file is removed.
+// structure is learned once it repeats (from the second file) and later files of the same structure (the same tensors
+// and blocks) are written from it without HDF5 (file_template.hpp): the same bytes; returns whether it was. On failure
+// the partial file is removed.
 bool write_vds_file(const std::string& path, const Manifest& manifest, FileTemplate* reuse = nullptr);
 
 }  // namespace tenax::ckpt
