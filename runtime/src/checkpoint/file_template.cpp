@@ -16,6 +16,7 @@
 
 #include "core/file_system.hpp"
 #include "tenax/error.hpp"
+#include "tenax/log.hpp"
 
 namespace tenax::ckpt {
 namespace {
@@ -230,6 +231,37 @@ void FileTemplate::create(const std::string& path, const FileStamps& stamps,
     throw;
   }
   if (::close(fd) != 0) fs::throw_errno("close", path, errno);
+}
+
+StructureWritten write_file_structure(FileTemplate* reuse, const std::string& key, const std::string& path,
+                                      const FileStamps& stamps, const std::vector<const void*>& data,
+                                      std::uint64_t small_below,
+                                      const std::function<std::vector<DatasetRange>(const FileStamps&)>& write_hdf5,
+                                      std::string_view what) {
+  StructureWritten out;
+  if (reuse != nullptr && reuse->fits(key)) {
+    out.datasets = reuse->datasets();
+    std::vector<const void*> small(data.size(), nullptr);
+    for (std::size_t i = 0; i < data.size() && i < out.datasets.size(); ++i)
+      if (out.datasets[i].bytes < small_below) small[i] = data[i];
+    reuse->create(path, stamps, small);
+    out.reused = true;
+    out.how = "template";
+  } else if (reuse != nullptr && reuse->worth_learning(key)) {
+    const FileStamps sentinels = FileTemplate::sentinels(stamps.crcs.size());
+    out.datasets = write_hdf5(sentinels);
+    if (reuse->learn(key, path, out.datasets, sentinels, stamps)) {
+      out.how = "HDF5, learned";
+    } else {
+      // Not tried again for this structure: every file of it through HDF5 alone, as without a template.
+      TENAX_LOG(Info, "ckpt") << path << ": the structure of this " << what << " could not be learned (a sentinel "
+                              << "value was not found exactly once); its files are written by HDF5 alone";
+      out.datasets = write_hdf5(stamps);
+    }
+  } else {
+    out.datasets = write_hdf5(stamps);
+  }
+  return out;
 }
 
 }  // namespace tenax::ckpt

@@ -17,7 +17,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tenax::ckpt {
@@ -87,5 +89,23 @@ class FileTemplate {
   std::uint64_t step_at_ = 0;          // where in bytes_ the step's 8 bytes lie
   std::vector<std::uint64_t> crc_at_;  // where in bytes_ each dataset's CRC's 4 bytes lie
 };
+
+// What write_file_structure wrote.
+struct StructureWritten {
+  std::vector<DatasetRange> datasets;  // where each dataset's bytes go
+  bool reused = false;                 // from the template, the datasets below `small_below` bytes with it
+  const char* how = "HDF5";            // for the log: "HDF5", "HDF5, learned" or "template"
+};
+
+// The one way a checkpoint file's structure is written (write_rank_file, write_vds_file), into `path` (an empty file
+// the caller created): from `reuse` when it fits `key`, with the datasets of fewer than `small_below` bytes written
+// from `data` (data[i] for dataset i); else by `write_hdf5(stamps)`, which writes the file with HDF5 with those
+// stamps and returns the datasets' ranges, learning the structure on the way when it is worth it. `reuse` nullptr:
+// HDF5 alone. `what` names the kind of file in the log line of a structure that could not be learned.
+StructureWritten write_file_structure(FileTemplate* reuse, const std::string& key, const std::string& path,
+                                      const FileStamps& stamps, const std::vector<const void*>& data,
+                                      std::uint64_t small_below,
+                                      const std::function<std::vector<DatasetRange>(const FileStamps&)>& write_hdf5,
+                                      std::string_view what);
 
 }  // namespace tenax::ckpt

@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/local_tier_cleanup.hpp"  // expand_node, the job-id file
 #include "checkpoint/file_template.hpp"
+#include "checkpoint/local_tier_cleanup.hpp"  // expand_node, the job-id file
 #include "tenax/checkpoint.hpp"
 
 namespace tenax::ckpt {

@@ -15,7 +15,8 @@ namespace tenax::ckpt {
 namespace {
 
 // Datasets of at least this many bytes are aligned to 4 KiB in the file and written by RawDataWriter (direct I/O);
-// smaller ones (biases, blobs) go through H5Dwrite. The alignment wastes at most 4 KiB per large dataset.
+// smaller ones (biases, blobs) through the page cache, with the structure's bytes when those come from a template.
+// The alignment wastes at most 4 KiB per large dataset.
 constexpr std::uint64_t kDirectThreshold = std::uint64_t{64} << 10;
 
 // The property lists of a file's datasets, made once per file. Contiguous and allocated at creation, so that each
@@ -125,41 +126,15 @@ RankFileWritten write_rank_file(const std::string& path, const RankFileHeader& h
   if (::close(fs::open_file(path, O_WRONLY | O_CREAT | O_EXCL, 0666)) != 0) fs::throw_errno("close", path, errno);
   try {
     const auto t0 = Clock::now();
-    std::vector<DatasetRange> ranges;
-    std::vector<bool> written(data.size(), false);
     const std::string key = reuse != nullptr ? structure_key(header, shards, blobs) : std::string();
-    const char* how = "HDF5";
-    bool reused = false;
-    if (reuse != nullptr && reuse->fits(key)) {
-      // The small datasets go with the structure's bytes (merged writes); the large ones below.
-      ranges = reuse->datasets();
-      std::vector<const void*> small(data.size(), nullptr);
-      for (std::size_t i = 0; i < data.size(); ++i)
-        if (ranges[i].bytes < kDirectThreshold) {
-          small[i] = data[i];
-          written[i] = true;
-        }
-      reuse->create(path, stamps, small);
-      how = "template";
-      reused = true;
-    } else if (reuse != nullptr && reuse->worth_learning(key)) {
-      const FileStamps sentinels = FileTemplate::sentinels(stamps.crcs.size());
-      ranges = write_structure(path, header, shards, blobs, sentinels);
-      const bool learned = reuse->learn(key, path, ranges, sentinels, stamps);
-      if (!learned) {
-        // Not tried again for this structure: every file of it through HDF5 alone, as without a template.
-        TENAX_LOG(Info, "ckpt") << path << ": the structure of this rank file could not be learned (a sentinel "
-                                << "value was not found exactly once); its files are written by HDF5 alone";
-        ranges = write_structure(path, header, shards, blobs, stamps);
-      }
-      how = learned ? "HDF5, learned" : "HDF5";
-    } else {
-      ranges = write_structure(path, header, shards, blobs, stamps);
-    }
+    const StructureWritten structure = write_file_structure(
+        reuse, key, path, stamps, data, kDirectThreshold,
+        [&](const FileStamps& with) { return write_structure(path, header, shards, blobs, with); }, "rank file");
+    const std::vector<DatasetRange>& ranges = structure.datasets;
     const auto t1 = Clock::now();
     RawDataWriter raw(path, direct_io);
     for (std::size_t i = 0; i < data.size(); ++i)
-      if (!written[i] && ranges[i].bytes > 0)
+      if (ranges[i].bytes > 0 && !(structure.reused && ranges[i].bytes < kDirectThreshold))
         raw.write(ranges[i].offset, static_cast<const std::uint8_t*>(data[i]), ranges[i].bytes);
     const auto t2 = Clock::now();
     raw.sync_and_close();
@@ -168,9 +143,9 @@ RankFileWritten write_rank_file(const std::string& path, const RankFileHeader& h
       return std::chrono::duration<double, std::milli>(b - a).count();
     };
     TENAX_LOG(Debug, "ckpt") << path << ": " << size << " bytes (" << raw.direct_bytes() << " direct), structure ("
-                             << how << ") " << ms(t0, t1) << " ms, data " << ms(t1, t2) << " ms, fsync "
+                             << structure.how << ") " << ms(t0, t1) << " ms, data " << ms(t1, t2) << " ms, fsync "
                              << ms(t2, Clock::now()) << " ms";
-    return {size, raw.direct_bytes(), reused};
+    return {size, raw.direct_bytes(), structure.reused};
   } catch (...) {
     // Truncate first: if HDF5 failed to close the file it keeps a descriptor open, which would hold the space of an
     // unlinked file until the process exits.

@@ -5,7 +5,6 @@
 
 #include "checkpoint/hdf5_util.hpp"
 #include "core/file_system.hpp"
-#include "tenax/log.hpp"
 
 namespace tenax::ckpt {
 namespace {
@@ -63,22 +62,15 @@ bool write_vds_file(const std::string& path, const Manifest& manifest, FileTempl
   // this call created.
   if (::close(fs::open_file(path, O_WRONLY | O_CREAT | O_EXCL, 0666)) != 0) fs::throw_errno("close", path, errno);
   try {
-    const FileStamps stamps{manifest.step, {}};
     const std::string key = reuse != nullptr ? structure_key(manifest) : std::string();
-    const bool reused = reuse != nullptr && reuse->fits(key);
-    if (reused) {
-      reuse->create(path, stamps, {});
-    } else if (reuse != nullptr && reuse->worth_learning(key)) {
-      const FileStamps sentinel = FileTemplate::sentinels(0);
-      write_all(path, manifest, sentinel.step);
-      if (!reuse->learn(key, path, {}, sentinel, stamps)) {
-        TENAX_LOG(Info, "ckpt") << path << ": the structure of the VDS file could not be learned; its files are "
-                                << "written by HDF5 alone";
-        write_all(path, manifest, manifest.step);
-      }
-    } else {
-      write_all(path, manifest, manifest.step);
-    }
+    const bool reused = write_file_structure(
+                            reuse, key, path, FileStamps{manifest.step, {}}, {}, 0,
+                            [&](const FileStamps& with) {
+                              write_all(path, manifest, with.step);
+                              return std::vector<DatasetRange>{};
+                            },
+                            "VDS file")
+                            .reused;
     fs::fsync_path(path);
     return reused;
   } catch (...) {
