@@ -8,6 +8,7 @@
 
 #include "checkpoint/local_tier.hpp"
 #include "checkpoint/manifest.hpp"
+#include "comm/agreement.hpp"
 #include "common/mpi_test.hpp"
 #include "core/file_system.hpp"
 #include "test_dirs.hpp"
@@ -341,6 +342,46 @@ TEST(CheckpointPartnerCopies, RanksPlacedOnOtherNodesAtARestartFetchTheirCopies)
   EXPECT_TRUE(r.loaded && r.node_local);
   EXPECT_EQ(r.step, 12u);
   EXPECT_EQ(r.path.rfind(base.path() + "/" + node + "/", 0), 0u) << r.path;
+}
+
+// As a training loop drives it: save() and save_local() at their steps, progress() after every step, never wait().
+// progress() answers each question a call later (DeferredAgreement); the copies must still be committed everywhere,
+// reach the partner node, and bring a lost node's ranks back.
+TEST(CheckpointPartnerCopies, ProgressAloneCommitsAndCarriesTheCopiesAsATrainingLoopDoes) {
+  Communicator& world = tenax::test::world();
+  SharedTempDir dir(world, "tier1"), base(world, "nodes");
+  const int half = world.size() / 2;
+  const std::string node = "n" + std::to_string(world.rank() / half);
+  // The copies of step 12 this rank's node keeps for the other node's ranks, once the I/O thread stored them.
+  auto partner_copies_here = [&] {
+    int n = 0;
+    std::error_code ec;
+    for (const auto& job : stdfs::directory_iterator(base.path() + "/" + node, ec))
+      for (const auto& from : stdfs::directory_iterator(job.path() / "partner", ec))
+        n += stdfs::exists(from.path() / "step_12" / "manifest.json") ? 1 : 0;
+    return n;
+  };
+  {
+    TestModel model = make_model(layout_for(world.size()), world.rank());
+    Checkpointer ckpt(world, on_node(dir.path(), base.path(), node), model.shards);
+    fill(model, 10);
+    ckpt.save(10, step_blob(10));
+    while (!ckpt.progress()) {
+    }
+    EXPECT_EQ(ckpt.last_committed_step(), std::optional<std::uint64_t>(10));
+    fill(model, 12);
+    ckpt.save_local(12, step_blob(12));
+    fill(model, 13);  // training goes on: the copy holds what was staged
+    while (!every_rank(world, partner_copies_here() == half))
+      ckpt.progress();
+    EXPECT_EQ(ckpt.last_local_step(), std::optional<std::uint64_t>(12));
+  }
+  world.barrier();
+  remove_node(world, base.path(), "n1");
+  LoadResult r = load_on_node(world, dir.path(), base.path(), world.rank() < half ? "n0" : "n2", 12);
+  EXPECT_TRUE(r.loaded && r.node_local);
+  EXPECT_EQ(r.step, 12u);
+  EXPECT_EQ(get_value<int>(r.blobs, "step"), 12);
 }
 
 TEST(CheckpointPartnerCopies, ANodeLostWithItsPartnerFallsBackToTheSharedTier) {

@@ -1,12 +1,14 @@
 // Completion handles and the collectives' shared front end on real MPI ranks: a collective's handle is complete when
 // it returns; an exchange's handle completes only once the peer took part (is_completed() says so without blocking);
 // wait() with a timeout gives up on an operation a peer never joins, naming the group and the operation; bad calls are
-// refused by the front end before anything is issued, the same way on every backend.
+// refused by the front end before anything is issued, the same way on every backend; a started all-reduce and the
+// deferred agreement built on it return before the peers join.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "comm/agreement.hpp"
 #include "common/mpi_test.hpp"
 #include "tenax/error.hpp"
 
@@ -42,6 +44,43 @@ TEST(Completion, AnExchangeCompletesOnceThePeerTakesPart) {
     EXPECT_EQ(received, 42.0f);
   }
   world().barrier();
+}
+
+TEST(Completion, AStartedAllReduceReturnsBeforeThePeersJoinAndCompletesOnceTheyDid) {
+  ASSERT_GE(world().size(), 2);
+  std::unique_ptr<Communicator> pair = world().split(world().rank() < 2 ? 0 : -1, 0, "pair");
+  std::int32_t value = world().rank() + 5, smallest = -1;
+  Work w;
+  if (world().rank() == 0) {
+    // Rank 1 starts its part only after this barrier: a start that waited for it would never reach the barrier.
+    w = pair->start_all_reduce(&value, &smallest, 1, DType::I32, ReduceOp::Min);
+    EXPECT_FALSE(w.is_completed());
+    EXPECT_EQ(smallest, -1) << "the result is written only on completion";
+  }
+  world().barrier();
+  if (world().rank() == 1) w = pair->start_all_reduce(&value, &smallest, 1, DType::I32, ReduceOp::Min);
+  if (pair) {
+    w.wait();
+    EXPECT_EQ(smallest, 5);
+  }
+  world().barrier();
+}
+
+TEST(Completion, ADeferredAgreementSaysPerFlagWhetherEveryRankSetIt) {
+  Communicator& w = world();
+  DeferredAgreement agreement(w);
+  EXPECT_THROW(agreement.answer(), UsageError) << "nothing was posted";
+  const bool last = w.rank() == w.size() - 1;
+  agreement.post({true, !last, last, w.rank() % 2 == 0});
+  EXPECT_TRUE(agreement.posted());
+  EXPECT_THROW(agreement.post({true}), UsageError) << "the first answer was not read";
+  const std::vector<bool> every = agreement.answer();
+  EXPECT_FALSE(agreement.posted());
+  EXPECT_EQ(every, (std::vector<bool>{true, false, w.size() == 1, w.size() == 1}));
+  EXPECT_THROW(agreement.post({true, true, true, true, true, true, true, true, true}), UsageError);
+  // Posted and never read: its destructor waits for it, on every rank.
+  DeferredAgreement dropped(w);
+  dropped.post({w.rank() == 0});
 }
 
 TEST(Completion, WaitGivesUpOnAPeerThatNeverJoinsNamingTheGroupAndOperation) {
@@ -88,6 +127,10 @@ TEST(Completion, TheFrontEndRefusesBadCallsBeforeIssuingAnything) {
             "overlaps the receive buffer");
   refused([&] { w.all_reduce(buf.data(), buf.data(), ~std::size_t{0} / 2, DType::F32, ReduceOp::Sum); },
           "more bytes than memory can hold");
+  refused([&] { w.start_all_reduce(buf.data(), buf.data(), 2, DType::BF16, ReduceOp::Max); },
+          "bf16 is reduced through fp32: use all_reduce");
+  refused([&] { w.start_all_reduce(buf.data(), buf.data(), 2, DType::F32, ReduceOp::Avg); }, "Avg is not supported");
+  refused([&] { w.start_all_reduce(nullptr, buf.data(), 2, DType::I32, ReduceOp::Min); }, "a buffer is null");
   EXPECT_EQ(w.sequence(), before) << "nothing was issued";
   // In place at this rank's own block is the one overlap all_gather allows.
   std::vector<float> gathered(static_cast<std::size_t>(w.size()), 0.0f);

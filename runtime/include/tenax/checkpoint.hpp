@@ -203,7 +203,10 @@ class Checkpointer {
 
   // Collective, non-blocking; meant to be called once per training step. Commits the checkpoint in flight once every
   // rank's shards are durable, and raises an error from the writing or the commit. Returns true when nothing is in
-  // flight any more. Costs one small all-reduce while a checkpoint is in flight, nothing otherwise.
+  // flight any more. While anything is in flight (a shared checkpoint, a node-local copy not yet known to be committed
+  // on every rank, a partner transfer) each call posts one small nonblocking all-reduce of what this rank has finished
+  // and reads the answer to the previous call's: no rank waits here for the others to reach the same step, and every
+  // rank acts on the same answer at the same call. Nothing is posted when nothing is in flight.
   bool progress();
 
   // Collective (it first finishes a shared checkpoint still being written, whose staging memory it reuses). Saves
@@ -237,8 +240,9 @@ class Checkpointer {
 
   // The step of the newest checkpoint this checkpointer committed, if any.
   std::optional<std::uint64_t> last_committed_step() const;
-  // The newest step whose node-local copies this checkpointer committed on every rank (known at the progress(),
-  // wait() or save after the copies were written), if any: a restart on the same nodes can resume there.
+  // The newest step whose node-local copies this checkpointer committed on every rank (known at wait(), at the next
+  // save, or at the second progress() after every rank's copy was written), if any: a restart on the same nodes can
+  // resume there.
   std::optional<std::uint64_t> last_local_step() const;
   // True while a checkpoint is being written or awaits its commit.
   bool in_flight() const;

@@ -105,6 +105,11 @@ class Communicator {
   virtual bool aborted() const = 0;
 
   Work all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
+  // all_reduce that returns at once on every backend (MPI: MPI_Iallreduce): for small agreements a rank reads a step
+  // later, so that no rank waits for the others to arrive. The handle completes when `recv` holds the result; until
+  // then neither buffer may be touched or freed, and a handle dropped unfinished leaves the operation running (MPI
+  // cannot cancel a collective). Same-order rule as every collective. Integer and fp32/fp64 types; not Avg (UsageError).
+  Work start_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
   // recv holds size()*count elements, rank r's contribution at r*count.
   Work all_gather(const void* send, void* recv, std::size_t count, DType dtype);
   // send holds size()*count elements; recv gets this rank's count-element block of the reduction.
@@ -135,6 +140,10 @@ class Communicator {
 
   // The backends, called after the front end's checks.
   virtual Work do_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) = 0;
+  // Default: the ordinary all_reduce, for backends whose operations already return at once (NCCL enqueues them).
+  virtual Work do_start_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+    return do_all_reduce(send, recv, count, dtype, op);
+  }
   virtual Work do_all_gather(const void* send, void* recv, std::size_t count, DType dtype) = 0;
   virtual Work do_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) = 0;
   virtual Work do_broadcast(void* buffer, std::size_t count, DType dtype, int root) = 0;

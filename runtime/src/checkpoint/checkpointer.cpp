@@ -288,18 +288,49 @@ void Checkpointer::State::finish_local(bool block) {
   }
 }
 
-void Checkpointer::State::settle_local(bool block) {
-  finish_local(block);
-  confirm_local(block);
-  advance_partner(block);
+void Checkpointer::State::settle_local() {
+  drain_poll();
+  finish_local(true);
+  confirm_local();
+  finish_partner();
 }
 
-void Checkpointer::State::confirm_local(bool block) {
+void Checkpointer::State::confirm_local() {
   if (!local_unconfirmed) return;
-  if (block) finish_local(true);
-  if (!every_rank(world, !local_writing)) return;
+  finish_local(true);
   if (every_rank(world, last_local == local_unconfirmed)) last_local_everywhere = local_unconfirmed;
   local_unconfirmed.reset();
+}
+
+void Checkpointer::State::drain_poll() {
+  if (poll.posted()) poll.answer();  // the blocking paths ask again, with every rank waiting
+}
+
+void Checkpointer::State::poll_progress() {
+  enum Flag { kLocalIdle, kLocalCommitted, kPartnerDone, kWritten, kCommitted };
+  finish_local(false);
+  if (poll.posted()) {
+    // Nothing that a posted question asks about changes before its answer is read: only this function and the
+    // blocking paths (which drain it first) move the in-flight state.
+    const std::vector<bool> every = poll.answer();
+    if (asked.local && every[kLocalIdle]) {
+      if (every[kLocalCommitted]) last_local_everywhere = local_unconfirmed;
+      local_unconfirmed.reset();
+    }
+    if (asked.partner && every[kPartnerDone]) store_partner();
+    if (asked.writing && every[kWritten])
+      finish_write();
+    else if (asked.committing && every[kCommitted])
+      finish_commit();
+  }
+  // A partner exchange starts once every rank's local write of its step is known to be done (its packed copy taken).
+  if (partner && !partner->started && local_unconfirmed != partner->step) start_partner();
+  asked = Asked{local_unconfirmed.has_value(), partner && partner->started, writing.has_value(),
+                !writing && committing.has_value()};
+  if (!asked.local && !asked.partner && !asked.writing && !asked.committing) return;
+  auto ready = [](auto& future) { return future.wait_for(std::chrono::seconds(0)) == std::future_status::ready; };
+  poll.post({!local_writing, last_local == local_unconfirmed, asked.partner && partner->work.is_completed(),
+             asked.writing && ready(write_done), asked.committing && (rank != 0 || ready(commit_done))});
 }
 
 Checkpointer::State::LocalResult Checkpointer::State::local_job(std::uint64_t step) {
@@ -328,8 +359,9 @@ Checkpointer::State::LocalResult Checkpointer::State::local_job(std::uint64_t st
 
 void Checkpointer::save(std::uint64_t step, const Blobs& blobs) {
   State& s = *state_;
+  s.drain_poll();
   if (s.writing) s.finish_write();  // at most one checkpoint in flight; its failure surfaces here
-  s.settle_local(true);             // its staging memory is about to be reused; one partner exchange at a time
+  s.settle_local();                 // its staging memory is about to be reused; one partner exchange at a time
   // Inside an agreement: a rank whose blobs are refused, or whose copy fails, must not leave the others to go on
   // into the next collective alone.
   run_agreed(s.world, [&] {
@@ -352,8 +384,9 @@ void Checkpointer::save(std::uint64_t step, const Blobs& blobs) {
 
 void Checkpointer::save_local(std::uint64_t step, const Blobs& blobs) {
   State& s = *state_;
+  s.drain_poll();
   if (s.writing) s.finish_write();
-  s.settle_local(true);
+  s.settle_local();
   run_agreed(s.world, [&] {
     if (s.options.read_only || s.local_root.empty())
       throw UsageError(
@@ -370,22 +403,13 @@ void Checkpointer::save_local(std::uint64_t step, const Blobs& blobs) {
 }
 
 bool Checkpointer::progress() {
-  State& s = *state_;
-  s.settle_local(false);
-  if (s.writing) {
-    if (every_rank(s.world, s.write_done.wait_for(std::chrono::seconds(0)) == std::future_status::ready))
-      s.finish_write();
-  } else if (s.committing) {
-    if (every_rank(s.world,
-                   s.world.rank() != 0 || s.commit_done.wait_for(std::chrono::seconds(0)) == std::future_status::ready))
-      s.finish_commit();
-  }
+  state_->poll_progress();
   return !in_flight();
 }
 
 void Checkpointer::wait() {
   State& s = *state_;
-  s.settle_local(true);
+  s.settle_local();
   if (s.writing) s.finish_write();
   if (s.committing) s.finish_commit();
 }

@@ -88,7 +88,8 @@ struct Checkpointer::State {
   int partner_to = -1;
   std::vector<int> partner_from;
   // The exchange of one step's copies. Set by save()/save_local() on every rank alike, started (a collective point in
-  // progress(), wait() or the next save) once every rank's local write is done, finished once every transfer is.
+  // progress(), wait() or the next save) once every rank's local write is known to be done, finished once every
+  // transfer is.
   struct PartnerExchange {
     std::uint64_t step = 0;
     bool started = false;
@@ -99,6 +100,15 @@ struct Checkpointer::State {
     Work work;
   };
   std::optional<PartnerExchange> partner;
+  // progress()'s question, posted at one call and answered at the next (DeferredAgreement), and what it asked about.
+  struct Asked {
+    bool local = false;
+    bool partner = false;
+    bool writing = false;
+    bool committing = false;
+  };
+  DeferredAgreement poll{world};
+  Asked asked;
   // The structure of this rank's files, learned from the first of each tier and reused while it fits (I/O thread).
   ckpt::FileTemplate shared_file_template;
   ckpt::FileTemplate local_file_template;
@@ -116,14 +126,23 @@ struct Checkpointer::State {
   void stage(bool shared);
   // Takes the node-local write's result when it is done (or, with `block`, once it is): a failure is a warning.
   void finish_local(bool block);
-  // Collective: once every rank's write of the newest local save is done, agrees whether every rank committed it.
-  void confirm_local(bool block);
-  // Collective: the node-local tier's part of progress() (`block` false) or of wait() and the next save (true):
-  // finish_local, confirm_local, advance_partner.
-  void settle_local(bool block);
-  // Collective: moves the partner exchange on (starts it once confirm_local saw every rank's write done, stores what
-  // arrived when every transfer is done); with `block`, until it is finished.
-  void advance_partner(bool block);
+  // Collective, blocking: waits for every rank's write of the newest local save and agrees whether every rank
+  // committed it.
+  void confirm_local();
+  // Collective, blocking: the node-local tier's part of wait() and of the next save: drain_poll, finish_local,
+  // confirm_local, finish_partner.
+  void settle_local();
+  // Collective: posts this rank's copy to its partner and the copies it keeps (once every rank's local write of the
+  // step is done); store_partner hands what arrived to the I/O thread; finish_partner does both, waiting.
+  void start_partner();
+  void store_partner();
+  void finish_partner();
+  // Collective, progress(): reads the answer to the question posted at the previous call (local write done and
+  // committed everywhere, partner transfers done, shared write durable, commit done), acts on it, and posts the next
+  // question while anything is in flight. No rank waits here for another to reach the same call.
+  void poll_progress();
+  // Collective: reads and drops a posted question, before a blocking path asks again.
+  void drain_poll();
   // Collective (load): every rank lacking its own copy of `step` receives it from the rank that keeps it as partner
   // (`holder`, -1: it has its own) and commits it as its own. The outcome, agreed.
   Outcome fetch_from_partners(std::uint64_t step, const std::vector<int>& holder);

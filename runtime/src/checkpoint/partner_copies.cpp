@@ -48,30 +48,22 @@ std::vector<std::uint64_t> exchange_sizes(Communicator& world, const std::vector
 
 }  // namespace
 
-void Checkpointer::State::advance_partner(bool block) {
-  if (!partner) return;
-  if (!partner->started) {
-    // confirm_local(), which runs just before, learns when every rank's write of this step is done: no second
-    // agreement per step for the same fact.
-    if (local_unconfirmed == partner->step) return;
-    PartnerExchange& x = *partner;
-    x.out_size = x.out.size();
-    x.in_sizes = exchange_sizes(world, {partner_to}, {x.out_size}, partner_from);
-    std::vector<PeerTransfer> transfers;
-    add_transfers(transfers, true, partner_to, x.out.data(), x.out.size());
-    x.in.resize(partner_from.size());
-    for (std::size_t i = 0; i < partner_from.size(); ++i) {
-      x.in[i].resize(x.in_sizes[i]);
-      add_transfers(transfers, false, partner_from[i], x.in[i].data(), x.in[i].size());
-    }
-    x.work = world.exchange(transfers, DType::U8);
-    x.started = true;
-    if (!block) return;
+void Checkpointer::State::start_partner() {
+  PartnerExchange& x = *partner;
+  x.out_size = x.out.size();
+  x.in_sizes = exchange_sizes(world, {partner_to}, {x.out_size}, partner_from);
+  std::vector<PeerTransfer> transfers;
+  add_transfers(transfers, true, partner_to, x.out.data(), x.out.size());
+  x.in.resize(partner_from.size());
+  for (std::size_t i = 0; i < partner_from.size(); ++i) {
+    x.in[i].resize(x.in_sizes[i]);
+    add_transfers(transfers, false, partner_from[i], x.in[i].data(), x.in[i].size());
   }
-  if (block)
-    wait_for_transfers(world, partner->work);
-  else if (!every_rank(world, partner->work.is_completed()))
-    return;
+  x.work = world.exchange(transfers, DType::U8);
+  x.started = true;
+}
+
+void Checkpointer::State::store_partner() {
   // Stored on the I/O thread; a failure there is a warning (the owner's own copy and the shared tier are unaffected).
   for (std::size_t i = 0; i < partner_from.size(); ++i) {
     if (partner->in[i].empty()) continue;  // the sender's local write had failed
@@ -90,6 +82,14 @@ void Checkpointer::State::advance_partner(bool block) {
     });
   }
   partner.reset();
+}
+
+void Checkpointer::State::finish_partner() {
+  if (!partner) return;
+  // confirm_local(), which runs just before, has seen every rank's write of this step done.
+  if (!partner->started) start_partner();
+  wait_for_transfers(world, partner->work);
+  store_partner();
 }
 
 Outcome Checkpointer::State::fetch_from_partners(std::uint64_t step, const std::vector<int>& holder) {

@@ -88,4 +88,35 @@ std::vector<std::string> gather_strings(Communicator& comm, const std::string& m
   return out;
 }
 
+DeferredAgreement::~DeferredAgreement() {
+  if (!posted_) return;
+  try {
+    work_.wait();
+  } catch (const std::exception&) {
+    // The communicator is aborted and its error was raised where the run noticed it; nothing more to do here.
+  }
+}
+
+void DeferredAgreement::post(std::initializer_list<bool> flags) {
+  if (posted_) throw UsageError("DeferredAgreement::post: the previous agreement's answer() was not read");
+  if (flags.size() > kMaxFlags)
+    throw UsageError("DeferredAgreement::post: " + std::to_string(flags.size()) + " flags, at most " +
+                     std::to_string(kMaxFlags));
+  count_ = 0;
+  for (bool f : flags)
+    flags_[count_++] = f ? 1 : 0;
+  work_ = comm_.start_all_reduce(flags_.data(), flags_.data(), count_, DType::I32, ReduceOp::Min);
+  posted_ = true;
+}
+
+std::vector<bool> DeferredAgreement::answer() {
+  if (!posted_) throw UsageError("DeferredAgreement::answer: nothing was posted");
+  posted_ = false;  // a failed wait aborts the communicator: nothing is left to wait for
+  work_.wait();
+  std::vector<bool> every(count_);
+  for (std::size_t i = 0; i < count_; ++i)
+    every[i] = flags_[i] != 0;
+  return every;
+}
+
 }  // namespace tenax

@@ -4,9 +4,12 @@
 // the lowest rank that has it, so that every rank raises the same error.
 #pragma once
 
+#include <array>
 #include <chrono>
+#include <cstdint>
 #include <exception>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -63,5 +66,35 @@ std::vector<std::string> all_gather_strings(Communicator& comm, const std::strin
 
 // Collective: every rank returns root's `text`.
 std::string broadcast_string(Communicator& comm, const std::string& text, int root);
+
+// An every_rank() over a few flags whose answer is read one call later. post() starts a nonblocking MIN all-reduce and
+// returns at once; answer() waits for it and says, per flag, whether it was set on every rank. Between the two a rank
+// goes on with its step, whose own communication carries the all-reduce along, so answer() rarely waits where a
+// blocking every_rank() would hold each rank until the last one arrived. Every rank calls post() and answer() at the
+// same points, like any collective; at most one is posted at a time. Destroying a posted one waits for it (bounded by
+// TENAX_COMM_TIMEOUT), so that MPI never writes into freed memory.
+class DeferredAgreement {
+ public:
+  static constexpr std::size_t kMaxFlags = 8;
+
+  explicit DeferredAgreement(Communicator& comm) : comm_(comm) {}
+  ~DeferredAgreement();
+  DeferredAgreement(const DeferredAgreement&) = delete;  // MPI holds the address of flags_ while posted
+  DeferredAgreement& operator=(const DeferredAgreement&) = delete;
+
+  // Collective (nonblocking). UsageError when one is already posted or there are more than kMaxFlags flags.
+  void post(std::initializer_list<bool> flags);
+  bool posted() const { return posted_; }
+  // Collective: waits for the posted all-reduce (TENAX_COMM_TIMEOUT: TimeoutError) and returns its answer, one entry
+  // per posted flag. UsageError when nothing is posted.
+  std::vector<bool> answer();
+
+ private:
+  Communicator& comm_;
+  std::array<std::int32_t, kMaxFlags> flags_{};
+  std::size_t count_ = 0;
+  bool posted_ = false;
+  Work work_;
+};
 
 }  // namespace tenax

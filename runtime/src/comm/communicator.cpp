@@ -105,6 +105,17 @@ Work Communicator::all_reduce(const void* send, void* recv, std::size_t count, D
   return do_all_reduce(send, recv, count, dtype, op);
 }
 
+Work Communicator::start_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+  check_count("start_all_reduce", count, 1, dtype);
+  if (missing(send, count) || missing(recv, count)) refuse("start_all_reduce", "a buffer is null");
+  // Half types reduce through fp32 scratch and Avg divides afterwards: both need a step after the reduction, which a
+  // handle that completes by itself has no place for.
+  if (dtype == DType::BF16 || dtype == DType::F16)
+    refuse("start_all_reduce", std::string(dtype_name(dtype)) + " is reduced through fp32: use all_reduce");
+  if (op == ReduceOp::Avg) refuse("start_all_reduce", "Avg is not supported: reduce with Sum and divide");
+  return do_start_all_reduce(send, recv, count, dtype, op);
+}
+
 Work Communicator::all_gather(const void* send, void* recv, std::size_t count, DType dtype) {
   check_count("all_gather", count, static_cast<std::size_t>(size()), dtype);
   if (missing(send, count) || missing(recv, count)) refuse("all_gather", "a buffer is null");

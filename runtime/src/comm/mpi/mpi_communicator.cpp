@@ -242,6 +242,47 @@ class MpiCommunicator::PendingRequests : public Work::Pending {
   std::vector<MPI_Request> requests_;
 };
 
+// A nonblocking collective, polled by its handle. Unlike point-to-point requests it cannot be cancelled (MPI forbids
+// it): a handle given up marks the communicator aborted and leaves the request to the process.
+class MpiCommunicator::PendingCollective : public Work::Pending {
+ public:
+  PendingCollective(MpiCommunicator& comm, MPI_Request request, std::string what)
+      : Pending(std::move(what)), comm_(comm), request_(request) {}
+  bool poll() override {
+    int done = 0;
+    const int rc = MPI_Test(&request_, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      comm_.fail();
+      throw CommError(what() + " failed: " + mpi_error_text(rc));
+    }
+    return done != 0;
+  }
+  void abandon() override { comm_.fail(); }
+
+ private:
+  MpiCommunicator& comm_;
+  MPI_Request request_;
+};
+
+Work MpiCommunicator::do_start_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+  const int n = mpi_count(count, "start_all_reduce");
+  if (aborted_)
+    throw CommError("start_all_reduce on group '" + name_ +
+                    "': the communicator was aborted after an earlier failure (see the first error in the log); "
+                    "the run must restart");
+  count_operation();
+  const std::uint64_t sequence = ++sequence_;
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int rc =
+      MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, n, mpi_type(dtype), mpi_op(op), comm_, &request);
+  const std::string what = describe_operation(*this, "start_all_reduce", sequence, count, dtype);
+  if (rc != MPI_SUCCESS) {
+    fail();
+    throw CommError(what + " failed: " + mpi_error_text(rc));
+  }
+  return Work(std::make_shared<PendingCollective>(*this, request, what));
+}
+
 Work MpiCommunicator::do_exchange(const std::vector<PeerTransfer>& transfers, DType dtype) {
   std::size_t largest = 0;
   for (const PeerTransfer& t : transfers) {

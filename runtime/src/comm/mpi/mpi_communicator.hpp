@@ -1,6 +1,7 @@
-// The MPI backend of Communicator (host buffers). Every operation is exactly the blocking MPI call it wraps, watched
-// by the process's watchdog under TENAX_COMM_TIMEOUT (watchdog.hpp says why); bf16/f16 reductions go through fp32
-// scratch buffers that are kept and reused (fresh pages are expensive on the machines tenax runs on).
+// The MPI backend of Communicator (host buffers). Every operation but the nonblocking two (exchange,
+// start_all_reduce) is exactly the blocking MPI call it wraps, watched by the process's watchdog under
+// TENAX_COMM_TIMEOUT (watchdog.hpp says why); bf16/f16 reductions go through fp32 scratch buffers that are kept and
+// reused (fresh pages are expensive on the machines tenax runs on).
 #pragma once
 
 #include <mpi.h>
@@ -41,11 +42,14 @@ class MpiCommunicator final : public Communicator {
   Work do_recv(void* buffer, std::size_t count, DType dtype, int peer) override;
   Work do_send_recv(const void* send_buffer, std::size_t send_count, int dst, void* recv_buffer, std::size_t recv_count,
                     int src, DType dtype) override;
+  // Nonblocking, like do_exchange: MPI_Iallreduce, polled by its handle.
+  Work do_start_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) override;
   // Nonblocking: the handle completes once every transfer did (its wait is bounded; the watchdog is not involved).
   Work do_exchange(const std::vector<PeerTransfer>& transfers, DType dtype) override;
 
  private:
   class PendingRequests;
+  class PendingCollective;
   // Runs one blocking MPI call under the watchdog; an MPI error marks this communicator aborted and throws CommError
   // naming the operation. Throws at once if the communicator was aborted earlier. `op` must be a string literal.
   template <class Call>
