@@ -1,6 +1,7 @@
 // Communicator: the one interface every collective in tenax goes through, with two real backends.
 //
-//   MPI  (make_mpi_world)        host buffers; every operation completes before it returns.
+//   MPI  (make_mpi_world)        host buffers; every operation but exchange and start_all_reduce completes before it
+//                                returns.
 //   NCCL (make_nccl_communicator) device buffers; operations are enqueued on the communicator's CUDA stream and return
 //                                at once; synchronize() waits for them. Read results only after synchronize().
 //
@@ -108,7 +109,8 @@ class Communicator {
   // all_reduce that returns at once on every backend (MPI: MPI_Iallreduce): for small agreements a rank reads a step
   // later, so that no rank waits for the others to arrive. The handle completes when `recv` holds the result; until
   // then neither buffer may be touched or freed, and a handle dropped unfinished leaves the operation running (MPI
-  // cannot cancel a collective). Same-order rule as every collective. Integer and fp32/fp64 types; not Avg (UsageError).
+  // cannot cancel a collective). Same-order rule as every collective. Integer and fp32/fp64 types; not Avg
+  // (UsageError).
   Work start_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
   // recv holds size()*count elements, rank r's contribution at r*count.
   Work all_gather(const void* send, void* recv, std::size_t count, DType dtype);

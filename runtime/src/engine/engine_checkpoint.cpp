@@ -193,9 +193,9 @@ void Engine::Impl::after_step_checkpoint(double step_seconds) {
     writer->progress();
     if (config.checkpoint.local_automatic) {
       // A node-local save's cost is more than the save() call: the progress() calls after it agree that every rank
-      // committed it and carry its partner copy (nonblocking, but starting the transfer and storing it are not free). Counting only the call made the interval too short
-      // (2 steps where the tier's blocking time was 4 times the call's). Steps with a shared save or write in flight
-      // are left out: their progress() is the shared tier's.
+      // committed it and carry its partner copy (nonblocking, but starting the transfer and storing it are not
+      // free). Counting only the call made the interval too short (2 steps where the tier's blocking time was 4 times
+      // the call's). Steps with a shared save or write in flight are left out: their progress() is the shared tier's.
       // A save's cost is known at the next one: its call and the polls after it.
       if (local_save_s >= 0) {
         if (local_save_call_s >= 0)
