@@ -109,12 +109,16 @@ void MpiCommunicator::fail() {
   mark_communicator_aborted();
 }
 
-template <class Call>
-void MpiCommunicator::run(const char* op, std::size_t count, DType dtype, Call&& call) {
+void MpiCommunicator::refuse_if_aborted(const char* op) const {
   if (aborted_)
     throw CommError(std::string(op) + " on group '" + name_ +
                     "': the communicator was aborted after an earlier failure (see the first error in the log); "
                     "the run must restart");
+}
+
+template <class Call>
+void MpiCommunicator::run(const char* op, std::size_t count, DType dtype, Call&& call) {
+  refuse_if_aborted(op);
   count_operation();
   const std::uint64_t sequence = ++sequence_;
   int rc = MPI_SUCCESS;
@@ -266,10 +270,7 @@ class MpiCommunicator::PendingCollective : public Work::Pending {
 
 Work MpiCommunicator::do_start_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
   const int n = mpi_count(count, "start_all_reduce");
-  if (aborted_)
-    throw CommError("start_all_reduce on group '" + name_ +
-                    "': the communicator was aborted after an earlier failure (see the first error in the log); "
-                    "the run must restart");
+  refuse_if_aborted("start_all_reduce");
   count_operation();
   const std::uint64_t sequence = ++sequence_;
   MPI_Request request = MPI_REQUEST_NULL;
@@ -289,10 +290,7 @@ Work MpiCommunicator::do_exchange(const std::vector<PeerTransfer>& transfers, DT
     mpi_count(t.count, "exchange");
     largest = std::max(largest, t.count);
   }
-  if (aborted_)
-    throw CommError("exchange on group '" + name_ +
-                    "': the communicator was aborted after an earlier failure (see the first error in the log); "
-                    "the run must restart");
+  refuse_if_aborted("exchange");
   count_operation();
   const std::uint64_t sequence = ++sequence_;
   std::vector<MPI_Request> requests(transfers.size(), MPI_REQUEST_NULL);

@@ -55,6 +55,8 @@ class MpiCommunicator final : public Communicator {
   template <class Call>
   void run(const char* op, std::size_t count, DType dtype, Call&& call);
   void fail();
+  // CommError naming `op` once the communicator was aborted: every operation after a failure is refused at once.
+  void refuse_if_aborted(const char* op) const;
 
   MPI_Comm comm_;
   std::string name_;
