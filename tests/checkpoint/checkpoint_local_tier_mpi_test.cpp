@@ -3,6 +3,7 @@
 // copy, never reads another run's or another model's copies, and forgets copies of a future the run went back from.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -372,8 +373,21 @@ TEST(CheckpointPartnerCopies, ProgressAloneCommitsAndCarriesTheCopiesAsATraining
     fill(model, 12);
     ckpt.save_local(12, step_blob(12));
     fill(model, 13);  // training goes on: the copy holds what was staged
-    while (!every_rank(world, partner_copies_here() == half))
+    // A rank that reaches progress() first is not held there until the others arrive: rank 0 returns from its call
+    // before the others make theirs (they wait at the barrier for it; a progress() that waited would never return).
+    if (world.rank() == 0) ckpt.progress();
+    world.barrier();
+    if (world.rank() != 0) ckpt.progress();
+    // Then one call per step until every partner copy is stored (by the I/O thread). The bound only turns a broken
+    // exchange into a failure naming it instead of a hang.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    bool overdue = false;
+    while (!every_rank(world, partner_copies_here() == half) && !overdue) {
       ckpt.progress();
+      overdue = any_rank(world, std::chrono::steady_clock::now() > give_up);
+    }
+    ASSERT_FALSE(overdue) << "after 120 s of progress() calls, " << partner_copies_here() << " of the " << half
+                          << " partner copies of step 12 are on node " << node;
     EXPECT_EQ(ckpt.last_local_step(), std::optional<std::uint64_t>(12));
   }
   world.barrier();

@@ -203,10 +203,12 @@ class Checkpointer {
 
   // Collective, non-blocking; meant to be called once per training step. Commits the checkpoint in flight once every
   // rank's shards are durable, and raises an error from the writing or the commit. Returns true when nothing is in
-  // flight any more. While anything is in flight (a shared checkpoint, a node-local copy not yet known to be committed
-  // on every rank, a partner transfer) each call posts one small nonblocking all-reduce of what this rank has finished
-  // and reads the answer to the previous call's: no rank waits here for the others to reach the same step, and every
-  // rank acts on the same answer at the same call. Nothing is posted when nothing is in flight.
+  // flight any more (in_flight()). While anything is in flight (a shared checkpoint, a node-local copy not yet known
+  // to be committed on every rank, a partner transfer) each call posts one small nonblocking all-reduce of what this
+  // rank has finished and reads the answer to the previous call's, so that polling never holds a rank until the
+  // others reach the same step; every rank acts on the same answer at the same call, and acting on it is collective
+  // as before (a commit's agreement, starting a partner transfer). Each step of the commit protocol therefore lands
+  // one call later than the data allows. Nothing is posted when nothing is in flight.
   bool progress();
 
   // Collective (it first finishes a shared checkpoint still being written, whose staging memory it reuses). Saves

@@ -106,11 +106,11 @@ class Communicator {
   virtual bool aborted() const = 0;
 
   Work all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
-  // all_reduce that returns at once on every backend (MPI: MPI_Iallreduce): for small agreements a rank reads a step
-  // later, so that no rank waits for the others to arrive. The handle completes when `recv` holds the result; until
-  // then neither buffer may be touched or freed, and a handle dropped unfinished leaves the operation running (MPI
-  // cannot cancel a collective). Same-order rule as every collective. Integer and fp32/fp64 types; not Avg
-  // (UsageError).
+  // all_reduce that returns at once (MPI: MPI_Iallreduce, host buffers; NCCL: its all_reduce, enqueued as always, so
+  // device buffers): for small agreements a rank reads a step later, so that no rank waits for the others to arrive.
+  // The handle completes when `recv` holds the result; until then neither buffer may be touched, read or freed, and a
+  // handle dropped or given up unfinished leaves the operation running (MPI cannot cancel a collective). Same-order
+  // rule as every collective. Integer and fp32/fp64 types; not Avg (UsageError).
   Work start_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
   // recv holds size()*count elements, rank r's contribution at r*count.
   Work all_gather(const void* send, void* recv, std::size_t count, DType dtype);

@@ -90,10 +90,14 @@ std::vector<std::string> gather_strings(Communicator& comm, const std::string& m
 
 DeferredAgreement::~DeferredAgreement() {
   if (!posted_) return;
+  if (std::uncaught_exceptions() > 0 || comm_.aborted()) {
+    static_cast<void>(flags_.release());  // the request may still write here; the job is ending anyway
+    return;
+  }
   try {
     work_.wait();
   } catch (const std::exception&) {
-    // The communicator is aborted and its error was raised where the run noticed it; nothing more to do here.
+    static_cast<void>(flags_.release());
   }
 }
 
@@ -102,20 +106,27 @@ void DeferredAgreement::post(std::initializer_list<bool> flags) {
   if (flags.size() > kMaxFlags)
     throw UsageError("DeferredAgreement::post: " + std::to_string(flags.size()) + " flags, at most " +
                      std::to_string(kMaxFlags));
+  if (!flags_) flags_ = std::make_unique<Flags>();
   count_ = 0;
   for (bool f : flags)
-    flags_[count_++] = f ? 1 : 0;
-  work_ = comm_.start_all_reduce(flags_.data(), flags_.data(), count_, DType::I32, ReduceOp::Min);
+    (*flags_)[count_++] = f ? 1 : 0;
+  work_ = comm_.start_all_reduce(flags_->data(), flags_->data(), count_, DType::I32, ReduceOp::Min);
   posted_ = true;
 }
 
 std::vector<bool> DeferredAgreement::answer() {
   if (!posted_) throw UsageError("DeferredAgreement::answer: nothing was posted");
-  posted_ = false;  // a failed wait aborts the communicator: nothing is left to wait for
-  work_.wait();
+  posted_ = false;
+  try {
+    work_.wait();
+  } catch (...) {
+    // Given up (the communicator is now aborted), but MPI cannot cancel it: the buffer stays with the request.
+    static_cast<void>(flags_.release());
+    throw;
+  }
   std::vector<bool> every(count_);
   for (std::size_t i = 0; i < count_; ++i)
-    every[i] = flags_[i] != 0;
+    every[i] = (*flags_)[i] != 0;
   return every;
 }
 

@@ -10,6 +10,7 @@
 #include <exception>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -72,14 +73,17 @@ std::string broadcast_string(Communicator& comm, const std::string& text, int ro
 // goes on with its step, whose own communication carries the all-reduce along, so answer() rarely waits where a
 // blocking every_rank() would hold each rank until the last one arrived. Every rank calls post() and answer() at the
 // same points, like any collective; at most one is posted at a time. Destroying a posted one waits for it (bounded by
-// TENAX_COMM_TIMEOUT), so that MPI never writes into freed memory.
+// TENAX_COMM_TIMEOUT), except while an exception unwinds or after the communicator failed: then the job is ending,
+// and the flags' memory is left to MPI rather than freed under a request that may still write into it (the same
+// after an answer() that timed out).
 class DeferredAgreement {
  public:
   static constexpr std::size_t kMaxFlags = 8;
+  using Flags = std::array<std::int32_t, kMaxFlags>;
 
-  explicit DeferredAgreement(Communicator& comm) : comm_(comm) {}
+  explicit DeferredAgreement(Communicator& comm) : comm_(comm), flags_(std::make_unique<Flags>()) {}
   ~DeferredAgreement();
-  DeferredAgreement(const DeferredAgreement&) = delete;  // MPI holds the address of flags_ while posted
+  DeferredAgreement(const DeferredAgreement&) = delete;  // MPI holds the address of *flags_ while posted
   DeferredAgreement& operator=(const DeferredAgreement&) = delete;
 
   // Collective (nonblocking). UsageError when one is already posted or there are more than kMaxFlags flags.
@@ -91,7 +95,7 @@ class DeferredAgreement {
 
  private:
   Communicator& comm_;
-  std::array<std::int32_t, kMaxFlags> flags_{};
+  std::unique_ptr<Flags> flags_;  // null after a request was given up with it (leaked to MPI)
   std::size_t count_ = 0;
   bool posted_ = false;
   Work work_;

@@ -269,8 +269,8 @@ class MpiCommunicator::PendingCollective : public Work::Pending {
 };
 
 Work MpiCommunicator::do_start_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
-  const int n = mpi_count(count, "start_all_reduce");
   refuse_if_aborted("start_all_reduce");
+  const int n = mpi_count(count, "start_all_reduce");
   count_operation();
   const std::uint64_t sequence = ++sequence_;
   MPI_Request request = MPI_REQUEST_NULL;
