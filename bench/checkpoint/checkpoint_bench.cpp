@@ -11,7 +11,10 @@
 //            per rank, deleting the file --keep generations old as retention deletes the oldest checkpoint
 //   load     load() (manifest, hyperslab reads, CRC32C check), page cache hot and, as root, cold  vs  read(2)
 //   slowdown mean time of a compute step (single-thread sgemm, --gemm 1024: tens of ms, like a real step; progress()
-//            each step) while a checkpoint is in flight, relative to steps just before each save, --reps rounds
+//            each step) while a checkpoint is in flight, relative to steps just before each save, --reps rounds  vs
+//            the same while a plain thread writes the same bytes with the row's store path (O_DIRECT or buffered) and
+//            fsyncs them: the floor any checkpointer writing these bytes during training sets on this machine. "lost"
+//            is the compute time a checkpoint costs in all (the steps' excess over the baseline, per checkpoint).
 // Targets (direct rows): save <= 1.0x memcpy, write >= 0.8x raw, slowdown <= 5%. --check makes the exit code non-zero
 // on a miss.
 #include <cblas.h>
@@ -20,13 +23,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <cxxopts.hpp>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_timing.hpp"
@@ -88,6 +94,31 @@ void raw_write_fsync(const std::string& path, const std::uint8_t* data, std::siz
   ::close(fd);
 }
 
+// The interference reference: writes like the checkpoint's store path (O_DIRECT for the 4 KiB-aligned bulk where
+// `direct` and the file system takes it, buffered otherwise), in 8 MiB requests, then fsync.
+void raw_write_like_checkpoint(const std::string& path, const std::uint8_t* data, std::size_t n, bool direct) {
+  int fd = direct ? ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0644) : -1;
+  std::size_t done = 0;
+  if (fd >= 0) {
+    const std::size_t aligned = n / 4096 * 4096;
+    for (; done < aligned;) {
+      ssize_t w = ::write(fd, data + done, std::min<std::size_t>(aligned - done, 8u << 20));
+      if (w <= 0) throw tenax::IoError("bench: write " + path + ": " + std::strerror(errno));
+      done += static_cast<std::size_t>(w);
+    }
+    ::close(fd);
+  }
+  fd = ::open(path.c_str(), O_WRONLY | O_CREAT | (done == 0 ? O_TRUNC : 0), 0644);
+  if (fd < 0) throw tenax::IoError("bench: open " + path + ": " + std::strerror(errno));
+  while (done < n) {
+    ssize_t w = ::pwrite(fd, data + done, std::min<std::size_t>(n - done, 8u << 20), static_cast<off_t>(done));
+    if (w <= 0) throw tenax::IoError("bench: write " + path + ": " + std::strerror(errno));
+    done += static_cast<std::size_t>(w);
+  }
+  ::fsync(fd);
+  ::close(fd);
+}
+
 double raw_read(const std::string& path, std::uint8_t* data, std::size_t n) {
   auto t0 = Clock::now();
   int fd = ::open(path.c_str(), O_RDONLY);
@@ -127,8 +158,8 @@ struct Compute {
 struct Row {
   std::uint64_t bytes;
   double memcpy_s, save_s, write_s, raw_write_s, load_hot_s, read_hot_s, load_cold_s, read_cold_s, step_base_s,
-      step_during_s;
-  int steps_during;
+      step_during_s, ref_base_s, ref_during_s;
+  int steps_during, ref_steps_during;
   int staging_threads;
   double direct_share;  // of the bytes written, those that went around the page cache (the store path taken)
 };
@@ -244,6 +275,41 @@ Row measure(tenax::Communicator& world, const std::string& root, std::uint64_t b
     row.step_base_s = max_over_ranks(world, mean(base));
     row.step_during_s = max_over_ranks(world, mean(during));
     row.steps_during = static_cast<int>(during.size());
+
+    // The reference: the same rounds while a plain thread writes the same bytes and fsyncs them (no staging, no
+    // HDF5, no commit), each round's file replacing the last as retention would.
+    base.clear();
+    during.clear();
+    for (int r = 0; r < reps; ++r) {
+      for (int s = 0; s < 10; ++s) {
+        auto t0 = Clock::now();
+        compute.step();
+        base.push_back(seconds_since(t0));
+      }
+      world.barrier();
+      const std::string path = dir + "/interference_rank_" + std::to_string(rank);
+      std::atomic<bool> written{false};
+      std::exception_ptr failed;
+      std::thread writer([&] {
+        try {
+          raw_write_like_checkpoint(path, model.data, row.bytes, direct_io);
+        } catch (...) {
+          failed = std::current_exception();
+        }
+        written = true;
+      });
+      while (!written) {
+        auto t0 = Clock::now();
+        compute.step();
+        during.push_back(seconds_since(t0));
+      }
+      writer.join();
+      if (failed) std::rethrow_exception(failed);
+    }
+    ::unlink((dir + "/interference_rank_" + std::to_string(rank)).c_str());
+    row.ref_base_s = max_over_ranks(world, mean(base));
+    row.ref_during_s = max_over_ranks(world, mean(during));
+    row.ref_steps_during = static_cast<int>(during.size());
     // The store path taken, over every rank's files: O_DIRECT where requested and the file system allowed it.
     const tenax::Checkpointer::WriteTotals totals = ckpt.write_totals();
     double written[2] = {static_cast<double>(totals.bytes), static_cast<double>(totals.direct_bytes)};
@@ -297,9 +363,12 @@ int body(int argc, char** argv) {
     std::printf("# io: the store path asked for, and the share of the bytes written that went around the page cache\n");
     std::printf("# GiB/s are aggregate over ranks; load/read: page cache hot | cold (cold needs root)\n");
     std::printf("# thr: threads of save()'s copy into staging memory; memcpy: one thread\n");
-    std::printf("%10s %13s | %8s %3s %8s %6s | %8s %8s %6s | %13s %13s | %8s %8s %6s %5s\n", "size/rank", "io",
+    std::printf(
+        "# slow: steps while a checkpoint is in flight against steps before it; raw: while a plain thread writes\n"
+        "#   the same bytes (same store path) and fsyncs; lost ms: compute time lost per checkpoint | per raw write\n");
+    std::printf("%10s %13s | %8s %3s %8s %6s | %8s %8s %6s | %13s %13s | %8s %8s %6s %5s %6s %13s\n", "size/rank", "io",
                 "memcpy s", "thr", "save s", "ratio", "write", "raw w+fs", "ratio", "load GiB/s", "read GiB/s",
-                "step ms", "ckpt ms", "slow", "steps");
+                "step ms", "ckpt ms", "slow", "steps", "raw", "lost ms");
   }
   bool missed = false;
   // The staging pass alone, outside save(): what the fused copy + CRC32C costs against memcpy with nothing else going
@@ -352,6 +421,9 @@ int body(int argc, char** argv) {
       const double total = static_cast<double>(r.bytes) * world.size() / (1ull << 30);
       const double save_ratio = r.save_s / r.memcpy_s, write_ratio = r.raw_write_s / r.write_s;
       const double slow = r.step_during_s / r.step_base_s - 1.0;
+      const double ref_slow = r.ref_during_s / r.ref_base_s - 1.0;
+      const double lost_ms = (r.step_during_s - r.step_base_s) * r.steps_during / reps * 1e3;
+      const double ref_lost_ms = (r.ref_during_s - r.ref_base_s) * r.ref_steps_during / reps * 1e3;
       // The targets are the default configuration's (direct); the buffered rows show what direct I/O buys.
       if (direct) missed = missed || save_ratio > 1.0 || write_ratio < 0.8 || slow > 0.05;
       if (world.rank() == 0) {
@@ -363,10 +435,12 @@ int body(int argc, char** argv) {
         char io[32];
         std::snprintf(io, sizeof io, "%s %3.0f%%", direct ? "direct" : "buffered", r.direct_share * 100);
         std::printf(
-            "%10s %13s | %8.4f %3d %8.4f %5.2fx | %8.2f %8.2f %5.2fx | %6.2f|%6s %6.2f|%6s | %8.1f %8.1f %5.1f%% %5d\n",
+            "%10s %13s | %8.4f %3d %8.4f %5.2fx | %8.2f %8.2f %5.2fx | %6.2f|%6s %6.2f|%6s | %8.1f %8.1f %5.1f%% %5d "
+            "%5.1f%% %6.1f|%6.1f\n",
             size_name(r.bytes).c_str(), io, r.memcpy_s, r.staging_threads, r.save_s, save_ratio, total / r.write_s,
             total / r.raw_write_s, write_ratio, total / r.load_hot_s, cold_load, total / r.read_hot_s, cold_read,
-            r.step_base_s * 1e3, r.step_during_s * 1e3, slow * 100, r.steps_during);
+            r.step_base_s * 1e3, r.step_during_s * 1e3, slow * 100, r.steps_during, ref_slow * 100, lost_ms,
+            ref_lost_ms);
         std::fflush(stdout);
       }
     }
