@@ -68,9 +68,9 @@ class Attempt {
   }
 
   // Raises IoError if a block's own attributes disagree with what the manifest says of it.
-  void check_block(const ckpt::ManifestTensor& t, const ckpt::ManifestBlock& block) {
-    ckpt::RankFileReader& file = reader(block.rank);
-    const ckpt::BlockAttributes a = file.attributes(block.dataset);
+  void check_block(const ckpt::ManifestTensor& t, const ckpt::ManifestBlock& block,
+                   const ckpt::RankFileReader::Block& opened) {
+    const ckpt::BlockAttributes a = opened.attributes();
     std::string diff;
     auto differs = [&](const char* what, const std::string& in_file, const std::string& in_manifest) {
       diff += std::string(diff.empty() ? "" : ", ") + what + " " + in_file + " (manifest: " + in_manifest + ")";
@@ -84,8 +84,8 @@ class Attempt {
     if (a.shape != block.box.shape) differs("shape", ckpt::dims_string(a.shape), ckpt::dims_string(block.box.shape));
     if (a.crc32c != block.crc32c) differs("crc32c", hex(a.crc32c), hex(block.crc32c));
     if (!diff.empty())
-      throw IoError(file.path() + " dataset " + block.dataset + " disagrees with " + dir_ + "/" + ckpt::kManifestName +
-                    ": " + diff + "; the manifest or the file is damaged");
+      throw IoError(reader(block.rank).path() + " dataset " + block.dataset + " disagrees with " + dir_ + "/" +
+                    ckpt::kManifestName + ": " + diff + "; the manifest or the file is damaged");
   }
 
   void load_shard(const TensorShard& s) {
@@ -105,22 +105,22 @@ class Attempt {
       covered += ckpt::volume(common->shape);
       // The manifest's description of the block must be the block's own: a manifest with two blocks' offsets swapped
       // (valid JSON, every CRC intact) would otherwise load the tensor with its parts exchanged.
-      check_block(t, block);
       ckpt::RankFileReader& file = reader(block.rank);
       const std::string& dataset = block.dataset;
+      const ckpt::RankFileReader::Block opened = file.open(dataset);
+      check_block(t, block, opened);
       std::uint32_t crc = 0;
       if (*common == block.box) {
         // The saved block lies inside this shard: read it straight into place and checksum it there, row by row.
         const Dims at = minus(block.box.offset, want.offset);
-        file.read_block(dataset, s.dtype, block.box.shape, dst, want.shape, at);
+        opened.read(s.dtype, block.box.shape, dst, want.shape, at);
         ckpt::for_each_run(
             block.box.shape, block.box.shape, Dims(at.size(), 0), want.shape, at, esize,
             [&](std::uint64_t, std::uint64_t d, std::uint64_t n) { crc = ckpt::crc32c_extend(crc, dst + d, n); });
       } else {
         // Only part of the saved block is needed, but its checksum covers all of it: read it whole.
         scratch_.resize(block.bytes);
-        file.read_block(dataset, s.dtype, block.box.shape, scratch_.data(), block.box.shape,
-                        Dims(block.box.shape.size(), 0));
+        opened.read(s.dtype, block.box.shape, scratch_.data(), block.box.shape, Dims(block.box.shape.size(), 0));
         crc = ckpt::crc32c_extend(0, scratch_.data(), block.bytes);
         ckpt::for_each_run(common->shape, block.box.shape, minus(common->offset, block.box.offset), want.shape,
                            minus(common->offset, want.offset), esize,
@@ -162,7 +162,7 @@ class Attempt {
     for (const ckpt::ManifestTensor& t : m_.tensors)
       if (pick(t))
         for (const ckpt::ManifestBlock& block : t.blocks)
-          check_block(t, block);
+          check_block(t, block, reader(block.rank).open(block.dataset));
   }
 
   // Opens a rank's file once per attempt, after checking it has the size recorded when it was made durable.

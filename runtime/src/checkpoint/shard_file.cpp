@@ -159,18 +159,29 @@ RankFileWritten write_rank_file(const std::string& path, const RankFileHeader& h
 
 RankFileReader::RankFileReader(const std::string& path) : path_(path), file_(h5::file_open_read(path)) {}
 
+RankFileReader::Block RankFileReader::open(const std::string& dataset) {
+  std::string where = path_ + " dataset " + dataset;
+  h5::Handle id(h5::check(H5Dopen2(file_, dataset.c_str(), H5P_DEFAULT), "H5Dopen2", where), H5Dclose);
+  return Block(std::move(where), std::move(id));
+}
+
 void RankFileReader::read_block(const std::string& dataset, DType dtype, const Dims& block_shape, void* dst,
                                 const Dims& dst_shape, const Dims& dst_start) {
-  const std::string where = path_ + " dataset " + dataset;
-  hid_t id = H5Dopen2(file_, dataset.c_str(), H5P_DEFAULT);
-  h5::check(id, "H5Dopen2", where);
-  h5::Handle dset(id, H5Dclose);
-  h5::Handle fspace(h5::check(H5Dget_space(dset), "H5Dget_space", where), H5Sclose);
+  open(dataset).read(dtype, block_shape, dst, dst_shape, dst_start);
+}
+
+BlockAttributes RankFileReader::attributes(const std::string& dataset) {
+  return open(dataset).attributes();
+}
+
+void RankFileReader::Block::read(DType dtype, const Dims& block_shape, void* dst, const Dims& dst_shape,
+                                 const Dims& dst_start) const {
+  h5::Handle fspace(h5::check(H5Dget_space(dataset_), "H5Dget_space", where_), H5Sclose);
   int ndims = H5Sget_simple_extent_ndims(fspace);
   std::vector<hsize_t> dims(ndims > 0 ? ndims : 0);
   if (ndims > 0) H5Sget_simple_extent_dims(fspace, dims.data(), nullptr);
   if (Dims(dims.begin(), dims.end()) != block_shape)
-    throw IoError(where + ": shape " + dims_string(Dims(dims.begin(), dims.end())) + " differs from the manifest's " +
+    throw IoError(where_ + ": shape " + dims_string(Dims(dims.begin(), dims.end())) + " differs from the manifest's " +
                   dims_string(block_shape));
   h5::Handle type = h5::type_of(dtype);
   hid_t mspace_id = H5S_ALL;
@@ -179,24 +190,22 @@ void RankFileReader::read_block(const std::string& dataset, DType dtype, const D
     mspace = h5::dataspace(dst_shape);
     std::vector<hsize_t> start(dst_start.begin(), dst_start.end()), count(block_shape.begin(), block_shape.end());
     h5::check(H5Sselect_hyperslab(mspace, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
-              "H5Sselect_hyperslab", where);
+              "H5Sselect_hyperslab", where_);
     mspace_id = mspace;
   }
-  h5::check(H5Dread(dset, type, mspace_id, H5S_ALL, H5P_DEFAULT, dst), "H5Dread", where);
+  h5::check(H5Dread(dataset_, type, mspace_id, H5S_ALL, H5P_DEFAULT, dst), "H5Dread", where_);
 }
 
-BlockAttributes RankFileReader::attributes(const std::string& dataset) {
-  const std::string where = path_ + " dataset " + dataset;
-  h5::Handle dset(h5::check(H5Dopen2(file_, dataset.c_str(), H5P_DEFAULT), "H5Dopen2", where), H5Dclose);
+BlockAttributes RankFileReader::Block::attributes() const {
   BlockAttributes a;
-  a.tensor = h5::read_attr_string(dset, "tensor", where);
-  a.dtype = h5::read_attr_string(dset, "dtype", where);
-  a.global_shape = h5::read_attr_u64s(dset, "global_shape", where);
-  a.offset = h5::read_attr_u64s(dset, "offset", where);
-  a.crc32c = h5::read_attr_u32(dset, "crc32c", where);
-  h5::Handle space(h5::check(H5Dget_space(dset), "H5Dget_space", where), H5Sclose);
+  a.tensor = h5::read_attr_string(dataset_, "tensor", where_);
+  a.dtype = h5::read_attr_string(dataset_, "dtype", where_);
+  a.global_shape = h5::read_attr_u64s(dataset_, "global_shape", where_);
+  a.offset = h5::read_attr_u64s(dataset_, "offset", where_);
+  a.crc32c = h5::read_attr_u32(dataset_, "crc32c", where_);
+  h5::Handle space(h5::check(H5Dget_space(dataset_), "H5Dget_space", where_), H5Sclose);
   const int ndims = H5Sget_simple_extent_ndims(space);
-  if (ndims < 0 || ndims > 64) throw IoError(where + ": " + std::to_string(ndims) + " dimensions");
+  if (ndims < 0 || ndims > 64) throw IoError(where_ + ": " + std::to_string(ndims) + " dimensions");
   std::vector<hsize_t> dims(ndims);
   if (ndims > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
   a.shape.assign(dims.begin(), dims.end());

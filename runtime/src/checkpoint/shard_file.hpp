@@ -68,13 +68,31 @@ class RankFileReader {
  public:
   explicit RankFileReader(const std::string& path);
   const std::string& path() const { return path_; }
-  // Reads the dataset (which must have block_shape) into a row-major buffer of dst_shape, the block landing at
-  // dst_start. Raises IoError naming the file and dataset on any mismatch or read failure.
+
+  // One dataset of the file, opened once for both its attributes and its data: a load checks every block's
+  // attributes against the manifest before reading it, and a model has hundreds of blocks.
+  class Block {
+   public:
+    // The dataset's attributes and shape. Raises IoError naming the file and dataset when one is missing or malformed.
+    BlockAttributes attributes() const;
+    // Reads the dataset (which must have block_shape) into a row-major buffer of dst_shape, the block landing at
+    // dst_start. Raises IoError naming the file and dataset on any mismatch or read failure.
+    void read(DType dtype, const Dims& block_shape, void* dst, const Dims& dst_shape, const Dims& dst_start) const;
+
+   private:
+    friend class RankFileReader;
+    Block(std::string where, h5::Handle dataset) : where_(std::move(where)), dataset_(std::move(dataset)) {}
+    std::string where_;  // "<file> dataset <name>", for errors
+    h5::Handle dataset_;
+  };
+  // Raises IoError naming the file and dataset when it cannot be opened.
+  Block open(const std::string& dataset);
+
+  // open(dataset) and one of its calls.
   void read_block(const std::string& dataset, DType dtype, const Dims& block_shape, void* dst, const Dims& dst_shape,
                   const Dims& dst_start);
-  std::vector<std::uint8_t> read_bytes(const std::string& dataset, std::uint64_t expected_size);
-  // The dataset's attributes and shape. Raises IoError naming the file and dataset when one is missing or malformed.
   BlockAttributes attributes(const std::string& dataset);
+  std::vector<std::uint8_t> read_bytes(const std::string& dataset, std::uint64_t expected_size);
 
  private:
   std::string path_;
