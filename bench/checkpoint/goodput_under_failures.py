@@ -128,7 +128,10 @@ def one_run(args, data, name, interval, work, rng):
     failures = int(m.group(5))
     recovery = sum(rows.get(k, 0.0) for k in ("failure detection", "teardown", "relaunch", "checkpoint load"))
     if not args.keep:
-        shutil.rmtree(run_root, ignore_errors=True)
+        # The checkpoints and heartbeats go; the launcher's output and the ledger stay (kilobytes), so that a run whose
+        # figures stand out can still be read afterwards.
+        for bulky in ("ckpt", os.path.join("run", "heartbeat"), os.path.join("run", "metrics")):
+            shutil.rmtree(os.path.join(run_root, bulky), ignore_errors=True)
     return {"goodput": float(m.group(1)), "wall": float(m.group(3)), "kills": kills, "failures": failures,
             "lost": rows.get("work lost (rollback)", 0.0), "stall": rows.get("checkpoint stalls", 0.0),
             "recovery": recovery / failures if failures else 0.0, "exit": code}
@@ -143,7 +146,8 @@ def main():
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
-    parser.add_argument("--keep", action="store_true", help="keep each run's directory (output, ledger) under --work")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep each run's whole directory under --work (by default only its output and ledger)")
     args = parser.parse_args()
     work = args.work or tempfile.mkdtemp(prefix="tenax-goodput-bench-")
     os.makedirs(work, exist_ok=True)
@@ -160,7 +164,8 @@ def main():
             if r:
                 print(f"{interval:>11.0f} s {name:>27} {r['goodput']:>7.1f}% {r['failures']:>8} {r['lost']:>7.2f} "
                       f"{r['stall']:>8.2f} {r['recovery']:>10.3f}", flush=True)
-    print(f"# load average at the end {os.getloadavg()[0]:.2f}", flush=True)
+    print(f"# load average at the end {os.getloadavg()[0]:.2f}; each run's output and ledger: {work}/goodput-*",
+          flush=True)
     return 0
 
 

@@ -56,6 +56,16 @@ void expect_the_same_on_every_rank(Communicator& world, const Driven& d) {
   EXPECT_FALSE(any_rank(world, d.overdue)) << "the checkpoint was still in flight after 120 s of progress() calls";
 }
 
+// A training loop's checkpoint: the model's state for `step`, save(), then progress() once per step until it is done
+// or raises; every rank must stop at the same call for the same reason.
+Driven save_and_drive(Communicator& world, Checkpointer& ckpt, TestModel& model, std::uint64_t step) {
+  fill(model, step);
+  ckpt.save(step);
+  Driven d = drive_with_progress(world, ckpt);
+  expect_the_same_on_every_rank(world, d);
+  return d;
+}
+
 TEST(CheckpointProgressFaults, AFullDiskReachesEveryRankAtTheSameCallAndTheNextCheckpointCommits) {
   Communicator& world = tenax::test::world();
   const ParallelLayout layout{1, 1, world.size()};
@@ -72,19 +82,13 @@ TEST(CheckpointProgressFaults, AFullDiskReachesEveryRankAtTheSameCallAndTheNextC
   options.layout = layout;
   Checkpointer ckpt(world, options, model.shards);
 
-  fill(model, 1);
-  ckpt.save(1);
-  Driven first = drive_with_progress(world, ckpt);
-  expect_the_same_on_every_rank(world, first);
+  Driven first = save_and_drive(world, ckpt, model, 1);
   ASSERT_TRUE(first.done && first.raised.empty()) << first.raised;
   ASSERT_EQ(ckpt.last_committed_step(), std::optional<std::uint64_t>(1));
 
   // Another job fills the file system, leaving half a checkpoint.
   ASSERT_TRUE(every_rank(world, world.rank() != 0 || fill_file_system(filler, per_checkpoint / 2) > 0));
-  fill(model, 2);
-  ckpt.save(2);
-  Driven failed = drive_with_progress(world, ckpt);
-  expect_the_same_on_every_rank(world, failed);
+  Driven failed = save_and_drive(world, ckpt, model, 2);
   if (world.rank() == 0) std::printf("progress() raised on a full disk: %s\n", failed.raised.c_str());
   EXPECT_TRUE(has(failed.raised, "checkpoint step 2 failed")) << failed.raised;
   EXPECT_TRUE(has(failed.raised, "No space left on device")) << failed.raised;
@@ -102,10 +106,7 @@ TEST(CheckpointProgressFaults, AFullDiskReachesEveryRankAtTheSameCallAndTheNextC
   world.barrier();
   if (world.rank() == 0) std::filesystem::remove(filler);
   world.barrier();
-  fill(model, 3);
-  ckpt.save(3);
-  Driven next = drive_with_progress(world, ckpt);
-  expect_the_same_on_every_rank(world, next);
+  Driven next = save_and_drive(world, ckpt, model, 3);
   EXPECT_TRUE(next.done && next.raised.empty()) << next.raised;
   EXPECT_EQ(ckpt.last_committed_step(), std::optional<std::uint64_t>(3));
   scramble(model);
@@ -145,10 +146,7 @@ TEST(CheckpointProgressFaults, AFailedCommitReachesEveryRankAtTheSameCallAndTheN
     EXPECT_FALSE(fs::exists(dir / "latest"));
   }
 
-  fill(model, 2);
-  ckpt.save(2);
-  Driven next = drive_with_progress(world, ckpt);
-  expect_the_same_on_every_rank(world, next);
+  Driven next = save_and_drive(world, ckpt, model, 2);
   EXPECT_TRUE(next.done && next.raised.empty()) << next.raised;
   EXPECT_EQ(ckpt.last_committed_step(), std::optional<std::uint64_t>(2));
   world.barrier();
