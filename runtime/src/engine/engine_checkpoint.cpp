@@ -167,7 +167,8 @@ void Engine::Impl::after_step_checkpoint(double step_seconds) {
       if (step - last_saved.value_or(0) >= shared_interval.every) {
         const auto start = Clock::now();
         save_checkpoint(false);
-        choose_interval(shared_interval, seconds_since(start), "checkpoint interval");
+        shared_save_call_s = seconds_since(start);
+        shared_polls_in_flight = 0;
       }
     } else if (shared_interval.every > 0 && step % shared_interval.every == 0) {
       save_checkpoint(false);
@@ -191,6 +192,15 @@ void Engine::Impl::after_step_checkpoint(double step_seconds) {
     const bool shared_in_flight = writer->in_flight();
     const auto poll_start = Clock::now();
     writer->progress();
+    if (config.checkpoint.automatic && shared_save_call_s >= 0) {
+      // A shared save's cost to training is its call and the progress() calls until it is committed (they agree on
+      // its write and commit), counted alike for both tiers. Every rank learns of the commit at the same call.
+      if (shared_in_flight) shared_polls_in_flight += seconds_since(poll_start);
+      if (!writer->in_flight()) {
+        choose_interval(shared_interval, shared_save_call_s + shared_polls_in_flight, "checkpoint interval");
+        shared_save_call_s = -1;
+      }
+    }
     if (config.checkpoint.local_automatic) {
       // A node-local save's cost is more than the save() call: the progress() calls after it agree that every rank
       // committed it and carry its partner copy (nonblocking, but starting the transfer and storing it are not
@@ -206,6 +216,7 @@ void Engine::Impl::after_step_checkpoint(double step_seconds) {
       if (!saved_shared && !shared_in_flight) local_polls_since_save += seconds_since(poll_start);
     }
   } catch (const IoError& error) {
+    shared_save_call_s = -1;  // a failed save or write is no measure of a save's cost
     ++consecutive_failures;
     if (consecutive_failures >= config.checkpoint.max_failures)
       throw IoError("checkpoint: " + std::to_string(consecutive_failures) +
