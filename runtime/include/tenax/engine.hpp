@@ -79,10 +79,10 @@ struct LearningRateSchedule {
 struct CheckpointPolicy {
   std::string dir;  // "": TENAX_CHECKPOINT_DIR (tenax-launch sets it); "none" or "" with it unset: none
   int every = 0;    // save every N steps; 0: only at the end and on preemption
-  // Automatic interval: once each save is committed, the interval that loses the least expected time (Young/Daly,
-  // from the slowest rank's blocking time of that save: its call and the progress calls until the commit; the mean
-  // step time since the previous choice and the MTBF) replaces `every`, which is the interval until the first save
-  // (50 when 0). The choice and its inputs are logged and in the run's summary.
+  // Automatic interval: once each save is committed (or at the next save, if that comes first), the interval that
+  // loses the least expected time (Young/Daly, from the slowest rank's blocking time of that save: its call and the
+  // progress calls until then; the mean step time since the previous choice and the MTBF) replaces `every`, which is
+  // the interval until the first save (50 when 0). The choice and its inputs are logged and in the run's summary.
   bool automatic = false;
   // The MTBF it assumes; 0: this run's own (TENAX_RUN_MTBF, from tenax-launch) once it failed, else TENAX_MTBF when
   // set, else the site's TENAX_NODE_MTBF over the nodes the run spans, else TENAX_MTBF's default (24 h).

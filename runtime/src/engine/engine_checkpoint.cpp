@@ -165,6 +165,10 @@ void Engine::Impl::after_step_checkpoint(double step_seconds) {
     const std::optional<long> saved_before = last_saved;
     if (config.checkpoint.automatic) {
       if (step - last_saved.value_or(0) >= shared_interval.every) {
+        // The previous save still in flight (an interval shorter than its write and commit): its cost so far decides,
+        // so that the interval still adapts; what is left of it blocks this save's call and counts as this one's.
+        if (shared_save_call_s >= 0)
+          choose_interval(shared_interval, shared_save_call_s + shared_polls_in_flight, "checkpoint interval");
         const auto start = Clock::now();
         save_checkpoint(false);
         shared_save_call_s = seconds_since(start);
