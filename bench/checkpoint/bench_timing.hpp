@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -19,6 +20,23 @@ using Clock = std::chrono::steady_clock;
 
 inline double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// A comma-separated list of counts or byte sizes with an optional K/M/G suffix ("64M,256M,1G", "4,40,400").
+inline std::vector<std::uint64_t> parse_sizes(const std::string& list) {
+  std::vector<std::uint64_t> out;
+  for (std::size_t at = 0; at < list.size();) {
+    std::size_t comma = list.find(',', at);
+    if (comma == std::string::npos) comma = list.size();
+    const std::string item = list.substr(at, comma - at);
+    std::uint64_t v = std::stoull(item);
+    if (item.back() == 'K') v <<= 10;
+    if (item.back() == 'M') v <<= 20;
+    if (item.back() == 'G') v <<= 30;
+    out.push_back(v);
+    at = comma + 1;
+  }
+  return out;
 }
 
 inline double median(std::vector<double> v) {

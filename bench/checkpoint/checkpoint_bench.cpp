@@ -48,20 +48,6 @@ using tenax::bench::max_over_ranks;
 using tenax::bench::median;
 using tenax::bench::seconds_since;
 
-std::uint64_t parse_size(const std::string& s) {
-  std::uint64_t v = std::stoull(s);
-  switch (s.back()) {
-    case 'K':
-      return v << 10;
-    case 'M':
-      return v << 20;
-    case 'G':
-      return v << 30;
-    default:
-      return v;
-  }
-}
-
 std::string size_name(std::uint64_t b) {
   if (b >= (1ull << 30) && b % (1ull << 30) == 0) return std::to_string(b >> 30) + " GiB";
   return std::to_string(b >> 20) + " MiB";
@@ -82,21 +68,9 @@ struct Buffer {
   Buffer& operator=(const Buffer&) = delete;
 };
 
-void raw_write_fsync(const std::string& path, const std::uint8_t* data, std::size_t n) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw tenax::IoError("bench: open " + path + ": " + std::strerror(errno));
-  for (std::size_t done = 0; done < n;) {
-    ssize_t w = ::write(fd, data + done, std::min<std::size_t>(n - done, 1u << 30));
-    if (w <= 0) throw tenax::IoError("bench: write " + path + ": " + std::strerror(errno));
-    done += static_cast<std::size_t>(w);
-  }
-  ::fsync(fd);
-  ::close(fd);
-}
-
-// The interference reference: writes like the checkpoint's store path (O_DIRECT for the 4 KiB-aligned bulk where
-// `direct` and the file system takes it, buffered otherwise), in 8 MiB requests, then fsync.
-void raw_write_like_checkpoint(const std::string& path, const std::uint8_t* data, std::size_t n, bool direct) {
+// The references' writer: write(2) in 8 MiB requests (O_DIRECT for the 4 KiB-aligned bulk where `direct` and the file
+// system takes it, as the checkpoint's store path does; buffered otherwise) into a new file, then fsync.
+void raw_write_fsync(const std::string& path, const std::uint8_t* data, std::size_t n, bool direct) {
   int fd = direct ? ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0644) : -1;
   std::size_t done = 0;
   if (fd >= 0) {
@@ -199,7 +173,7 @@ Row measure(tenax::Communicator& world, const std::string& root, std::uint64_t b
       auto timed_raw_write = [&] {
         world.barrier();
         auto start = Clock::now();
-        raw_write_fsync(raw_path(r), model.data, row.bytes);
+        raw_write_fsync(raw_path(r), model.data, row.bytes, false);
         if (r >= keep) ::unlink(raw_path(r - keep).c_str());
         raw.push_back(max_over_ranks(world, seconds_since(start)));
       };
@@ -292,7 +266,7 @@ Row measure(tenax::Communicator& world, const std::string& root, std::uint64_t b
       std::exception_ptr failed;
       std::thread writer([&] {
         try {
-          raw_write_like_checkpoint(path, model.data, row.bytes, direct_io);
+          raw_write_fsync(path, model.data, row.bytes, direct_io);
         } catch (...) {
           failed = std::current_exception();
         }
@@ -343,14 +317,7 @@ int body(int argc, char** argv) {
     if (world.rank() == 0) std::printf("%s\n", cli.help().c_str());
     return 0;
   }
-  std::vector<std::uint64_t> sizes;
-  std::string list = args["sizes"].as<std::string>();
-  for (std::size_t at = 0; at <= list.size();) {
-    std::size_t comma = list.find(',', at);
-    if (comma == std::string::npos) comma = list.size();
-    sizes.push_back(parse_size(list.substr(at, comma - at)));
-    at = comma + 1;
-  }
+  const std::vector<std::uint64_t> sizes = tenax::bench::parse_sizes(args["sizes"].as<std::string>());
   const std::string root = args["dir"].as<std::string>();
   const int reps = std::max(1, args["reps"].as<int>());
   const int tensors = std::clamp(args["tensors"].as<int>(), 1, 1 << 20);

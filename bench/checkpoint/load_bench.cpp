@@ -28,22 +28,6 @@ using tenax::bench::max_over_ranks;
 using tenax::bench::median;
 using tenax::bench::seconds_since;
 
-std::vector<std::uint64_t> parse_list(const std::string& list) {
-  std::vector<std::uint64_t> out;
-  for (std::size_t at = 0; at < list.size();) {
-    std::size_t comma = list.find(',', at);
-    if (comma == std::string::npos) comma = list.size();
-    std::string item = list.substr(at, comma - at);
-    std::uint64_t v = std::stoull(item);
-    if (item.back() == 'K') v <<= 10;
-    if (item.back() == 'M') v <<= 20;
-    if (item.back() == 'G') v <<= 30;
-    out.push_back(v);
-    at = comma + 1;
-  }
-  return out;
-}
-
 double read_whole(const std::string& path, std::vector<char>& into) {
   auto t0 = Clock::now();
   const int fd = ::open(path.c_str(), O_RDONLY);
@@ -73,7 +57,7 @@ int body(int argc, char** argv) {
     if (world.rank() == 0) std::printf("%s\n", cli.help().c_str());
     return 0;
   }
-  const std::uint64_t bytes = parse_list(args["bytes"].as<std::string>()).at(0);
+  const std::uint64_t bytes = tenax::bench::parse_sizes(args["bytes"].as<std::string>()).at(0);
   const int reps = std::max(1, args["reps"].as<int>());
   const std::string root = args["dir"].as<std::string>();
   const int rank = world.rank(), size = world.size();
@@ -84,7 +68,7 @@ int body(int argc, char** argv) {
     std::printf("%s\n", tenax::bench::machine_line().c_str());
     std::printf("%8s | %9s %9s | %9s\n", "blocks", "load ms", "read ms", "per block us");
   }
-  for (std::uint64_t blocks : parse_list(args["blocks"].as<std::string>())) {
+  for (std::uint64_t blocks : tenax::bench::parse_sizes(args["blocks"].as<std::string>())) {
     const std::uint64_t per = std::max<std::uint64_t>(1, bytes / 4 / blocks);
     std::vector<std::vector<float>> data(blocks, std::vector<float>(per, 1.5f));
     std::vector<tenax::TensorShard> shards;

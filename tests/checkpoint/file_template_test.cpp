@@ -152,7 +152,7 @@ TEST(FileTemplate, AFileFromTheTemplateReadsBackItsStepCrcsAndData) {
   EXPECT_EQ(file_step(scratch / "later.h5"), 20u);
   RankFileReader reader(scratch / "later.h5");
   for (const ShardWrite& s : later.shards) {
-    const BlockAttributes a = reader.attributes(s.dataset);
+    const BlockAttributes a = reader.open(s.dataset).attributes();
     EXPECT_EQ(a.crc32c, s.crc32c) << s.dataset;
     EXPECT_EQ(a.tensor, s.tensor);
     EXPECT_EQ(a.shape, s.box.shape);

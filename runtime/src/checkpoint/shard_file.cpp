@@ -170,10 +170,6 @@ void RankFileReader::read_block(const std::string& dataset, DType dtype, const D
   open(dataset).read(dtype, block_shape, dst, dst_shape, dst_start);
 }
 
-BlockAttributes RankFileReader::attributes(const std::string& dataset) {
-  return open(dataset).attributes();
-}
-
 void RankFileReader::Block::read(DType dtype, const Dims& block_shape, void* dst, const Dims& dst_shape,
                                  const Dims& dst_start) const {
   h5::Handle fspace(h5::check(H5Dget_space(dataset_), "H5Dget_space", where_), H5Sclose);

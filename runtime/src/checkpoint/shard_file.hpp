@@ -88,10 +88,9 @@ class RankFileReader {
   // Raises IoError naming the file and dataset when it cannot be opened.
   Block open(const std::string& dataset);
 
-  // open(dataset) and one of its calls.
+  // open(dataset).read(...).
   void read_block(const std::string& dataset, DType dtype, const Dims& block_shape, void* dst, const Dims& dst_shape,
                   const Dims& dst_start);
-  BlockAttributes attributes(const std::string& dataset);
   std::vector<std::uint8_t> read_bytes(const std::string& dataset, std::uint64_t expected_size);
 
  private:
