@@ -106,11 +106,13 @@ std::vector<std::pair<std::string, std::string>> protocol_env(const Options& opt
   if (plan.original_world_size != 0) {
     env.emplace_back("TENAX_ORIGINAL_WORLD_SIZE", std::to_string(plan.original_world_size));
   }
-  if (plan.observed_mtbf_s > 0) {
-    env.emplace_back(
-        "TENAX_RUN_MTBF",
-        std::to_string(std::max<long long>(1, static_cast<long long>(plan.observed_mtbf_s * 1000.0))) + "ms");
-  }
+  // Never 0 ms: 0 means "no failure yet" to the program.
+  auto milliseconds = [](double s) {
+    return std::to_string(std::max<long long>(1, static_cast<long long>(s * 1000.0))) + "ms";
+  };
+  if (plan.observed_mtbf_s > 0) env.emplace_back("TENAX_RUN_MTBF", milliseconds(plan.observed_mtbf_s));
+  if (plan.observed_shared_mtbf_s > 0)
+    env.emplace_back("TENAX_RUN_SHARED_MTBF", milliseconds(plan.observed_shared_mtbf_s));
   return env;
 }
 

@@ -22,6 +22,9 @@ struct AttemptPlan {
   // The run's wall time so far over its failures (from the ledger), once it has failed: TENAX_RUN_MTBF for the
   // program's automatic checkpoint interval. 0: no failure yet.
   double observed_mtbf_s = 0;
+  // The same over the failures whose restart needed the shared tier, counting at least one: TENAX_RUN_SHARED_MTBF for
+  // the shared tier's interval when a node-local tier covers the other failures. 0: no failure yet.
+  double observed_shared_mtbf_s = 0;
   std::string job_id;  // TENAX_JOB_ID: the job the node-local checkpoint copies belong to (node_local_cleanup.hpp)
 };
 

@@ -239,6 +239,8 @@ class AttemptWatch {
     report_.hang_timeout_s = detector_.timeout_s();
     for (const auto& h : beats_) {
       report_.resumed_step = std::max(report_.resumed_step, h.resumed_step);
+      if (h.resumed_tier == "shared" || (h.resumed_tier == "node-local" && report_.resumed_tier.empty()))
+        report_.resumed_tier = h.resumed_tier;
       report_.checkpoint_step = std::max(report_.checkpoint_step, h.checkpoint_step);
       report_.steps_done = std::max(report_.steps_done, h.steps_done);
       report_.productive_s = std::max(report_.productive_s, h.productive_s);

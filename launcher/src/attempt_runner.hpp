@@ -31,6 +31,9 @@ struct AttemptReport {
   double teardown_s = 0;        // noticed -> every process reaped
   std::int64_t max_step = -1;
   std::int64_t resumed_step = -1;
+  // "shared" when any rank read the shared tier, "node-local" when the ranks read only the node-local one, "" before
+  // a resume from a checkpoint (or from a program too old to say).
+  std::string resumed_tier;
   std::int64_t checkpoint_step = -1;
   std::int64_t steps_done = 0;
   double productive_s = 0, load_s = 0, checkpoint_stall_s = 0;

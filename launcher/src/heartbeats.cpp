@@ -128,6 +128,7 @@ Heartbeat parse_heartbeat(const std::string& text, const std::string& origin) {
     h.step = record.i64_or("step", -1);
     h.seq = static_cast<std::uint64_t>(f.integer("seq", 0, 0, kI64));
     h.resumed_step = record.i64_or("resumed_step", -1);
+    h.resumed_tier = record.string_or("resumed_tier", "");
     h.load_s = record.number_or("load_s", 0);
     h.productive_s = record.number_or("productive_s", 0);
     h.steps_done = f.integer("steps_done", 0, 0, kI64);

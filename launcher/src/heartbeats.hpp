@@ -18,6 +18,7 @@ struct Heartbeat {
   std::int64_t step = -1;
   std::uint64_t seq = 0;
   std::int64_t resumed_step = -1;
+  std::string resumed_tier;  // "node-local" or "shared" once resumed from a checkpoint; "" otherwise or unknown
   double load_s = 0;
   double productive_s = 0;
   std::int64_t steps_done = 0;

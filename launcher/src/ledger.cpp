@@ -154,6 +154,7 @@ GoodputSummary summarize_ledger(const std::string& path) {
 GoodputSummary summarize_ledger(std::istream& in, const std::string& path) {
   GoodputSummary s;
   double invocation_start = -1, last_time = -1, previous_end = -1, previous_exit = -1;
+  bool recovering = false;  // a failure happened and no attempt has resumed since
   auto close_invocation = [&] {
     if (invocation_start >= 0 && last_time >= invocation_start) s.wall_s += last_time - invocation_start;
   };
@@ -174,7 +175,17 @@ GoodputSummary summarize_ledger(std::istream& in, const std::string& path) {
     } else if (event == "attempt") {
       ++s.attempts;
       const std::string outcome = r.string_or("outcome", "");
-      if (is_failure_outcome(outcome)) ++s.failures;
+      // The first attempt after a failure that got as far as resuming says what the failure needed: a checkpoint
+      // from the shared tier, one from the node-local tier, or none (a fresh start: nothing was saved yet).
+      const std::int64_t resumed = r.i64_or("resumed_step", -1);
+      if (recovering && resumed >= 0) {
+        if (resumed > 0 && r.string_or("resumed_tier", "shared") != "node-local") ++s.shared_tier_recoveries;
+        recovering = false;
+      }
+      if (is_failure_outcome(outcome)) {
+        ++s.failures;
+        recovering = true;
+      }
       if (outcome == "preempted") ++s.preemptions;
       const double lost = r.number_or("work_lost_s", 0);
       s.productive_s += std::max(0.0, r.number_or("productive_s", 0) - lost);

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -105,7 +106,7 @@ class Supervisor {
         return finish(kExitGaveUp, error.what());
       }
       plan.attempt = ++attempt_;
-      plan.observed_mtbf_s = observed_mtbf_s();
+      observed_mtbf(plan);
       plan.restart_count = attempt_ - 1;
       plan.job_id = job_id_;
       Command command = slurm_ ? srun_command(options_, plan, run_dir_, checkpoint_dir_)
@@ -190,13 +191,16 @@ class Supervisor {
   }
 
   // The run's mean time between failures so far, across attempts and requeues (the ledger's wall time over its
-  // failures); 0 before the first failure, or when the ledger cannot be read (the program then assumes TENAX_MTBF).
-  double observed_mtbf_s() {
+  // failures), and between the failures whose restart needed the shared tier (counting at least one: the next failure
+  // may be the first). Both 0 before the first failure, or when the ledger cannot be read (the program then assumes
+  // TENAX_MTBF).
+  void observed_mtbf(AttemptPlan& plan) {
     try {
       const GoodputSummary summary = summarize_ledger(ledger_->path());
-      return summary.failures > 0 ? summary.wall_s / summary.failures : 0;
+      if (summary.failures == 0) return;
+      plan.observed_mtbf_s = summary.wall_s / summary.failures;
+      plan.observed_shared_mtbf_s = summary.wall_s / std::max(1, summary.shared_tier_recoveries);
     } catch (const Error&) {
-      return 0;
     }
   }
 
@@ -260,6 +264,7 @@ class Supervisor {
     line.add("rank", c.rank).add("node", ledger_text(c.node)).add("summary", ledger_text(c.summary));
     line.add("resumed_step", static_cast<long long>(r.resumed_step))
         .add("max_step", static_cast<long long>(r.max_step));
+    if (!r.resumed_tier.empty()) line.add("resumed_tier", r.resumed_tier);
     line.add("checkpoint_step", static_cast<long long>(saved)).add("steps_done", static_cast<long long>(r.steps_done));
     line.add("progress_by", progress_basis_name(progress_basis_));
     auto add_time = [&](const char* key, double unix_time) {

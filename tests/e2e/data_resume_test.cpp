@@ -16,6 +16,7 @@
 #include <random>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/json.hpp"
@@ -239,9 +240,27 @@ TEST(GptAutomaticCheckpointInterval, AFailureShortensIt) {
   EXPECT_EQ(final_checksum(launch.output()), final_checksum(quiet.output())) << launch.output();
 }
 
+// The last automatic choice of a tier in `output`: its steps, MTBF and the MTBF's source (steps -1: none).
+struct IntervalChoice {
+  int steps = -1;
+  double mtbf_s = 0;
+  std::string source;
+};
+IntervalChoice last_interval_choice(const std::string& output, const std::string& what) {
+  const std::regex note(what +
+                        " \\(automatic, Young/Daly\\): (\\d+) steps = [^\\n]* an MTBF of ([0-9.]+) s from ([^\\n]*)");
+  IntervalChoice last;
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), note); it != std::sregex_iterator(); ++it)
+    last = {std::stoi((*it)[1]), std::stod((*it)[2]), (*it)[3]};
+  return last;
+}
+
 // The node-local tier's automatic interval: Young/Daly from a node-local save's measured cost and the MTBF (30 s
 // configured); after a failure the run's own MTBF (seconds here) shortens it, the restart reads a node-local copy, and
-// the result is the uninterrupted run's.
+// the result is the uninterrupted run's. After three failures, the shared tier assumes only the failures the
+// node-local tier could not cover: the launcher has seen two restarts read node-local copies (the third restart is
+// the attempt that chooses), so none needed the shared tier, and at least one is counted: the run's wall time over
+// one failure, three times the MTBF over all three that the node-local tier assumes.
 TEST(GptAutomaticCheckpointInterval, TheNodeLocalTierGetsItsOwn) {
   ScratchDir data_dir("gpt-data-auto-local");
   const std::string data = write_dataset(data_dir.path());
@@ -260,25 +279,42 @@ TEST(GptAutomaticCheckpointInterval, TheNodeLocalTierGetsItsOwn) {
   Launch launch(quick_restart_launcher_args(dir, 2), args, dir / "out.txt");
   ::unsetenv("TENAX_CKPT_LOCAL_DIR");
   ::unsetenv("TENAX_MTBF");
-  auto beat = wait_for_step(dir / "run", 1, 1, 40, seconds(60));
-  ASSERT_TRUE(beat.has_value()) << launch.output();
-  ASSERT_EQ(kill(static_cast<pid_t>(beat->pid), SIGKILL), 0);
+  for (const auto& [attempt, at_step] : {std::pair{1, 30LL}, std::pair{2, 40LL}, std::pair{3, 50LL}}) {
+    auto beat = wait_for_step(dir / "run", 1, attempt, at_step, seconds(60));
+    ASSERT_TRUE(beat.has_value()) << "attempt " << attempt << "\n" << launch.output();
+    ASSERT_EQ(kill(static_cast<pid_t>(beat->pid), SIGKILL), 0);
+  }
   ASSERT_EQ(launch.wait(seconds(120)), 0) << launch.output();
   const std::string output = launch.output();
 
-  // The last choice of each run, from its summary.
+  // The first choice after the first failure, against the last one of the run without failures.
   const int before = automatic_interval_steps(quiet.output(), "TENAX_MTBF", "node-local checkpoint interval");
   const int after =
       automatic_interval_steps(output, "this run's failures \\(TENAX_RUN_MTBF\\)", "node-local checkpoint interval");
   ASSERT_GE(before, 1) << quiet.output();
   ASSERT_GE(after, 1) << output;
   EXPECT_LT(after, before) << output;
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(output, m, std::regex("resumed from (\\S+) at step (\\d+)"))) << output;
-  EXPECT_EQ(m[1].str().rfind(local.path(), 0), 0u) << "the restart should read a node-local copy\n" << output;
+  std::vector<std::string> sources;
+  const std::regex resumed("resumed from (\\S+) at step (\\d+)");
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), resumed); it != std::sregex_iterator(); ++it)
+    sources.push_back((*it)[1]);
+  ASSERT_EQ(sources.size(), 3u) << output;
+  for (const std::string& source : sources)
+    EXPECT_EQ(source.rfind(local.path(), 0), 0u) << "each restart should read a node-local copy\n" << output;
   EXPECT_EQ(final_checksum(output), reference) << output;
-  std::printf("node-local interval %d steps without a failure, %d after one; resumed at step %s\n", before, after,
-              m[2].str().c_str());
+
+  // The fourth attempt's choices, both from the same ledger.
+  const IntervalChoice local_tier = last_interval_choice(output, "node-local checkpoint interval");
+  const IntervalChoice shared_tier = last_interval_choice(output, "  checkpoint interval");
+  EXPECT_EQ(local_tier.source, "this run's failures (TENAX_RUN_MTBF)") << output;
+  EXPECT_EQ(shared_tier.source, "this run's failures beyond the node-local tier (TENAX_RUN_SHARED_MTBF)") << output;
+  // Printed to 0.1 s: W / 1 and 3 (W / 3) of the same W agree to within that rounding (0.05 + 3 x 0.05). Counting a
+  // node-local restart as needing the shared tier would make the shared figure W / 2, half of it.
+  EXPECT_NEAR(shared_tier.mtbf_s, 3 * local_tier.mtbf_s, 0.21) << output;
+  std::printf(
+      "node-local interval %d steps without a failure, %d after one; after three: node-local %d steps (MTBF %.1f s), "
+      "shared %d steps (MTBF %.1f s)\n",
+      before, after, local_tier.steps, local_tier.mtbf_s, shared_tier.steps, shared_tier.mtbf_s);
 }
 
 // kill -9 of a rank with a node-local tier: the restart reads every rank's own copy of a step that only the node-local

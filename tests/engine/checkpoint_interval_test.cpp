@@ -47,6 +47,7 @@ TEST(CheckpointInterval, StepsAreRoundedAndBounded) {
 
 TEST(CheckpointInterval, TheMtbfIsTheProgramsThenTheRunsThenTheJobsThenTheSitesPerNode) {
   unsetenv("TENAX_RUN_MTBF");
+  unsetenv("TENAX_RUN_SHARED_MTBF");
   unsetenv("TENAX_MTBF");
   unsetenv("TENAX_NODE_MTBF");
   EXPECT_DOUBLE_EQ(choose_mtbf(0, 8).seconds, 86400) << "TENAX_MTBF's default: 24 h";
@@ -76,7 +77,21 @@ TEST(CheckpointInterval, TheMtbfIsTheProgramsThenTheRunsThenTheJobsThenTheSitesP
   EXPECT_EQ(choose_mtbf(0, 8).source, "this run's failures (TENAX_RUN_MTBF)");
   EXPECT_DOUBLE_EQ(choose_mtbf(600, 8).seconds, 600);
   EXPECT_EQ(choose_mtbf(600, 8).source, "the program");
+
+  // The shared tier beside a node-local one covers only the failures the node-local tier could not: the run's figure
+  // for those, once the launcher gives it; the run's figure for all failures until then, and for every other tier.
+  constexpr FailuresCovered kBeyond = FailuresCovered::BeyondNodeLocal;
+  EXPECT_DOUBLE_EQ(choose_mtbf(0, 8, kBeyond).seconds, 45) << "no TENAX_RUN_SHARED_MTBF: all failures";
+  setenv("TENAX_RUN_SHARED_MTBF", "135s", 1);
+  EXPECT_DOUBLE_EQ(choose_mtbf(0, 8, kBeyond).seconds, 135);
+  EXPECT_EQ(choose_mtbf(0, 8, kBeyond).source,
+            "this run's failures beyond the node-local tier (TENAX_RUN_SHARED_MTBF)");
+  EXPECT_DOUBLE_EQ(choose_mtbf(0, 8).seconds, 45) << "the node-local tier, or the shared tier alone: all failures";
+  EXPECT_DOUBLE_EQ(choose_mtbf(600, 8, kBeyond).seconds, 600) << "the program's value still wins";
   unsetenv("TENAX_RUN_MTBF");
+  EXPECT_DOUBLE_EQ(choose_mtbf(0, 8, kBeyond).seconds, 135);
+  EXPECT_DOUBLE_EQ(choose_mtbf(0, 8).seconds, 7200) << "TENAX_RUN_SHARED_MTBF is only the shared tier's";
+  unsetenv("TENAX_RUN_SHARED_MTBF");
   unsetenv("TENAX_MTBF");
   unsetenv("TENAX_NODE_MTBF");
 }

@@ -54,6 +54,9 @@ TEST(AttemptPlan, LocalCommandIsMpirunWithOpenMpiDefaultsTheUserMayOverride) {
   EXPECT_EQ(env_value(local_command(o, plan, "/runs/r1", "/ckpt/r1").env, "TENAX_RUN_MTBF"), "12345ms");
   plan.observed_mtbf_s = 0.0001;
   EXPECT_EQ(env_value(local_command(o, plan, "/runs/r1", "/ckpt/r1").env, "TENAX_RUN_MTBF"), "1ms") << "never 0";
+  EXPECT_EQ(env_value(local_command(o, plan, "/runs/r1", "/ckpt/r1").env, "TENAX_RUN_SHARED_MTBF"), "<unset>");
+  plan.observed_shared_mtbf_s = 37.0;
+  EXPECT_EQ(env_value(local_command(o, plan, "/runs/r1", "/ckpt/r1").env, "TENAX_RUN_SHARED_MTBF"), "37000ms");
 }
 
 // The variables that say the ranks may span hosts; the test clears them first (the suite may itself run in a job).

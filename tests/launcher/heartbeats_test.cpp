@@ -85,6 +85,8 @@ TEST(Heartbeat, StepsAndTimesAreTheProgramsOwn) {
   EXPECT_EQ(parse_heartbeat(record("checkpoint_step", "-9223372036854775808"), "r").checkpoint_step, INT64_MIN);
   EXPECT_EQ(parse_heartbeat(record("load_s", "-1.5"), "r").load_s, -1.5);
   EXPECT_EQ(parse_heartbeat(record("exit", "300"), "r").exit_code, 300);
+  EXPECT_EQ(parse_heartbeat(record("resumed_tier", "\"node-local\""), "r").resumed_tier, "node-local");
+  EXPECT_EQ(parse_heartbeat(record("exit", "0"), "r").resumed_tier, "") << "a program too old to say";
 }
 
 TEST_F(HeartbeatFiles, AFileLargerThanAnyHeartbeatIsRefusedWithoutReadingIt) {

@@ -137,6 +137,7 @@ TEST_F(WorkerProtocol, HeartbeatsCarryStepTimingAndTheExitCode) {
   EXPECT_GT(later.at("beat").i64(), beat_before);
   EXPECT_EQ(later.at("step").i64(), 23);
   EXPECT_EQ(later.at("resumed_step").i64(), 20);
+  EXPECT_EQ(later.at("resumed_tier").string(), "shared") << "a program's own checkpoint: durable storage";
   EXPECT_EQ(later.at("steps_done").i64(), 3);
   EXPECT_EQ(later.at("checkpoint_step").i64(), 23);
   EXPECT_EQ(later.at("exit").i64(), -1);

@@ -166,6 +166,7 @@ struct ResumeInfo {
   int saved_world_size = 0;
   double seconds = 0;
   std::vector<std::string> rejected;  // newer checkpoints skipped as damaged, with the reason
+  bool node_local = false;            // every rank read the node-local tier (its own copy or its partner's)
 };
 
 // Called by run() after every step on every rank (print from rank 0: engine.rank() == 0).

@@ -61,6 +61,10 @@ int preemption_signal() noexcept;
 // CommError -> kExitPeerFailure (another rank or node is to blame), anything else -> kExitCrash.
 int exit_code_for(const std::exception& error) noexcept;
 
+// The tier a resumed checkpoint was read from. tenax-launch counts the failures whose restart needed the shared tier
+// (TENAX_RUN_SHARED_MTBF): with a node-local tier, those are what the shared tier's automatic interval must cover.
+enum class CheckpointTier { Shared, NodeLocal };
+
 class Worker {
  public:
   // One per process, created after tenax::Runtime (rank known). Installs the preemption handlers, and when supervised
@@ -73,8 +77,9 @@ class Worker {
 
   const LaunchInfo& info() const;
 
-  // The run resumed at `step` (0 for a fresh start) after `load_seconds` spent loading the checkpoint.
-  void resumed_from(std::int64_t step, double load_seconds);
+  // The run resumed at `step` (0 for a fresh start) after `load_seconds` spent loading the checkpoint, read from
+  // `tier` (ignored for a fresh start). A program with its own checkpoints reads them from durable storage: Shared.
+  void resumed_from(std::int64_t step, double load_seconds, CheckpointTier tier = CheckpointTier::Shared);
   // Step `step` completed (steps count completed optimizer steps: the first one is 1). The time since the previous
   // heartbeat (or resumed_from) is counted as productive step time, minus checkpoint stalls reported in between.
   void heartbeat(std::int64_t step);

@@ -83,6 +83,10 @@ const std::vector<Var>& registry() {
       {"TENAX_RUN_MTBF", Duration, "0",
        "Set by tenax-launch once the run has failed: its wall time so far over its failures, which an automatic "
        "checkpoint interval uses instead of TENAX_MTBF (0: no failure yet)."},
+      {"TENAX_RUN_SHARED_MTBF", Duration, "0",
+       "Set by tenax-launch with TENAX_RUN_MTBF: the run's wall time so far over the failures whose restart had to "
+       "read the shared tier (at least one counted). With a node-local tier, the shared tier's automatic interval "
+       "uses it, since the node-local tier and its partner copies cover the other failures (0: no failure yet)."},
       {"TENAX_CKPT_EVERY", String, "",
        "Checkpoint interval, N steps or auto (Young/Daly), for a program that takes the default of its "
        "--checkpoint-every from CheckpointPolicy::every_default (the examples do); its command line still overrides "

@@ -25,11 +25,14 @@ int interval_in_steps(double interval_s, double step_s, long max_steps) {
   return static_cast<int>(std::clamp<double>(steps, 1, static_cast<double>(std::min<long>(cap, 1L << 30))));
 }
 
-MtbfChoice choose_mtbf(double configured_s, int nodes) {
+MtbfChoice choose_mtbf(double configured_s, int nodes, FailuresCovered covered) {
   if (configured_s > 0) return {configured_s, "the program"};
   const auto seconds = [](std::string_view name) {
     return static_cast<double>(env::get_duration(name).count()) / 1000.0;
   };
+  if (covered == FailuresCovered::BeyondNodeLocal)
+    if (const double observed = seconds("TENAX_RUN_SHARED_MTBF"); observed > 0)
+      return {observed, "this run's failures beyond the node-local tier (TENAX_RUN_SHARED_MTBF)"};
   if (const double observed = seconds("TENAX_RUN_MTBF"); observed > 0)
     return {observed, "this run's failures (TENAX_RUN_MTBF)"};
   if (env::is_set("TENAX_MTBF")) return {seconds("TENAX_MTBF"), "TENAX_MTBF"};

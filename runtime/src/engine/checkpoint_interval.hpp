@@ -22,19 +22,27 @@ int interval_in_steps(double interval_s, double step_s, long max_steps);
 // Where the mean time between failures came from, for the log and the summary.
 struct MtbfChoice {
   double seconds = 0;
-  // "the program", "this run's failures (TENAX_RUN_MTBF)", "TENAX_MTBF", "TENAX_NODE_MTBF (720h) over 8 nodes",
-  // "TENAX_MTBF's default"
+  // "the program", "this run's failures (TENAX_RUN_MTBF)", "this run's failures beyond the node-local tier
+  // (TENAX_RUN_SHARED_MTBF)", "TENAX_MTBF", "TENAX_NODE_MTBF (720h) over 8 nodes", "TENAX_MTBF's default"
   std::string source;
 };
 
+// Which failures a tier's interval must cover: every failure (the node-local tier, or the shared tier alone), or only
+// those the node-local tier and its partner copies cannot (the shared tier beside a node-local one: a node lost with
+// its partner, a requeue onto other nodes, a layout change, a damaged copy).
+enum class FailuresCovered { All, BeyondNodeLocal };
+
 // The MTBF the automatic interval uses, the first that applies:
 //   1. the program's own value (`configured_s` > 0);
-//   2. what tenax-launch observed across this run's attempts (TENAX_RUN_MTBF, set only once a failure happened);
+//   2. what tenax-launch observed across this run's attempts, set only once a failure happened: TENAX_RUN_MTBF over
+//      all failures, or for FailuresCovered::BeyondNodeLocal TENAX_RUN_SHARED_MTBF over those whose restart read the
+//      shared tier (counting at least one). Both tiers assume the same MTBF until the run has failed: what share of
+//      failures the node-local tier covers is known only from the run's own;
 //   3. TENAX_MTBF, when set: the user's or the job's own figure;
 //   4. TENAX_NODE_MTBF over `nodes`, when set (the site's per-node figure, exported by the SPANK plugin's
 //      node_mtbf_hours): with independent failures, a job on N nodes fails N times as often as one node;
 //   5. TENAX_MTBF's default (24 h).
 // `nodes` is the number of nodes the run spans (at least 1).
-MtbfChoice choose_mtbf(double configured_s, int nodes);
+MtbfChoice choose_mtbf(double configured_s, int nodes, FailuresCovered covered = FailuresCovered::All);
 
 }  // namespace tenax

@@ -131,6 +131,7 @@ ResumeInfo Engine::Impl::resume() {
   info.path = r.path;
   info.saved_layout = r.saved_layout;
   info.saved_world_size = r.saved_world_size;
+  info.node_local = r.node_local;
   info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   TENAX_LOG(Debug, "engine") << "checkpoint of step " << step << " loaded in " << info.seconds << " s";
   return info;
@@ -305,7 +306,13 @@ void Engine::Impl::choose_interval(TierInterval& tier, double save_seconds, std:
   tier.step_seconds = 0;
   tier.steps = 0;
   const double cost = std::max(measured[0], 1e-6), step_s = measured[1];
-  const MtbfChoice mtbf = choose_mtbf(config.checkpoint.mtbf_s, nodes);
+  // With a node-local tier that saves between shared saves, a failure it covers costs only the work since its last
+  // copy: the shared tier's interval then has to cover only the failures beyond it.
+  const bool node_local_saves =
+      !writer->options().local_dir.empty() && (config.checkpoint.local_automatic || config.checkpoint.local_every > 0);
+  const MtbfChoice mtbf = choose_mtbf(
+      config.checkpoint.mtbf_s, nodes,
+      &tier == &shared_interval && node_local_saves ? FailuresCovered::BeyondNodeLocal : FailuresCovered::All);
   const int chosen = interval_in_steps(daly_interval_s(cost, mtbf.seconds), step_s, std::max(1L, config.steps));
   std::ostringstream note;
   note << what << " (automatic, Young/Daly): " << chosen << " steps = " << std::fixed << std::setprecision(2)

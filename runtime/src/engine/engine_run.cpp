@@ -29,7 +29,8 @@ int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCal
       std::fflush(stdout);
     }
   }
-  worker.resumed_from(resume.step, resume.seconds);
+  worker.resumed_from(resume.step, resume.seconds,
+                      resume.node_local ? worker::CheckpointTier::NodeLocal : worker::CheckpointTier::Shared);
 
   metrics::Options options = metrics::Options::from_env();
   if (!e.config.run_dir.empty()) options.run_dir = e.config.run_dir;

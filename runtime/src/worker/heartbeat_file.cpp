@@ -20,6 +20,7 @@ std::string format_heartbeat(const HeartbeatRecord& r) {
       .add("step", r.step)
       .add("seq", r.seq)
       .add("resumed_step", r.resumed_step)
+      .add("resumed_tier", r.resumed_tier)
       .add("load_s", r.load_s)
       .add("productive_s", r.productive_s)
       .add("steps_done", r.steps_done)

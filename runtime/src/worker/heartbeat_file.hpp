@@ -15,6 +15,7 @@ struct HeartbeatRecord {
   std::int64_t step = -1;             // last completed step; -1 until resumed_from()
   std::uint64_t seq = 0;              // tenax::operations_issued() when written
   std::int64_t resumed_step = -1;     // the step this attempt resumed from; -1 until known
+  std::string resumed_tier;           // "node-local" or "shared" once resumed from a checkpoint, else ""
   double load_s = 0;                  // checkpoint load time of this attempt
   double productive_s = 0;            // step time of this attempt, checkpoint stalls excluded
   std::int64_t steps_done = 0;        // steps completed in this attempt

@@ -63,9 +63,10 @@ class Worker::Impl {
 
   const LaunchInfo& info() const { return info_; }
 
-  void resumed_from(std::int64_t step, double load_seconds) {
+  void resumed_from(std::int64_t step, double load_seconds, CheckpointTier tier) {
     std::lock_guard lock(mutex_);
     record_.resumed_step = step;
+    record_.resumed_tier = step <= 0 ? "" : tier == CheckpointTier::NodeLocal ? "node-local" : "shared";
     record_.step = step;
     record_.load_s += load_seconds;
     last_mark_ = Clock::now();
@@ -184,8 +185,8 @@ const LaunchInfo& Worker::info() const {
   return impl_->info();
 }
 
-void Worker::resumed_from(std::int64_t step, double load_seconds) {
-  impl_->resumed_from(step, load_seconds);
+void Worker::resumed_from(std::int64_t step, double load_seconds, CheckpointTier tier) {
+  impl_->resumed_from(step, load_seconds, tier);
 }
 
 void Worker::heartbeat(std::int64_t step) {
