@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include <cmath>
+#include <optional>
 
 #include "engine/checkpoint_interval.hpp"
 #include "tenax/engine.hpp"
@@ -94,6 +95,67 @@ TEST(CheckpointInterval, TheMtbfIsTheProgramsThenTheRunsThenTheJobsThenTheSitesP
   unsetenv("TENAX_RUN_SHARED_MTBF");
   unsetenv("TENAX_MTBF");
   unsetenv("TENAX_NODE_MTBF");
+}
+
+// A shared save's cost: its call and the progress() calls while it was in flight, known at its commit.
+TEST(SaveCost, ASharedSaveCostsItsCallAndThePollsUntilItsCommit) {
+  SharedSaveCost meter;
+  EXPECT_FALSE(meter.polled(0.5, false, false)) << "nothing measured before the first save";
+  EXPECT_FALSE(meter.before_save());
+  meter.saved(0.010);
+  EXPECT_FALSE(meter.polled(0.002, true, true)) << "still in flight";
+  EXPECT_FALSE(meter.polled(0.003, true, true));
+  const std::optional<double> cost = meter.polled(0.004, true, false);
+  ASSERT_TRUE(cost);
+  EXPECT_DOUBLE_EQ(*cost, 0.019) << "the call and the three polls that carried it";
+  EXPECT_FALSE(meter.polled(0.1, false, false)) << "known once";
+  EXPECT_FALSE(meter.before_save()) << "nothing left to measure at the next save";
+
+  // A save done within its call (nothing in flight afterwards): the call alone, at the next poll.
+  meter.saved(0.030);
+  const std::optional<double> at_once = meter.polled(0.2, false, false);
+  ASSERT_TRUE(at_once);
+  EXPECT_DOUBLE_EQ(*at_once, 0.030) << "a poll with nothing in flight carries nothing";
+}
+
+// An interval shorter than a write and commit: the next save comes while the previous one is in flight. Its cost so
+// far decides then, so that the interval still adapts; the new save is measured from its own call.
+TEST(SaveCost, ASharedSaveStillInFlightAtTheNextSaveCountsItsCostSoFar) {
+  SharedSaveCost meter;
+  meter.saved(0.010);
+  EXPECT_FALSE(meter.polled(0.002, true, true));
+  EXPECT_FALSE(meter.polled(0.003, true, true));
+  const std::optional<double> so_far = meter.before_save();
+  ASSERT_TRUE(so_far);
+  EXPECT_DOUBLE_EQ(*so_far, 0.015);
+  meter.saved(0.040);  // blocked by what was left of the previous save: counted as this one's
+  const std::optional<double> next = meter.polled(0.001, true, false);
+  ASSERT_TRUE(next);
+  EXPECT_DOUBLE_EQ(*next, 0.041) << "the new save's call and its own poll, not the previous save's polls";
+}
+
+TEST(SaveCost, AFailedSharedSaveIsNoMeasure) {
+  SharedSaveCost meter;
+  meter.saved(0.010);
+  EXPECT_FALSE(meter.polled(0.002, true, true));
+  meter.failed();
+  EXPECT_FALSE(meter.polled(0.003, true, false));
+  EXPECT_FALSE(meter.before_save());
+  meter.saved(0.020);
+  EXPECT_DOUBLE_EQ(meter.polled(0.001, true, false).value_or(-1), 0.021) << "the next save is measured again";
+}
+
+// A node-local save's cost: its call and the node-local tier's polls up to the next save, known at that save.
+TEST(SaveCost, ANodeLocalSaveCostsItsCallAndThePollsUpToTheNextSave) {
+  LocalSaveCost meter;
+  meter.polled(0.5);  // before any save: nobody's
+  EXPECT_FALSE(meter.saved(0.010)) << "the first save: nothing to report yet";
+  meter.polled(0.002);
+  meter.polled(0.003);
+  const std::optional<double> cost = meter.saved(0.020);
+  ASSERT_TRUE(cost);
+  EXPECT_DOUBLE_EQ(*cost, 0.015) << "the first save's call and the two polls after it, not the one before it";
+  EXPECT_DOUBLE_EQ(meter.saved(0.007).value_or(-1), 0.020) << "no polls in between: the call alone";
 }
 
 TEST(CheckpointInterval, TheCommandLineTakesStepsOrAuto) {

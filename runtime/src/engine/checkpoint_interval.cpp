@@ -44,4 +44,37 @@ MtbfChoice choose_mtbf(double configured_s, int nodes, FailuresCovered covered) 
   return {seconds("TENAX_MTBF"), "TENAX_MTBF's default"};
 }
 
+std::optional<double> SharedSaveCost::before_save() {
+  if (call_s_ < 0) return std::nullopt;
+  const double cost = call_s_ + polls_s_;
+  call_s_ = -1;
+  return cost;
+}
+
+void SharedSaveCost::saved(double call_s) {
+  call_s_ = call_s;
+  polls_s_ = 0;
+}
+
+std::optional<double> SharedSaveCost::polled(double poll_s, bool in_flight_before, bool in_flight_after) {
+  if (call_s_ < 0) return std::nullopt;
+  if (in_flight_before) polls_s_ += poll_s;
+  if (in_flight_after) return std::nullopt;
+  const double cost = call_s_ + polls_s_;
+  call_s_ = -1;
+  return cost;
+}
+
+void SharedSaveCost::failed() {
+  call_s_ = -1;
+}
+
+std::optional<double> LocalSaveCost::saved(double call_s) {
+  std::optional<double> previous;
+  if (call_s_ >= 0) previous = call_s_ + polls_s_;
+  call_s_ = call_s;
+  polls_s_ = 0;
+  return previous;
+}
+
 }  // namespace tenax

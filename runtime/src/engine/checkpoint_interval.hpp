@@ -7,6 +7,7 @@
 // Pure functions; the engine feeds them measured values every rank agrees on, so every rank picks the same step.
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace tenax {
@@ -44,5 +45,45 @@ enum class FailuresCovered { All, BeyondNodeLocal };
 //   5. TENAX_MTBF's default (24 h).
 // `nodes` is the number of nodes the run spans (at least 1).
 MtbfChoice choose_mtbf(double configured_s, int nodes, FailuresCovered covered = FailuresCovered::All);
+
+// What a save costs training, as the automatic interval counts it: the save() call and the progress() calls that carry
+// the save afterwards (they agree on its write and commit; the node-local tier's also carry its partner copy). Counting
+// the call alone made the node-local interval too short (2 steps where the tier's blocking time was 4 times the
+// call's). The engine feeds each tier's meter the times it measured; a meter returns a save's cost once it is known,
+// for the tier's next choice. Both tiers count alike; they differ in when the cost is known.
+
+// The shared tier: at the save's commit (the first progress() call after which it is no longer in flight), or at the
+// next save if it is still in flight then (an interval shorter than a write and commit): its cost so far, so that the
+// interval still adapts; what is left of it blocks the next save's call and counts as that one's.
+class SharedSaveCost {
+ public:
+  // Called just before a shared save: the cost so far of the previous save, when it is still being measured.
+  std::optional<double> before_save();
+  // The save's call returned after `call_s` seconds.
+  void saved(double call_s);
+  // A progress() call took `poll_s` seconds; a checkpoint was in flight before it (`in_flight_before`) and still is
+  // after it (`in_flight_after`). Returns the measured save's cost once it has committed.
+  std::optional<double> polled(double poll_s, bool in_flight_before, bool in_flight_after);
+  // A save or its write failed: no measure of a save's cost.
+  void failed();
+
+ private:
+  double call_s_ = -1;  // the save being measured: its call; -1 when none is
+  double polls_s_ = 0;  // progress() time while it was in flight
+};
+
+// The node-local tier: at the next node-local save, from the call and the progress() calls in between that were the
+// node-local tier's (the engine leaves out those with a shared save or write in flight: they are the shared tier's).
+class LocalSaveCost {
+ public:
+  // A node-local save's call returned after `call_s` seconds: the previous save's cost, if there was one.
+  std::optional<double> saved(double call_s);
+  // A progress() call of the node-local tier took `poll_s` seconds.
+  void polled(double poll_s) { polls_s_ += poll_s; }
+
+ private:
+  double call_s_ = -1;  // the last save's call; -1 before the first
+  double polls_s_ = 0;  // progress() time since it
+};
 
 }  // namespace tenax

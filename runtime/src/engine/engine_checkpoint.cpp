@@ -166,14 +166,11 @@ void Engine::Impl::after_step_checkpoint(double step_seconds) {
     const std::optional<long> saved_before = last_saved;
     if (config.checkpoint.automatic) {
       if (step - last_saved.value_or(0) >= shared_interval.every) {
-        // The previous save still in flight (an interval shorter than its write and commit): its cost so far decides,
-        // so that the interval still adapts; what is left of it blocks this save's call and counts as this one's.
-        if (shared_save_call_s >= 0)
-          choose_interval(shared_interval, shared_save_call_s + shared_polls_in_flight, "checkpoint interval");
+        if (const std::optional<double> cost = shared_cost.before_save())
+          choose_interval(shared_interval, *cost, "checkpoint interval");
         const auto start = Clock::now();
         save_checkpoint(false);
-        shared_save_call_s = seconds_since(start);
-        shared_polls_in_flight = 0;
+        shared_cost.saved(seconds_since(start));
       }
     } else if (shared_interval.every > 0 && step % shared_interval.every == 0) {
       save_checkpoint(false);
@@ -197,31 +194,20 @@ void Engine::Impl::after_step_checkpoint(double step_seconds) {
     const bool shared_in_flight = writer->in_flight();
     const auto poll_start = Clock::now();
     writer->progress();
-    if (config.checkpoint.automatic && shared_save_call_s >= 0) {
-      // A shared save's cost to training is its call and the progress() calls until it is committed (they agree on
-      // its write and commit), counted alike for both tiers. Every rank learns of the commit at the same call.
-      if (shared_in_flight) shared_polls_in_flight += seconds_since(poll_start);
-      if (!writer->in_flight()) {
-        choose_interval(shared_interval, shared_save_call_s + shared_polls_in_flight, "checkpoint interval");
-        shared_save_call_s = -1;
-      }
-    }
+    const double poll_s = seconds_since(poll_start);
+    // Every rank learns of a commit at the same call, so every rank chooses at the same step.
+    if (config.checkpoint.automatic)
+      if (const std::optional<double> cost = shared_cost.polled(poll_s, shared_in_flight, writer->in_flight()))
+        choose_interval(shared_interval, *cost, "checkpoint interval");
     if (config.checkpoint.local_automatic) {
-      // A node-local save's cost is more than the save() call: the progress() calls after it agree that every rank
-      // committed it and carry its partner copy (nonblocking, but starting the transfer and storing it are not
-      // free). Counting only the call made the interval too short (2 steps where the tier's blocking time was 4 times
-      // the call's). Steps with a shared save or write in flight are left out: their progress() is the shared tier's.
-      // A save's cost is known at the next one: its call and the polls after it.
-      if (local_save_s >= 0) {
-        if (local_save_call_s >= 0)
-          choose_interval(local_interval, local_save_call_s + local_polls_since_save, "node-local checkpoint interval");
-        local_save_call_s = local_save_s;
-        local_polls_since_save = 0;
-      }
-      if (!saved_shared && !shared_in_flight) local_polls_since_save += seconds_since(poll_start);
+      if (local_save_s >= 0)
+        if (const std::optional<double> cost = local_cost.saved(local_save_s))
+          choose_interval(local_interval, *cost, "node-local checkpoint interval");
+      // Steps with a shared save or write in flight are left out: their progress() is the shared tier's.
+      if (!saved_shared && !shared_in_flight) local_cost.polled(poll_s);
     }
   } catch (const IoError& error) {
-    shared_save_call_s = -1;  // a failed save or write is no measure of a save's cost
+    shared_cost.failed();
     ++consecutive_failures;
     if (consecutive_failures >= config.checkpoint.max_failures)
       throw IoError("checkpoint: " + std::to_string(consecutive_failures) +

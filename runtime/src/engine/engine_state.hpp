@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "engine/checkpoint_interval.hpp"
 #include "tenax/checkpoint.hpp"
 #include "tenax/data_loader.hpp"
 #include "tenax/engine.hpp"
@@ -143,10 +144,8 @@ struct Engine::Impl {
   TierInterval shared_interval;
   TierInterval local_interval{.every = 1};  // CheckpointPolicy::local_automatic: the first save after step 1
   std::optional<long> last_local_saved;
-  double local_polls_since_save = 0;  // progress() time since the last node-local save (its agreement, partner copy)
-  double local_save_call_s = -1;      // that save's own call; -1 before the first
-  double shared_save_call_s = -1;     // the shared save being measured (automatic): its call; -1 when none is
-  double shared_polls_in_flight = 0;  // progress() time while that checkpoint was in flight (its agreements, commit)
+  SharedSaveCost shared_cost;  // automatic intervals: what each tier's saves cost training
+  LocalSaveCost local_cost;
   std::optional<std::uint64_t> last_commit_seen;
   int consecutive_failures = 0;
   std::string summary;
