@@ -154,7 +154,7 @@ GoodputSummary summarize_ledger(const std::string& path) {
 GoodputSummary summarize_ledger(std::istream& in, const std::string& path) {
   GoodputSummary s;
   double invocation_start = -1, last_time = -1, previous_end = -1, previous_exit = -1;
-  bool recovering = false;  // a failure happened and no attempt has resumed since
+  int unresumed = 0;  // failures since the last attempt that got as far as resuming
   auto close_invocation = [&] {
     if (invocation_start >= 0 && last_time >= invocation_start) s.wall_s += last_time - invocation_start;
   };
@@ -175,16 +175,16 @@ GoodputSummary summarize_ledger(std::istream& in, const std::string& path) {
     } else if (event == "attempt") {
       ++s.attempts;
       const std::string outcome = r.string_or("outcome", "");
-      // The first attempt after a failure that got as far as resuming says what the failure needed: a checkpoint
-      // from the shared tier, one from the node-local tier, or none (a fresh start: nothing was saved yet).
+      // The first attempt after failures that got as far as resuming says what they needed: a checkpoint from the
+      // shared tier, one from the node-local tier, or none (a fresh start: nothing was saved yet).
       const std::int64_t resumed = r.i64_or("resumed_step", -1);
-      if (recovering && resumed >= 0) {
-        if (resumed > 0 && r.string_or("resumed_tier", "shared") != "node-local") ++s.shared_tier_recoveries;
-        recovering = false;
+      if (resumed >= 0) {
+        if (resumed > 0 && r.string_or("resumed_tier", "shared") != "node-local") s.shared_tier_recoveries += unresumed;
+        unresumed = 0;
       }
       if (is_failure_outcome(outcome)) {
         ++s.failures;
-        recovering = true;
+        ++unresumed;
       }
       if (outcome == "preempted") ++s.preemptions;
       const double lost = r.number_or("work_lost_s", 0);
@@ -204,6 +204,7 @@ GoodputSummary summarize_ledger(std::istream& in, const std::string& path) {
     }
   });
   close_invocation();
+  s.unresumed_failures = unresumed;
   const double attributed = s.productive_s + s.work_lost_s + s.detect_s + s.teardown_s + s.relaunch_s + s.load_s +
                             s.checkpoint_stall_s + s.backoff_s + s.requeue_wait_s;
   s.other_s = std::max(0.0, s.wall_s - attributed);

@@ -28,9 +28,12 @@ struct GoodputSummary {
   double work_lost_s = 0, checkpoint_stall_s = 0, backoff_s = 0, requeue_wait_s = 0;
   double other_s = 0;  // the rest: launcher start-up, final teardown, time not attributed
   int invocations = 0, attempts = 0, failures = 0, preemptions = 0;
-  // Failures after which the run resumed from the shared tier (an attempt after a failure that read it; attempts
-  // that did not say which tier they read count as shared). With a node-local tier, the failures it could not cover.
+  // Failures after which the run resumed from the shared tier: the first attempt after them that resumed read it
+  // (an attempt that did not say which tier it read counts as shared). With a node-local tier, the failures it could
+  // not cover.
   int shared_tier_recoveries = 0;
+  // Failures after the last attempt that resumed: what they need is not known yet.
+  int unresumed_failures = 0;
   double goodput() const { return wall_s > 0 ? productive_s / wall_s : 0; }
 };
 

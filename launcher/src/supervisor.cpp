@@ -191,15 +191,16 @@ class Supervisor {
   }
 
   // The run's mean time between failures so far, across attempts and requeues (the ledger's wall time over its
-  // failures), and between the failures whose restart needed the shared tier (counting at least one: the next failure
-  // may be the first). Both 0 before the first failure, or when the ledger cannot be read (the program then assumes
-  // TENAX_MTBF).
+  // failures), and between the failures whose restart needed the shared tier. Those not resumed from yet (the one
+  // this attempt follows) count as needing it, and at least one is counted: the next failure may be the first. Both 0
+  // before the first failure, or when the ledger cannot be read (the program then assumes TENAX_MTBF).
   void observed_mtbf(AttemptPlan& plan) {
     try {
       const GoodputSummary summary = summarize_ledger(ledger_->path());
       if (summary.failures == 0) return;
       plan.observed_mtbf_s = summary.wall_s / summary.failures;
-      plan.observed_shared_mtbf_s = summary.wall_s / std::max(1, summary.shared_tier_recoveries);
+      plan.observed_shared_mtbf_s =
+          summary.wall_s / std::max(1, summary.shared_tier_recoveries + summary.unresumed_failures);
     } catch (const Error&) {
     }
   }

@@ -308,12 +308,12 @@ TEST(GptAutomaticCheckpointInterval, TheNodeLocalTierGetsItsOwn) {
   const IntervalChoice shared_tier = last_interval_choice(output, "  checkpoint interval");
   EXPECT_EQ(local_tier.source, "this run's failures (TENAX_RUN_MTBF)") << output;
   EXPECT_EQ(shared_tier.source, "this run's failures beyond the node-local tier (TENAX_RUN_SHARED_MTBF)") << output;
-  // Printed to 0.1 s: W / 1 and 3 (W / 3) of the same W agree to within that rounding (0.05 + 3 x 0.05). Counting a
-  // node-local restart as needing the shared tier would make the shared figure W / 2, half of it.
-  EXPECT_NEAR(shared_tier.mtbf_s, 3 * local_tier.mtbf_s, 0.21) << output;
+  // Both in whole milliseconds (the launcher's): W / 1 and 3 (W / 3) of the same W agree to within 0.001 + 3 x 0.001.
+  // Counting a node-local restart as needing the shared tier would make the shared figure W / 2, half of it.
+  EXPECT_NEAR(shared_tier.mtbf_s, 3 * local_tier.mtbf_s, 0.005) << output;
   std::printf(
-      "node-local interval %d steps without a failure, %d after one; after three: node-local %d steps (MTBF %.1f s), "
-      "shared %d steps (MTBF %.1f s)\n",
+      "node-local interval %d steps without a failure, %d after one; after three: node-local %d steps (MTBF %.3f s), "
+      "shared %d steps (MTBF %.3f s)\n",
       before, after, local_tier.steps, local_tier.mtbf_s, shared_tier.steps, shared_tier.mtbf_s);
 }
 

@@ -157,34 +157,58 @@ TEST_F(LedgerTest, GoodputIsKeptStepTimeOverWallTimeIncludingRequeueWaits) {
   EXPECT_NE(table.find("requeue wait"), std::string::npos) << table;
 }
 
-// The failures whose restart had to read the shared tier: judged by the first attempt after the failure that got as far
-// as resuming; an attempt that does not say which tier it read counts as shared (a program that keeps its own
-// checkpoints), and a fresh start after a failure (nothing saved yet) needed no tier.
-TEST_F(LedgerTest, CountsTheFailuresWhoseRestartReadTheSharedTier) {
-  auto resumed = [this](const char* outcome, long long step, const char* tier, double start) {
+// The failures whose restart had to read the shared tier: judged by the first attempt after them that got as far as
+// resuming (every failure since the previous resume counts); an attempt that does not say which tier it read counts as
+// shared (a program that keeps its own checkpoints), and a fresh start after a failure (nothing saved yet) needed no
+// tier. Failures not resumed from yet are counted apart.
+class SharedTierRecoveries : public LedgerTest {
+ protected:
+  static std::string resumed(const char* outcome, long long step, const char* tier, double start) {
     json::ObjectWriter record;
     record.add("event", "attempt").add("outcome", outcome).add("start", start).add("end", start + 5);
     record.add("resumed_step", step);
     if (tier != nullptr) record.add("resumed_tier", tier);
     return record.str();
-  };
+  }
+};
+
+TEST_F(SharedTierRecoveries, AreJudgedByTheNextResume) {
   {
     Ledger ledger(path_);
     ledger.append(start(0));
     ledger.append(resumed("crash", 0, nullptr, 0));         // fresh start, fails
     ledger.append(resumed("crash", 0, nullptr, 10));        // fresh again (nothing saved): no tier needed; fails
     ledger.append(resumed("crash", 20, "node-local", 20));  // node-local: covered; fails
-    ledger.append(resumed("hang", -1, nullptr, 30));        // never resumed: the next attempt judges; fails
-    ledger.append(resumed("crash", 25, "shared", 40));      // shared: 1; fails
-    ledger.append(resumed("preempted", 30, nullptr, 50));   // no tier named: shared, 2; preempted
+    ledger.append(resumed("hang", -1, nullptr, 30));        // hung while loading: fails before resuming
+    ledger.append(resumed("crash", 25, "shared", 40));      // shared: both failures before it needed it (2); fails
+    ledger.append(resumed("preempted", 30, nullptr, 50));   // no tier named: shared (3)
     ledger.append(end(60, 75));
     ledger.append(start(70));
-    ledger.append(resumed("success", 35, "shared", 70));  // after a preemption: not a failure's
+    ledger.append(resumed("success", 35, "shared", 70));  // after a preemption: no failure's
     ledger.append(end(80, 0));
   }
   const GoodputSummary s = summarize_ledger(path_);
   EXPECT_EQ(s.failures, 5);
-  EXPECT_EQ(s.shared_tier_recoveries, 2);
+  EXPECT_EQ(s.shared_tier_recoveries, 3);
+  EXPECT_EQ(s.unresumed_failures, 0);
+}
+
+// A failure, then an attempt preempted before it resumed (no failure of its own), then the requeued job resumes from
+// the shared tier: the failure needed it. A failure the ledger ends on is not judged yet.
+TEST_F(SharedTierRecoveries, SurviveARequeueAndWaitForTheResume) {
+  {
+    Ledger ledger(path_);
+    ledger.append(start(0));
+    ledger.append(resumed("crash", 10, "node-local", 0));
+    ledger.append(resumed("preempted", -1, nullptr, 10));
+    ledger.append(end(20, 75));
+    ledger.append(start(30));
+    ledger.append(resumed("crash", 15, "shared", 30));
+  }
+  const GoodputSummary s = summarize_ledger(path_);
+  EXPECT_EQ(s.failures, 2);
+  EXPECT_EQ(s.shared_tier_recoveries, 1) << "the first crash, resumed from the shared tier after the requeue";
+  EXPECT_EQ(s.unresumed_failures, 1) << "the last crash: no attempt after it yet";
 }
 
 TEST_F(LedgerTest, ADamagedLineIsReportedWithItsNumber) {

@@ -85,8 +85,10 @@ const std::vector<Var>& registry() {
        "checkpoint interval uses instead of TENAX_MTBF (0: no failure yet)."},
       {"TENAX_RUN_SHARED_MTBF", Duration, "0",
        "Set by tenax-launch with TENAX_RUN_MTBF: the run's wall time so far over the failures whose restart had to "
-       "read the shared tier (at least one counted). With a node-local tier, the shared tier's automatic interval "
-       "uses it, since the node-local tier and its partner copies cover the other failures (0: no failure yet)."},
+       "read the shared tier (those not resumed from yet count as such; at least one counted). The shared tier's "
+       "automatic interval uses it when a node-local tier saves at least as often (an automatic node-local "
+       "interval, or a fixed one no longer than the shared tier's for every failure): that tier and its partner "
+       "copies cover the other failures (0: no failure yet)."},
       {"TENAX_CKPT_EVERY", String, "",
        "Checkpoint interval, N steps or auto (Young/Daly), for a program that takes the default of its "
        "--checkpoint-every from CheckpointPolicy::every_default (the examples do); its command line still overrides "

@@ -30,7 +30,7 @@ struct MtbfChoice {
 
 // Which failures a tier's interval must cover: every failure (the node-local tier, or the shared tier alone), or only
 // those the node-local tier and its partner copies cannot (the shared tier beside a node-local one: a node lost with
-// its partner, a requeue onto other nodes, a layout change, a damaged copy).
+// its partner, a requeue onto other nodes, a layout change, a damaged copy), when it saves at least as often.
 enum class FailuresCovered { All, BeyondNodeLocal };
 
 // The MTBF the automatic interval uses, the first that applies:

@@ -194,17 +194,18 @@ void Engine::Impl::after_step_checkpoint(double step_seconds) {
     const bool shared_in_flight = writer->in_flight();
     const auto poll_start = Clock::now();
     writer->progress();
-    const double poll_s = seconds_since(poll_start);
     // Every rank learns of a commit at the same call, so every rank chooses at the same step.
     if (config.checkpoint.automatic)
-      if (const std::optional<double> cost = shared_cost.polled(poll_s, shared_in_flight, writer->in_flight()))
+      if (const std::optional<double> cost =
+              shared_cost.polled(seconds_since(poll_start), shared_in_flight, writer->in_flight()))
         choose_interval(shared_interval, *cost, "checkpoint interval");
     if (config.checkpoint.local_automatic) {
       if (local_save_s >= 0)
         if (const std::optional<double> cost = local_cost.saved(local_save_s))
           choose_interval(local_interval, *cost, "node-local checkpoint interval");
-      // Steps with a shared save or write in flight are left out: their progress() is the shared tier's.
-      if (!saved_shared && !shared_in_flight) local_cost.polled(poll_s);
+      // Steps with a shared save or write in flight are left out: their progress() is the shared tier's. The time
+      // runs to here: a choice's agreement waits for the slowest rank too.
+      if (!saved_shared && !shared_in_flight) local_cost.polled(seconds_since(poll_start));
     }
   } catch (const IoError& error) {
     shared_cost.failed();
@@ -292,18 +293,26 @@ void Engine::Impl::choose_interval(TierInterval& tier, double save_seconds, std:
   tier.step_seconds = 0;
   tier.steps = 0;
   const double cost = std::max(measured[0], 1e-6), step_s = measured[1];
-  // With a node-local tier that saves between shared saves, a failure it covers costs only the work since its last
-  // copy: the shared tier's interval then has to cover only the failures beyond it.
-  const bool node_local_saves =
-      !writer->options().local_dir.empty() && (config.checkpoint.local_automatic || config.checkpoint.local_every > 0);
-  const MtbfChoice mtbf = choose_mtbf(
-      config.checkpoint.mtbf_s, nodes,
-      &tier == &shared_interval && node_local_saves ? FailuresCovered::BeyondNodeLocal : FailuresCovered::All);
-  const int chosen = interval_in_steps(daly_interval_s(cost, mtbf.seconds), step_s, std::max(1L, config.steps));
+  const long max_steps = std::max(1L, config.steps);
+  MtbfChoice mtbf = choose_mtbf(config.checkpoint.mtbf_s, nodes);
+  int chosen = interval_in_steps(daly_interval_s(cost, mtbf.seconds), step_s, max_steps);
+  // A failure the node-local tier covers loses only the work since its newest copy, provided it saves at least as
+  // often as the shared tier would for every failure: automatically (from its own cost and every failure), or every
+  // local_every steps with local_every no longer than that interval. The shared tier then has to cover only the
+  // failures beyond it. The same numbers on every rank: the same choice.
+  const CheckpointPolicy& policy = config.checkpoint;
+  if (&tier == &shared_interval && !writer->options().local_dir.empty() &&
+      (policy.local_automatic || (policy.local_every > 0 && policy.local_every <= chosen))) {
+    mtbf = choose_mtbf(policy.mtbf_s, nodes, FailuresCovered::BeyondNodeLocal);
+    chosen = interval_in_steps(daly_interval_s(cost, mtbf.seconds), step_s, max_steps);
+  }
   std::ostringstream note;
   note << what << " (automatic, Young/Daly): " << chosen << " steps = " << std::fixed << std::setprecision(2)
        << chosen * step_s << " s, from a save's blocking cost of " << std::setprecision(4) << cost << " s, steps of "
-       << step_s << " s and an MTBF of " << std::setprecision(1) << mtbf.seconds << " s from " << mtbf.source;
+       << step_s
+       << " s and an MTBF of "
+       // Milliseconds where they matter (a short test run's failures), tenths where they do not.
+       << std::setprecision(mtbf.seconds < 100 ? 3 : 1) << mtbf.seconds << " s from " << mtbf.source;
   if (chosen != tier.every && world.rank() == 0) TENAX_LOG(Info, "engine") << note.str();
   tier.every = chosen;
   tier.note = note.str();
