@@ -317,6 +317,34 @@ TEST(GptAutomaticCheckpointInterval, TheNodeLocalTierGetsItsOwn) {
       before, after, local_tier.steps, local_tier.mtbf_s, shared_tier.steps, shared_tier.mtbf_s);
 }
 
+// The shared tier assumes fewer failures only when the node-local tier saves at least as often as the shared tier
+// would for every failure: a node-local copy every 2 steps does; one every 1000 steps (never, in 120 steps) does not,
+// and a failure it "covers" would lose as much work as one it does not.
+TEST(GptAutomaticCheckpointInterval, TheSharedTierCountsOnTheNodeLocalTierOnlyWhenItSavesOftenEnough) {
+  ScratchDir data_dir("gpt-data-auto-fixed-local");
+  const std::string data = write_dataset(data_dir.path());
+  for (const char* local_every : {"2", "1000"}) {
+    SCOPED_TRACE(std::string("--checkpoint-local-every ") + local_every);
+    std::vector<std::string> args = gpt_args(data, {"--checkpoint-local-every", local_every});
+    *(std::find(args.begin(), args.end(), "--checkpoint-every") + 1) = "auto";
+    ScratchDir dir(std::string("gpt-auto-fixed-local-") + local_every), local("gpt-auto-fixed-local-tier0");
+    ::setenv("TENAX_MTBF", "30s", 1);
+    ::setenv("TENAX_CKPT_LOCAL_DIR", local.path().c_str(), 1);
+    Launch launch(quick_restart_launcher_args(dir, 2), args, dir / "out.txt");
+    ::unsetenv("TENAX_CKPT_LOCAL_DIR");
+    ::unsetenv("TENAX_MTBF");
+    auto beat = wait_for_step(dir / "run", 1, 1, 30, seconds(60));
+    ASSERT_TRUE(beat.has_value()) << launch.output();
+    ASSERT_EQ(kill(static_cast<pid_t>(beat->pid), SIGKILL), 0);
+    ASSERT_EQ(launch.wait(seconds(120)), 0) << launch.output();
+    const IntervalChoice shared_tier = last_interval_choice(launch.output(), "  checkpoint interval");
+    EXPECT_EQ(shared_tier.source, std::string(local_every) == "2"
+                                      ? "this run's failures beyond the node-local tier (TENAX_RUN_SHARED_MTBF)"
+                                      : "this run's failures (TENAX_RUN_MTBF)")
+        << launch.output();
+  }
+}
+
 // kill -9 of a rank with a node-local tier: the restart reads every rank's own copy of a step that only the node-local
 // tier holds (shared saves every 20 steps, node-local every 5), and ends with the uninterrupted run's parameters.
 TEST(GptNodeLocalTier, KillNineRestartsFromTheNodeLocalCopy) {
