@@ -37,8 +37,8 @@ enum class FailuresCovered { All, BeyondNodeLocal };
 //   1. the program's own value (`configured_s` > 0);
 //   2. what tenax-launch observed across this run's attempts, set only once a failure happened: TENAX_RUN_MTBF over
 //      all failures, or for FailuresCovered::BeyondNodeLocal TENAX_RUN_SHARED_MTBF over those whose restart read the
-//      shared tier (counting at least one). Both tiers assume the same MTBF until the run has failed: what share of
-//      failures the node-local tier covers is known only from the run's own;
+//      shared tier (those not resumed from yet count as such; at least one). Both tiers assume the same MTBF until the
+//      run has failed: what share of failures the node-local tier covers is known only from the run's own;
 //   3. TENAX_MTBF, when set: the user's or the job's own figure;
 //   4. TENAX_NODE_MTBF over `nodes`, when set (the site's per-node figure, exported by the SPANK plugin's
 //      node_mtbf_hours): with independent failures, a job on N nodes fails N times as often as one node;

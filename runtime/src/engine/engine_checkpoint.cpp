@@ -306,13 +306,12 @@ void Engine::Impl::choose_interval(TierInterval& tier, double save_seconds, std:
     mtbf = choose_mtbf(policy.mtbf_s, nodes, FailuresCovered::BeyondNodeLocal);
     chosen = interval_in_steps(daly_interval_s(cost, mtbf.seconds), step_s, max_steps);
   }
+  // The MTBF in milliseconds where they matter (a short test run's failures), in tenths where they do not.
   std::ostringstream note;
   note << what << " (automatic, Young/Daly): " << chosen << " steps = " << std::fixed << std::setprecision(2)
        << chosen * step_s << " s, from a save's blocking cost of " << std::setprecision(4) << cost << " s, steps of "
-       << step_s
-       << " s and an MTBF of "
-       // Milliseconds where they matter (a short test run's failures), tenths where they do not.
-       << std::setprecision(mtbf.seconds < 100 ? 3 : 1) << mtbf.seconds << " s from " << mtbf.source;
+       << step_s << " s and an MTBF of " << std::setprecision(mtbf.seconds < 100 ? 3 : 1) << mtbf.seconds << " s from "
+       << mtbf.source;
   if (chosen != tier.every && world.rank() == 0) TENAX_LOG(Info, "engine") << note.str();
   tier.every = chosen;
   tier.note = note.str();
