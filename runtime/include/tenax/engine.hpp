@@ -85,7 +85,9 @@ struct CheckpointPolicy {
   // the interval until the first save (50 when 0). The choice and its inputs are logged and in the run's summary.
   bool automatic = false;
   // The MTBF it assumes; 0: this run's own (TENAX_RUN_MTBF, from tenax-launch) once it failed, else TENAX_MTBF when
-  // set, else the site's TENAX_NODE_MTBF over the nodes the run spans, else TENAX_MTBF's default (24 h).
+  // set, else the site's TENAX_NODE_MTBF over the nodes the run spans, else TENAX_MTBF's default (24 h). Beside a
+  // node-local tier that saves at least as often, the shared tier's own figure once it failed is TENAX_RUN_SHARED_MTBF
+  // (the failures whose restart needed the shared tier); a value here applies to both tiers.
   double mtbf_s = 0;
 
   // A command line's --checkpoint-every: "N" (N >= 0) sets `every`, "auto" sets `automatic` (`every` stays the

@@ -4,7 +4,8 @@
 //   J. W. Young, "A first order approximation to the optimum checkpoint interval", CACM 17(9), 1974.
 //   J. T. Daly, "A higher order estimate of the optimum checkpoint interval for restart dumps", FGCS 22(3), 2006.
 //
-// Pure functions; the engine feeds them measured values every rank agrees on, so every rank picks the same step.
+// Pure functions; the engine feeds them measured values every rank agrees on, so every rank picks the same step. The
+// save-cost meters below keep one rank's own times; the engine agrees on them (the slowest rank's) before choosing.
 #pragma once
 
 #include <optional>
