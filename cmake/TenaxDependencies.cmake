@@ -52,6 +52,22 @@ if(NOT TENAX_WITH_CUDA STREQUAL "OFF")
       target_include_directories(tenax_nccl INTERFACE ${NCCL_INCLUDE_DIR})
       target_link_libraries(tenax_nccl INTERFACE ${NCCL_LIBRARY})
     endif()
+    # cuDNN's fused attention (kernels/src/cuda/fused_attention.cpp), optional: cuDNN's headers and NVIDIA's
+    # header-only cudnn-frontend, which Debian does not package (scripts/install-deps.sh unpacks the headers of its
+    # PyPI wheel, pinned by version and hash, into /opt/cudnn-frontend-<version>). Nothing of cuDNN is linked: it is
+    # opened at run time, and the library found here is only the fallback path for that.
+    set(TENAX_CUDNN_FRONTEND_VERSION 1.32.0)
+    find_path(TENAX_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+    find_path(TENAX_CUDNN_FRONTEND_INCLUDE_DIR cudnn_frontend.h
+              PATHS /opt/cudnn-frontend-${TENAX_CUDNN_FRONTEND_VERSION}/include)
+    find_library(TENAX_CUDNN_LIBRARY NAMES cudnn HINTS ${CUDAToolkit_LIBRARY_DIR})
+    if(TENAX_CUDNN_INCLUDE_DIR AND TENAX_CUDNN_FRONTEND_INCLUDE_DIR)
+      set(TENAX_HAVE_CUDNN_FRONTEND ON)
+    else()
+      set(TENAX_HAVE_CUDNN_FRONTEND OFF)
+      message(STATUS "tenax: no cuDNN headers or cudnn-frontend headers: GPU attention uses the batched core only "
+                     "(run scripts/install-deps.sh, or pass -DTENAX_CUDNN_FRONTEND_INCLUDE_DIR)")
+    endif()
   elseif(TENAX_WITH_CUDA STREQUAL "ON")
     message(FATAL_ERROR "TENAX_WITH_CUDA=ON but no working CUDA compiler was found: put nvcc on PATH or set "
                         "CMAKE_CUDA_COMPILER, or configure with -DTENAX_WITH_CUDA=OFF")

@@ -38,6 +38,32 @@ install_promtool() {
   rm -rf "$work"
 }
 
+# NVIDIA's cudnn-frontend (header-only; cuDNN's fused attention on GPUs), which Debian does not package: the include/
+# folder of its PyPI wheel, pinned by version and hash (cmake/TenaxDependencies.cmake names the same version). Only
+# where the CUDA toolkit has cuDNN's headers. A failure is not fatal: the build then has no fused attention and its
+# configure summary says so; GPU runs use the batched attention core.
+cudnn_frontend_version=1.32.0
+cudnn_frontend_sha256=c6006556017a4d1c914c52a556c71b1267f2d6a0500f742e7b4edef539878df0
+install_cudnn_frontend() {
+  local dest=/opt/cudnn-frontend-$cudnn_frontend_version
+  [[ -f $dest/include/cudnn_frontend.h ]] && return 0
+  [[ -f /usr/local/cuda/include/cudnn.h ]] || return 0
+  local work
+  work=$(mktemp -d)
+  printf 'nvidia-cudnn-frontend==%s --hash=sha256:%s\n' "$cudnn_frontend_version" "$cudnn_frontend_sha256" \
+    >"$work/requirements.txt"
+  if python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
+    --platform manylinux_2_28_x86_64 --require-hashes -r "$work/requirements.txt" -d "$work" &&
+    python3 -m zipfile -e "$work"/nvidia_cudnn_frontend-*.whl "$work/wheel" &&
+    [[ -f $work/wheel/include/cudnn_frontend.h ]]; then
+    $sudo mkdir -p "$dest"
+    $sudo cp -r "$work/wheel/include" "$dest/"
+  else
+    echo "tenax: could not fetch cudnn-frontend $cudnn_frontend_version from PyPI; building without fused attention" >&2
+  fi
+  rm -rf "$work"
+}
+
 if [[ $(id -u) -ne 0 ]]; then
   sudo=sudo
 else
@@ -46,6 +72,7 @@ fi
 
 if ((${#missing[@]} == 0)); then
   install_promtool
+  install_cudnn_frontend
   exit 0
 fi
 
@@ -59,3 +86,4 @@ if ! $sudo apt-get install "${apt_opts[@]}" "${missing[@]}"; then
   $sudo apt-get install "${apt_opts[@]}" "${missing[@]}"
 fi
 install_promtool
+install_cudnn_frontend
