@@ -210,6 +210,12 @@ class GeluMlp : public Module {
 // output projection is row-parallel (one all-reduce). Saves q, k, v, the merged heads and, unless `recompute`, the
 // attention probabilities (B H T T floats per micro-batch); with `recompute` the backward recomputes them from q and k
 // (activation recomputation of the attention core: less memory, one more product).
+//
+// The core: on a CUDA context with a bf16/fp16 policy, cuDNN's fused flash attention where it can run this layer's
+// problem (TENAX_ATTENTION=auto; =fused requires it, =batched never uses it): per slot it keeps the 16-bit QKV rows and
+// one float per query row, and `recompute` has nothing left to recompute. Otherwise the batched core (ops.hpp's
+// attention_forward), which keeps q, k, v and, unless `recompute`, the probabilities per slot. The choice is made once
+// the layer knows both its geometry (prepare) and its precision (bind), and logged (subsystem "attention").
 class CausalSelfAttention : public Module {
  public:
   // Throws UsageError unless heads divides hidden and tp divides heads.
@@ -224,12 +230,20 @@ class CausalSelfAttention : public Module {
                 const Tensor& input_grad) override;
 
  private:
+  // Allocates the core's buffers once both prepare and bind have run (in either order).
+  void choose_core();
+
   std::size_t hidden_, heads_local_, head_dim_;
   bool recompute_;
   DType input_dtype_ = DType::F32;
+  bool bound_ = false, fused_ = false;
+  ExecutionContext* context_ = nullptr;  // set by prepare
+  std::size_t sequences_ = 0, seq_len_ = 0;
+  int slots_ = 0;
   std::unique_ptr<tenax::ColumnParallelLinear> qkv_;
   std::unique_ptr<tenax::RowParallelLinear> proj_;
-  std::vector<Tensor> q_, k_, v_, merged_, probs_;  // per slot
+  std::vector<Tensor> q_, k_, v_, merged_, probs_;  // per slot (q, k, v, probs: batched core)
+  std::vector<Tensor> qkv16_, stats_;               // per slot (fused core)
   Tensor qkv_out_, o_, dmerged_, do_, dq_, dk_, dv_, dqkv_;
   TensorSpec spec_;
 };

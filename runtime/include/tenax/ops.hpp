@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "tenax/dtype.hpp"
 #include "tenax/execution.hpp"
@@ -67,6 +68,26 @@ void attention_forward(ExecutionContext& ctx, const float* q, const float* k, co
 void attention_backward(ExecutionContext& ctx, const float* q, const float* k, const float* v, const float* d_out,
                         const float* probs_saved, float* dq, float* dk, float* dv, std::size_t B, std::size_t H,
                         std::size_t T, std::size_t D, float scale, DType input_dtype = DType::F32);
+
+// cuDNN's fused flash attention for the same core (kernels/fused_attention.hpp): one kernel per direction on the
+// packed QKV rows, writing the merged output y [B*T, H*D] directly, with no T x T matrix in memory. CUDA contexts and
+// bf16/fp16 policies only. fused_attention_unsupported returns "" when it can run this problem here, else why not
+// (always a reason on the host); the first call per problem builds cuDNN's graphs, so ask it once, at set-up.
+// The forward rounds qkv (fp32 [B*T, 3*H*D]) to input_dtype into qkv16_saved (3*B*T*H*D 16-bit elements) and writes
+// stats_saved (B*H*T floats); keep both for the backward, which takes the forward's y (its 16-bit rounding is exactly
+// the kernel's output) and dy, and writes dqkv (fp32 [B*T, 3*H*D], not accumulated). Device scratch for the 16-bit
+// copies of y, dy and dqkv and cuDNN's own workspace comes from the context's workspace.
+std::string fused_attention_unsupported(ExecutionContext& ctx, std::size_t B, std::size_t H, std::size_t T,
+                                        std::size_t D, float scale, DType input_dtype);
+// One line for logs: the cuDNN version and whether the backward is deterministic ("" when unsupported).
+std::string fused_attention_description(ExecutionContext& ctx, std::size_t B, std::size_t H, std::size_t T,
+                                        std::size_t D, float scale, DType input_dtype);
+void fused_attention_forward(ExecutionContext& ctx, const float* qkv, void* qkv16_saved, float* stats_saved, float* y,
+                             std::size_t B, std::size_t H, std::size_t T, std::size_t D, float scale,
+                             DType input_dtype);
+void fused_attention_backward(ExecutionContext& ctx, const void* qkv16_saved, const float* stats_saved, const float* y,
+                              const float* dy, float* dqkv, std::size_t B, std::size_t H, std::size_t T, std::size_t D,
+                              float scale, DType input_dtype);
 
 // kernels/layernorm.hpp
 void layernorm_forward(ExecutionContext& ctx, const float* x, const float* gamma, const float* beta, float* y,

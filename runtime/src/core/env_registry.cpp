@@ -19,6 +19,14 @@ const std::vector<Var>& registry() {
        "(e.g. 90s, 5m; 0 disables)."},
       {"TENAX_NCCL_INIT_TIMEOUT", Duration, "5m", "Longest NCCL communicator initialisation may take."},
 
+      // Kernels.
+      {"TENAX_ATTENTION",
+       Enum,
+       "auto",
+       "Attention core on GPUs with bf16/fp16: auto (cuDNN's fused attention where it runs, else the batched core), "
+       "fused (required: set-up fails naming why it cannot run), batched (never fused).",
+       {"auto", "fused", "batched"}},
+
       // Tests.
       {"TENAX_TEST_GPU", Bool, "0",
        "Tests that need a GPU fail instead of skipping when none is usable (set on machines that have one)."},
