@@ -17,6 +17,7 @@
 #include "tenax/kernels/cast.hpp"
 #include "tenax/kernels/elementwise.hpp"
 #include "tenax/kernels/embedding.hpp"
+#include "tenax/kernels/fused_attention.hpp"
 #include "tenax/kernels/gemm.hpp"
 #include "tenax/kernels/layernorm.hpp"
 #include "tenax/kernels/loss.hpp"
@@ -298,6 +299,44 @@ void gpu_attention_core(const Options& o) {
                   flop * (saved ? 12 : 14) / (f + b) / 1e12);
     }
   cuda::destroy_blas_handle(handle);
+
+  // cuDNN's fused attention at the same shape, on the packed QKV rows (the layer's layout): the kernels alone, then
+  // with the casts the layer adds around them (fp32 QKV and output to and from bf16 in the forward; output, output
+  // gradient and QKV gradient in the backward). TFLOP/s counts the same full products as the rows above, so the
+  // columns compare; the fused kernels skip the masked half.
+  const cuda::FusedAttentionShape shape{B, H, T, D, DType::BF16, 0.125f};
+  const std::string why = cuda::fused_attention_unsupported(shape);
+  if (!why.empty()) {
+    std::printf("%-18s %-6s %-11s cuDNN fused attention unavailable: %s\n", "8x12x1024x64", "bf16", "fused",
+                why.c_str());
+    return;
+  }
+  DeviceArray qkv32(3 * e, 0.1f), dqkv32(3 * e, 0.0f), qkv16(3 * e / 2 + 1, 0.0f), y16(e / 2 + 1, 0.0f),
+      dy16(e / 2 + 1, 0.0f), dqkv16(3 * e / 2 + 1, 0.0f), stats(B * H * T, 0.0f);
+  cuda::cast_from_f32(qkv32.f(), qkv16.f(), DType::BF16, 3 * e, nullptr);
+  cuda::cast_from_f32(dout.f(), dy16.f(), DType::BF16, e, nullptr);
+  const std::size_t fwd_bytes = cuda::fused_attention_forward_workspace_bytes(shape);
+  const std::size_t bwd_bytes = cuda::fused_attention_backward_workspace_bytes(shape);
+  DeviceArray ws(std::max<std::size_t>({fwd_bytes, bwd_bytes, 256}) / sizeof(float) + 1, 0.0f);
+  for (bool casts : {false, true}) {
+    const double f = median_device_seconds(o.reps, [&] {
+      if (casts) cuda::cast_from_f32(qkv32.f(), qkv16.f(), DType::BF16, 3 * e, nullptr);
+      cuda::fused_attention_forward(shape, qkv16.f(), y16.f(), stats.f(), ws.f(), fwd_bytes, nullptr);
+      if (casts) cuda::cast_to_f32(y16.f(), DType::BF16, out.f(), e, nullptr);
+    });
+    const double b = median_device_seconds(o.reps, [&] {
+      if (casts) {
+        cuda::cast_from_f32(out.f(), y16.f(), DType::BF16, e, nullptr);
+        cuda::cast_from_f32(dout.f(), dy16.f(), DType::BF16, e, nullptr);
+      }
+      cuda::fused_attention_backward(shape, qkv16.f(), y16.f(), dy16.f(), stats.f(), dqkv16.f(), ws.f(), bwd_bytes,
+                                     nullptr);
+      if (casts) cuda::cast_to_f32(dqkv16.f(), DType::BF16, dqkv32.f(), 3 * e, nullptr);
+    });
+    std::printf("%-18s %-6s %-11s %10.3f %10.3f %10.3f %10.1f\n", "8x12x1024x64", "bf16",
+                casts ? "fused+casts" : "fused", f * 1e3, b * 1e3, (f + b) * 1e3, flop * 12 / (f + b) / 1e12);
+  }
+  std::printf("# %s\n", cuda::fused_attention_description(shape).c_str());
 }
 
 }  // namespace
