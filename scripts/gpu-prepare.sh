@@ -123,6 +123,21 @@ while read -r so user; do
 done < <(sort -u "$needed_list")
 [ "$open" = 0 ] || die "the package list does not close over its shared-library dependencies (see above)"
 
+# cuDNN's fused attention: NVIDIA's cudnn-frontend headers (which scripts/install-deps.sh fetched, pinned) and this
+# machine's cuDNN headers, for a GPU machine whose toolkit and Python wheels have no cudnn.h. Its library is the GPU
+# machine's own.
+frontend_include=/opt/cudnn-frontend-$(sed -n 's/.*set(TENAX_CUDNN_FRONTEND_VERSION \([0-9.]*\)).*/\1/p' \
+  "$root/cmake/TenaxDependencies.cmake")/include
+rm -rf "$deps/cudnn-frontend" "$deps/cudnn-include"
+if [ -f "$frontend_include/cudnn_frontend.h" ] && compgen -G '/usr/local/cuda/include/cudnn*.h' >/dev/null; then
+  mkdir -p "$deps/cudnn-frontend" "$deps/cudnn-include"
+  cp -r "$frontend_include" "$deps/cudnn-frontend/"
+  cp /usr/local/cuda/include/cudnn*.h "$deps/cudnn-include/"
+else
+  echo "gpu-prepare: no $frontend_include or no /usr/local/cuda/include/cudnn.h (run scripts/install-deps.sh):" \
+    "the GPU build will have no fused attention" >&2
+fi
+
 {
   echo "# Written by scripts/gpu-prepare.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ) from $(. /etc/os-release && echo "$PRETTY_NAME")."
   echo "# glibc_min: the newest GLIBC_ symbol version any carried ELF file needs (and the file that needs it)."
@@ -134,7 +149,7 @@ done < <(sort -u "$needed_list")
 # shared/ inside the checkout if there is one, and .deps/.
 cd "$root"
 sum_files() { xargs -0 -r du -cb -- 2>/dev/null | awk 'END {print $1 + 0}'; }
-deb_bytes=$(find "$deps" -maxdepth 1 -type f -print0 | sum_files)
+deb_bytes=$(find "$deps" -type f -print0 | sum_files)
 tracked=$(git ls-files -z | sum_files)
 untracked=$(git ls-files -z --others --exclude-standard | sum_files)
 shared=0

@@ -136,11 +136,14 @@ phase_configure() {
     -DPKG_CONFIG_EXECUTABLE="$P/usr/bin/pkgconf"
   )
   [ -n "${GPU_RUN_NCCL_SHIM:-}" ] && args+=("-DNCCL_INCLUDE_DIR=$GPU_RUN_NCCL_SHIM/include" "-DNCCL_LIBRARY=$GPU_RUN_NCCL_SHIM/lib/libnccl.so")
+  [ -n "${CUDNN_INCLUDE:-}" ] && args+=("-DTENAX_CUDNN_INCLUDE_DIR=$CUDNN_INCLUDE"
+    "-DTENAX_CUDNN_FRONTEND_INCLUDE_DIR=$src/.deps/cudnn-frontend/include")
+  [ -n "${CUDNN_LIBRARY:-}" ] && args+=("-DTENAX_CUDNN_LIBRARY=$CUDNN_LIBRARY")
   echo "cmake ${args[*]}"
   cmake "${args[@]}" || return 1
   # Say where each dependency came from: the prefix is expected; anything else is this machine's own copy.
   echo "--- dependencies as configured"
-  grep -E '^(PKG_CONFIG_EXECUTABLE|TENAX_SENTENCEPIECE_LIBRARY|MPI_C_LIB_NAMES|MPI_mpi_LIBRARY|MPI_C_HEADER_DIR|MPIEXEC_EXECUTABLE|HDF5_hdf5_LIBRARY_RELEASE|HDF5_C_LIBRARY_hdf5|HDF5_C_INCLUDE_DIR|BLAS_openblas_LIBRARY|TENAX_CBLAS_INCLUDE_DIR|cxxopts_DIR|nlohmann_json_DIR|GTest_DIR|NCCL_INCLUDE_DIR|NCCL_LIBRARY|CMAKE_CUDA_COMPILER|CMAKE_CUDA_ARCHITECTURES|CUDAToolkit_LIBRARY_DIR|CUDA_cublas_LIBRARY)[:=]' \
+  grep -E '^(PKG_CONFIG_EXECUTABLE|TENAX_SENTENCEPIECE_LIBRARY|MPI_C_LIB_NAMES|MPI_mpi_LIBRARY|MPI_C_HEADER_DIR|MPIEXEC_EXECUTABLE|HDF5_hdf5_LIBRARY_RELEASE|HDF5_C_LIBRARY_hdf5|HDF5_C_INCLUDE_DIR|BLAS_openblas_LIBRARY|TENAX_CBLAS_INCLUDE_DIR|cxxopts_DIR|nlohmann_json_DIR|GTest_DIR|NCCL_INCLUDE_DIR|NCCL_LIBRARY|CMAKE_CUDA_COMPILER|CMAKE_CUDA_ARCHITECTURES|CUDAToolkit_LIBRARY_DIR|CUDA_cublas_LIBRARY|TENAX_CUDNN_INCLUDE_DIR|TENAX_CUDNN_FRONTEND_INCLUDE_DIR|TENAX_CUDNN_LIBRARY)[:=]' \
     "$build/CMakeCache.txt" || true
   grep -q '^TENAX_HAVE_NCCL' "$build/CMakeCache.txt" 2>/dev/null || true
 }
@@ -212,11 +215,28 @@ phase_bench_kernels() {
 # A GPT the size of a small production model (hidden 2048, 16 heads, 8 layers, 1024 tokens, 32k tokens per step:
 # about 92 TFLOP of matrix products per step, 0.2-0.5 s at 20-50% of an H100's bf16 rate). --phases then checks the
 # engine's step-phase metrics (CUDA events) against the host clock between step ends.
+#
+# Then GPT-2 small (hidden 768, 12 heads, 12 layers) and medium (1024, 16, 24) at GPT-2's vocabulary and context, each
+# with cuDNN's fused attention (TENAX_ATTENTION=fused: the run fails if cuDNN cannot run it) and with the batched core,
+# so that the two are compared in the same run; the layers log which core they use.
 phase_bench_training_gpt() {
   need_binary "$build/bench/training/tenax-bench-training" || return 1
-  mpirun -np 1 "$build/bench/training/tenax-bench-training" --device cuda --layouts reference --model gpt \
-    --precision bf16 --hidden 2048 --heads 16 --layers 8 --vocab 32768 --seq-len 1024 --batch 32 --micro-batch 8 \
-    --steps 6 --warmup 2 --phases
+  local bench=("$build/bench/training/tenax-bench-training" --device cuda --layouts reference --model gpt
+    --precision bf16) rc=0
+  export TENAX_LOG_LEVEL=info TENAX_LOG_SUBSYS=attention
+  echo "=== GPT hidden 2048, TENAX_ATTENTION=auto"
+  mpirun -np 1 "${bench[@]}" --hidden 2048 --heads 16 --layers 8 --vocab 32768 --seq-len 1024 --batch 32 \
+    --micro-batch 8 --steps 6 --warmup 2 --phases || rc=1
+  local size core
+  for size in "768 12 12" "1024 16 24"; do
+    read -r h heads layers <<<"$size"
+    for core in fused batched; do
+      echo "=== GPT-2 hidden $h, heads $heads, layers $layers: TENAX_ATTENTION=$core"
+      TENAX_ATTENTION=$core mpirun -np 1 -x TENAX_ATTENTION "${bench[@]}" --hidden "$h" --heads "$heads" \
+        --layers "$layers" --vocab 50257 --seq-len 1024 --batch 32 --micro-batch 8 --steps 6 --warmup 2 || rc=1
+    done
+  done
+  return $rc
 }
 # A checkpoint of device-memory shards: the training stream's stall against a device-to-host copy of the same bytes.
 phase_bench_checkpoint() {
@@ -316,7 +336,8 @@ export P='$P'
 export ORIG_LD_LIBRARY_PATH='${ORIG_LD_LIBRARY_PATH-${LD_LIBRARY_PATH:-}}'
 export PATH='$work/bin:$P/usr/bin:$CUDA_ROOT/bin':"\$PATH"
 # The carried libraries first, then the machine's own path, then the fill libraries it lacks.
-export LD_LIBRARY_PATH='$lib:$lib/openmpi/lib:$pmix/lib:$lib/openblas-pthread:${NCCL_LIB_DIR:+$NCCL_LIB_DIR:}'"\${ORIG_LD_LIBRARY_PATH}"':$prefix/fill-lib'
+# cuDNN's directory and the toolkit's follow (cuDNN opens its engine libraries and NVRTC by soname).
+export LD_LIBRARY_PATH='$lib:$lib/openmpi/lib:$pmix/lib:$lib/openblas-pthread:${NCCL_LIB_DIR:+$NCCL_LIB_DIR:}'"\${ORIG_LD_LIBRARY_PATH}"':$prefix/fill-lib${CUDNN_LIBRARY:+:$(dirname "$CUDNN_LIBRARY")}:$CUDA_ROOT/lib64:$CUDA_ROOT/lib'
 # Open MPI and PMIx relocated into the prefix: their plugins, help files and wrapper data follow these.
 export OPAL_PREFIX='$P/usr'
 export PMIX_PREFIX='$pmix' PMIX_LIBDIR='$pmix/lib' PMIX_PKGLIBDIR='$pmix/lib/pmix'
@@ -331,6 +352,7 @@ export PKG_CONFIG_LIBDIR='$lib/pkgconfig:$P/usr/share/pkgconfig' PKG_CONFIG_SYSR
 unset PKG_CONFIG_PATH
 export NVCC='$NVCC' CUDA_ROOT='$CUDA_ROOT'
 export GPU_RUN_NCCL_SHIM='${GPU_RUN_NCCL_SHIM:-}'
+export CUDNN_INCLUDE='${CUDNN_INCLUDE:-}' CUDNN_LIBRARY='${CUDNN_LIBRARY:-}'
 EOF
 }
 
@@ -363,6 +385,32 @@ find_nccl() {
   ln -sfn "$wheel/lib/libnccl.so.2" "$GPU_RUN_NCCL_SHIM/lib/libnccl.so.2"
   ln -sfn libnccl.so.2 "$GPU_RUN_NCCL_SHIM/lib/libnccl.so"
   NCCL_LIB_DIR=$GPU_RUN_NCCL_SHIM/lib
+}
+
+# cuDNN (fused attention): its headers from the toolkit, else the machine's nvidia-cudnn wheel, else the copy
+# gpu-prepare.sh carried; its library from the toolkit or the wheel. The cudnn-frontend headers are always the carried
+# ones (.deps/cudnn-frontend). Missing pieces leave the build without fused attention: not a preflight failure.
+find_cudnn() {
+  local inc wheel
+  for inc in "$CUDA_ROOT/include" "$CUDA_ROOT/targets/x86_64-linux/include" /usr/include /usr/include/x86_64-linux-gnu; do
+    [ -f "$inc/cudnn.h" ] && {
+      CUDNN_INCLUDE=$inc
+      break
+    }
+  done
+  for inc in "$CUDA_ROOT/lib64" "$CUDA_ROOT/lib" /usr/lib/x86_64-linux-gnu; do
+    [ -f "$inc/libcudnn.so.9" ] && {
+      CUDNN_LIBRARY=$inc/libcudnn.so.9
+      break
+    }
+  done
+  wheel=$(LD_LIBRARY_PATH=${ORIG_LD_LIBRARY_PATH:-} python3 -c 'import nvidia, os; [print(os.path.join(p, "cudnn")) for p in nvidia.__path__ if os.path.exists(os.path.join(p, "cudnn/lib/libcudnn.so.9"))]' 2>/dev/null | head -n1)
+  if [ -n "$wheel" ]; then
+    [ -n "$CUDNN_LIBRARY" ] || CUDNN_LIBRARY=$wheel/lib/libcudnn.so.9
+    [ -n "$CUDNN_INCLUDE" ] || { [ -f "$wheel/include/cudnn.h" ] && CUDNN_INCLUDE=$wheel/include; }
+  fi
+  [ -n "$CUDNN_INCLUDE" ] || { [ -f "$src/.deps/cudnn-include/cudnn.h" ] && CUDNN_INCLUDE=$src/.deps/cudnn-include; }
+  [ -n "$CUDNN_INCLUDE" ] && [ -n "$CUDNN_LIBRARY" ] && [ -f "$src/.deps/cudnn-frontend/include/cudnn_frontend.h" ]
 }
 
 cap_file() { # keep FILE under $2 bytes: its first MiB and as much of its end as fits, with a line saying so
@@ -531,7 +579,12 @@ if ! find_cuda; then
 elif ! find_nccl; then
   echo "NCCL: no nccl.h in $CUDA_ROOT nor in the machine's nvidia-nccl wheel: the NCCL tests are not built" >>"$sysinfo"
 fi
+CUDNN_INCLUDE="" CUDNN_LIBRARY=""
+if [ -n "$CUDA_ROOT" ] && ! find_cudnn; then
+  echo "cuDNN: headers ${CUDNN_INCLUDE:-not found}, library ${CUDNN_LIBRARY:-not found}, frontend .deps/cudnn-frontend: the build has no fused attention" >>"$sysinfo"
+fi
 {
+  echo "cuDNN: headers ${CUDNN_INCLUDE:-none}, library ${CUDNN_LIBRARY:-none}"
   echo "nvcc: ${NVCC:-none} (toolkit root ${CUDA_ROOT:-none})"
   [ -n "$NVCC" ] && "$NVCC" --version | tail -n2
   echo "NCCL shim (from the Python wheel): ${GPU_RUN_NCCL_SHIM:-not needed or not found}"
@@ -549,7 +602,7 @@ echo "${arch:-80;90}" >"$work/arch"
   nvidia-smi 2>&1 || echo "(nvidia-smi failed or is missing)"
   nvidia-smi topo -m 2>&1 || true
 } >>"$sysinfo" 2>&1
-declare -p NVCC CUDA_ROOT GPU_RUN_NCCL_SHIM NCCL_LIB_DIR ORIG_LD_LIBRARY_PATH 2>/dev/null | sed 's/^declare -- /export /' >"$work/pre.sh"
+declare -p NVCC CUDA_ROOT GPU_RUN_NCCL_SHIM NCCL_LIB_DIR CUDNN_INCLUDE CUDNN_LIBRARY ORIG_LD_LIBRARY_PATH 2>/dev/null | sed 's/^declare -- /export /' >"$work/pre.sh"
 if [ "$pre_ok" = 1 ]; then
   status[preflight]=ok
   record preflight ok $(($(now) - t0)) "glibc $glibc (needs $need_glibc), GPU arch $(cat "$work/arch")"
@@ -568,7 +621,7 @@ run_phase test-kernels 150 configure
 run_phase test-gpu 200 configure
 run_phase build-bench 150 configure
 run_phase bench-kernels 90 configure
-run_phase bench-training-gpt 120 configure
+run_phase bench-training-gpt 200 configure
 run_phase bench-checkpoint 60 configure
 run_phase torch-reference 60 preflight
 run_phase example-lm 60 configure
@@ -601,7 +654,7 @@ total=$(($(now) - t0))
   echo "=== benchmarks (bench-kernels.txt, bench-training.txt, runs.txt)"
   [ -f "$logs/bench-kernels.log" ] && grep -E 'below 80%|TFLOP|bf16|f16|gemm' "$logs/bench-kernels.log" | head -n 24
   for b in bench-training-gpt bench-training-more; do
-    [ -f "$logs/$b.log" ] && grep -E '^#|^1 rank|MFU|phases' "$logs/$b.log"
+    [ -f "$logs/$b.log" ] && grep -E '^#|^===|^1 rank|MFU|phases|attention' "$logs/$b.log"
   done
   [ -f "$logs/bench-checkpoint.log" ] && grep -E '^#|MiB|size/rank' "$logs/bench-checkpoint.log"
   [ -f "$logs/torch-reference.log" ] && grep -E 'TFLOP|GB/s' "$logs/torch-reference.log" | head -n 12
