@@ -195,6 +195,8 @@ GoodputSummary summarize_ledger(std::istream& in, const std::string& path) {
       s.relaunch_s += r.number_or("relaunch_s", 0);
       s.load_s += r.number_or("load_s", 0);
       s.checkpoint_stall_s += r.number_or("checkpoint_stall_s", 0);
+      s.shared_saves += std::max<std::int64_t>(0, r.i64_or("shared_saves", 0));
+      s.local_saves += std::max<std::int64_t>(0, r.i64_or("local_saves", 0));
       s.backoff_s += r.number_or("backoff_s", 0);
       last_time = std::max(last_time, r.number_or("end", 0) + r.number_or("backoff_s", 0));
     } else if (event == "end") {
@@ -223,10 +225,14 @@ std::string format_summary(const GoodputSummary& s) {
                 "goodput %.1f %% (productive %.2f s of %.2f s wall; %d invocation(s), %d attempt(s), %d failure(s), "
                 "%d preemption(s))\n",
                 100.0 * s.goodput(), s.productive_s, s.wall_s, s.invocations, s.attempts, s.failures, s.preemptions);
-  return std::string(head) + row("productive steps", s.productive_s) + row("checkpoint stalls", s.checkpoint_stall_s) +
-         row("work lost (rollback)", s.work_lost_s) + row("failure detection", s.detect_s) +
-         row("teardown", s.teardown_s) + row("relaunch", s.relaunch_s) + row("checkpoint load", s.load_s) +
-         row("backoff", s.backoff_s) + row("requeue wait", s.requeue_wait_s) + row("other", s.other_s);
+  char saves[160];
+  std::snprintf(saves, sizeof saves, "checkpoints committed: %lld shared, %lld node-local\n", s.shared_saves,
+                s.local_saves);
+  return std::string(head) + saves + row("productive steps", s.productive_s) +
+         row("checkpoint stalls", s.checkpoint_stall_s) + row("work lost (rollback)", s.work_lost_s) +
+         row("failure detection", s.detect_s) + row("teardown", s.teardown_s) + row("relaunch", s.relaunch_s) +
+         row("checkpoint load", s.load_s) + row("backoff", s.backoff_s) + row("requeue wait", s.requeue_wait_s) +
+         row("other", s.other_s);
 }
 
 }  // namespace tenax::launch

@@ -34,6 +34,8 @@ struct GoodputSummary {
   int shared_tier_recoveries = 0;
   // Failures after the last attempt that resumed: what they need is not known yet.
   int unresumed_failures = 0;
+  // Checkpoints committed over every attempt, per tier (records without the counts add none).
+  long long shared_saves = 0, local_saves = 0;
   double goodput() const { return wall_s > 0 ? productive_s / wall_s : 0; }
 };
 

@@ -78,6 +78,8 @@ void save_10_and_12(Communicator& world, const CheckpointOptions& options) {
     ckpt.wait();
     EXPECT_EQ(ckpt.last_committed_step(), std::optional<std::uint64_t>(10));
     EXPECT_EQ(ckpt.last_local_step(), std::optional<std::uint64_t>(12));
+    EXPECT_EQ(ckpt.commit_counts().shared, 1u) << "step 10";
+    EXPECT_EQ(ckpt.commit_counts().node_local, 2u) << "steps 10 and 12";
   }  // the I/O thread has stored what partners sent
   world.barrier();
 }

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <regex>
@@ -352,9 +353,23 @@ TEST(GptNodeLocalTier, KillNineRestartsFromTheNodeLocalCopy) {
   const std::string data = write_dataset(data_dir.path());
   std::vector<std::string> args = gpt_args(data, {"--tp", "2", "--dp", "2", "--checkpoint-local-every", "5"});
   *(std::find(args.begin(), args.end(), "--checkpoint-every") + 1) = "20";
-  ScratchDir ref_dir("gpt-tier0-reference");
+  // The uninterrupted run keeps node-local copies too (in a directory of its own).
+  ScratchDir ref_dir("gpt-tier0-reference"), ref_local("gpt-tier0-reference-local");
+  ::setenv("TENAX_CKPT_LOCAL_DIR", ref_local.path().c_str(), 1);
   const Reference ref = uninterrupted(ref_dir, 4, args);
+  ::unsetenv("TENAX_CKPT_LOCAL_DIR");
   ASSERT_FALSE(ref.checksum.empty());
+  {
+    // Its checkpoints, counted per tier by the ranks and added up by tenax-launch: one to the shared directory every
+    // 20 of the 120 steps, a node-local copy every 5 (a shared save writes one too).
+    std::ifstream file(std::filesystem::path(ref_dir.path()) / "reference.txt");
+    const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    std::smatch counts;
+    ASSERT_TRUE(std::regex_search(text, counts, std::regex("checkpoints committed: (\\d+) shared, (\\d+) node-local")))
+        << text;
+    EXPECT_EQ(std::stol(counts[1]), 6) << text;
+    EXPECT_EQ(std::stol(counts[2]), 24) << text;
+  }
 
   ScratchDir dir("gpt-tier0-kill9"), local("gpt-tier0-local");
   // Another run's copies on the same node: never read, and left in place when this run ends.

@@ -64,14 +64,26 @@ TEST(Heartbeat, AValidRecordIsRead) {
   EXPECT_EQ(h.pid, 42);
   EXPECT_EQ(h.step, 5);
   EXPECT_EQ(h.exit_code, 75);
+  EXPECT_EQ(parse_heartbeat(record("shared_saves", "3"), "r").shared_saves, 3);
+  EXPECT_EQ(parse_heartbeat(record("local_saves", "12"), "r").local_saves, 12);
+  EXPECT_EQ(h.shared_saves, 0) << "a program too old to count reports none";
 }
 
 // Values were once narrowed silently: rank 4294967297 read as rank 1, a negative beat as a huge one.
 TEST(Heartbeat, FieldsOutOfTheirRangeAreRefusedByName) {
-  const std::vector<std::pair<std::string, std::string>> cases = {
-      {"rank", "4294967297"},    {"rank", "-3"},         {"pid", "-5"},           {"pid", "9999999999"},
-      {"attempt", "4294967297"}, {"beat", "-1"},         {"seq", "-2"},           {"seq", "18446744073709551615"},
-      {"steps_done", "-1"},      {"exit", "4294967296"}, {"preempt_signal", "-1"}};
+  const std::vector<std::pair<std::string, std::string>> cases = {{"rank", "4294967297"},
+                                                                  {"rank", "-3"},
+                                                                  {"pid", "-5"},
+                                                                  {"pid", "9999999999"},
+                                                                  {"attempt", "4294967297"},
+                                                                  {"beat", "-1"},
+                                                                  {"seq", "-2"},
+                                                                  {"seq", "18446744073709551615"},
+                                                                  {"steps_done", "-1"},
+                                                                  {"exit", "4294967296"},
+                                                                  {"preempt_signal", "-1"},
+                                                                  {"shared_saves", "-1"},
+                                                                  {"local_saves", "-4"}};
   for (const auto& [key, value] : cases) {
     const std::string message = parse_error(record(key, value));
     EXPECT_NE(message.find(key), std::string::npos) << key << "=" << value << ": " << message;

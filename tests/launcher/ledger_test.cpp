@@ -157,6 +157,37 @@ TEST_F(LedgerTest, GoodputIsKeptStepTimeOverWallTimeIncludingRequeueWaits) {
   EXPECT_NE(table.find("requeue wait"), std::string::npos) << table;
 }
 
+// The checkpoints committed per tier add up over every attempt, across requeues; records without the counts (an
+// older launcher, a program that does not report them) add none.
+TEST_F(LedgerTest, CheckpointsCommittedAddUpPerTierOverEveryAttempt) {
+  auto counted = [](const char* outcome, double start, long long shared, long long local) {
+    return json::ObjectWriter()
+        .add("event", "attempt")
+        .add("outcome", outcome)
+        .add("start", start)
+        .add("end", start + 5)
+        .add("shared_saves", shared)
+        .add("local_saves", local)
+        .str();
+  };
+  {
+    Ledger ledger(path_);
+    ledger.append(start(1000));
+    ledger.append(counted("crash", 1000, 2, 9));
+    ledger.append(attempt("crash", 10, 1006, 1010, 3, 0));  // no counts
+    ledger.append(counted("preempted", 1011, 1, 4));
+    ledger.append(end(1017, 75));
+    ledger.append(start(1030));
+    ledger.append(counted("success", 1030, 3, 0));
+    ledger.append(end(1036, 0));
+  }
+  const GoodputSummary s = summarize_ledger(path_);
+  EXPECT_EQ(s.shared_saves, 6);
+  EXPECT_EQ(s.local_saves, 13);
+  const std::string table = format_summary(s);
+  EXPECT_NE(table.find("checkpoints committed: 6 shared, 13 node-local"), std::string::npos) << table;
+}
+
 // The failures whose restart had to read the shared tier: judged by the first attempt after them that got as far as
 // resuming (every failure since the previous resume counts); an attempt that does not say which tier it read counts as
 // shared (a program that keeps its own checkpoints), and a fresh start after a failure (nothing saved yet) needed no

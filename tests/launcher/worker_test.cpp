@@ -128,6 +128,7 @@ TEST_F(WorkerProtocol, HeartbeatsCarryStepTimingAndTheExitCode) {
     worker.heartbeat(step);
   }
   worker.checkpoint_committed(23, 0.005);
+  worker.checkpoint_counts(2, 5);
   // The background thread keeps beating on its own: wait for two more records (the first may predate the commit).
   const long long beat_before = field(path, "beat");
   FolderEvents renamed(dir_ + "/heartbeat/attempt-4", IN_MOVED_TO);
@@ -140,6 +141,8 @@ TEST_F(WorkerProtocol, HeartbeatsCarryStepTimingAndTheExitCode) {
   EXPECT_EQ(later.at("resumed_tier").string(), "shared") << "a program's own checkpoint: durable storage";
   EXPECT_EQ(later.at("steps_done").i64(), 3);
   EXPECT_EQ(later.at("checkpoint_step").i64(), 23);
+  EXPECT_EQ(later.at("shared_saves").i64(), 2);
+  EXPECT_EQ(later.at("local_saves").i64(), 5);
   EXPECT_EQ(later.at("exit").i64(), -1);
   EXPECT_EQ(later.at("preempt_signal").i64(), preemption_signal());
   EXPECT_GE(later.at("seq").i64(), 0);

@@ -263,6 +263,13 @@ class Checkpointer {
     std::uint64_t direct_bytes = 0;
   };
   WriteTotals write_totals() const;
+  // Checkpoints this checkpointer committed so far, per tier: to the shared directory, and steps every rank holds a
+  // node-local copy of. The same on every rank (each is counted once the ranks agree on it).
+  struct CommitCounts {
+    std::uint64_t shared = 0;
+    std::uint64_t node_local = 0;
+  };
+  CommitCounts commit_counts() const;
 
  private:
   struct State;

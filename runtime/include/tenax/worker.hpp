@@ -85,6 +85,10 @@ class Worker {
   void heartbeat(std::int64_t step);
   // A checkpoint of `step` is complete and durable; training was blocked for `stall_seconds` by it.
   void checkpoint_committed(std::int64_t step, double stall_seconds);
+  // How many checkpoints this attempt has committed so far to the shared tier and to the node-local tier (running
+  // totals, not increments; Checkpointer::commit_counts). tenax-launch adds them up over the run (the goodput
+  // summary's "checkpoints committed"). A program that never calls this reports none.
+  void checkpoint_counts(std::int64_t shared, std::int64_t node_local);
 
   bool preemption_requested() const noexcept { return tenax::worker::preemption_requested(); }
 

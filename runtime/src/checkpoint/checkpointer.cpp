@@ -378,6 +378,10 @@ Checkpointer::WriteTotals Checkpointer::write_totals() const {
   return state_->totals;
 }
 
+Checkpointer::CommitCounts Checkpointer::commit_counts() const {
+  return state_->commits;
+}
+
 Checkpointer::State::WriteResult Checkpointer::State::write_job(std::uint64_t step) {
   WriteResult result;
   try {
@@ -458,7 +462,7 @@ void Checkpointer::State::finish_write() {
   // Two separate verdicts: a failed commit of the previous step must not throw away this step's good write.
   const Outcome written = agree(world, result.outcome);
   const Outcome committed = previous ? agree(world, previous_commit) : Outcome{};
-  if (previous && committed.code == 0) last_committed = previous;
+  if (previous && committed.code == 0) record_shared_commit(*previous);
   const std::string previous_failure =
       committed.code == 0 ? std::string()
                           : "; before it, checkpoint step " + std::to_string(*previous) + ": " + committed.message;
@@ -509,7 +513,18 @@ void Checkpointer::State::finish_commit() {
   committing.reset();
   Outcome all = agree(world, local);
   if (all.code != 0) throw IoError("checkpoint step " + std::to_string(step) + ": " + all.message);
+  record_shared_commit(step);
+}
+
+void Checkpointer::State::record_shared_commit(std::uint64_t step) {
   last_committed = step;
+  ++commits.shared;
+}
+
+void Checkpointer::State::record_local_commit(std::optional<std::uint64_t> step) {
+  if (!step || step == last_local_everywhere) return;
+  last_local_everywhere = step;
+  ++commits.node_local;
 }
 
 ckpt::Manifest Checkpointer::State::build_manifest(std::uint64_t step, const std::vector<std::string>& reports) const {

@@ -62,7 +62,8 @@ struct Checkpointer::State {
   std::optional<std::uint64_t> committing;
   std::future<Outcome> commit_done;  // rank 0 only
   std::optional<std::uint64_t> last_committed;
-  WriteTotals totals;  // this rank's files written so far (training thread, from each finished write)
+  CommitCounts commits;  // agreed over the ranks, like last_committed and last_local_everywhere
+  WriteTotals totals;    // this rank's files written so far (training thread, from each finished write)
 
   // The node-local tier (local_tier.hpp); an empty root: off. Its shards are staged at local_offsets, and each block
   // of `writes` that is one of them shares that copy.
@@ -119,6 +120,9 @@ struct Checkpointer::State {
 
   void finish_write();   // collective: the agreement that every rank's file is durable, then queue the commit
   void finish_commit();  // collective: the agreement that rank 0's commit succeeded
+  // Records a checkpoint every rank committed to the shared directory / holds a node-local copy of, counting it.
+  void record_shared_commit(std::uint64_t step);
+  void record_local_commit(std::optional<std::uint64_t> step);
   WriteResult write_job(std::uint64_t step);
   LocalResult local_job(std::uint64_t step);  // on the I/O thread: this rank's node-local copy (packed for the partner)
   // Copies the node-local shards (when the tier is on) and, with `shared`, the blocks this rank writes to the shared

@@ -41,7 +41,7 @@ void Checkpointer::State::settle_local() {
 void Checkpointer::State::confirm_local() {
   if (!local_unconfirmed) return;
   finish_local(true);
-  if (every_rank(world, last_local == local_unconfirmed)) last_local_everywhere = local_unconfirmed;
+  if (every_rank(world, last_local == local_unconfirmed)) record_local_commit(local_unconfirmed);
   local_unconfirmed.reset();
 }
 
@@ -57,7 +57,7 @@ void Checkpointer::State::poll_progress() {
     // blocking paths (which drain it first) move the in-flight state.
     const std::vector<bool> every = poll.answer();
     if (asked.local && every[kLocalIdle]) {
-      if (every[kLocalCommitted]) last_local_everywhere = local_unconfirmed;
+      if (every[kLocalCommitted]) record_local_commit(local_unconfirmed);
       local_unconfirmed.reset();
     }
     if (asked.partner && every[kPartnerDone]) store_partner();

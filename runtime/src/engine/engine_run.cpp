@@ -47,6 +47,8 @@ int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCal
   std::uint64_t reported = resume.resumed ? static_cast<std::uint64_t>(resume.step) : 0;
   auto report_commits = [&] {
     if (!e.writer) return;
+    const Checkpointer::CommitCounts counts = e.writer->commit_counts();
+    worker.checkpoint_counts(static_cast<std::int64_t>(counts.shared), static_cast<std::int64_t>(counts.node_local));
     // A step every rank holds a node-local copy of is a checkpoint to resume from, as much as a shared one.
     std::optional<std::uint64_t> committed = e.writer->last_committed_step();
     if (const auto local = e.writer->last_local_step(); local && (!committed || *local > *committed)) committed = local;

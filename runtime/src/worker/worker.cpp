@@ -97,6 +97,12 @@ class Worker::Impl {
     stall_since_mark_ += stall_seconds;
   }
 
+  void checkpoint_counts(std::int64_t shared, std::int64_t node_local) {
+    std::lock_guard lock(mutex_);
+    record_.shared_saves = shared;
+    record_.local_saves = node_local;
+  }
+
   int finish(int exit_code) {
     stop_writer();
     if (info_.supervised) {
@@ -195,6 +201,10 @@ void Worker::heartbeat(std::int64_t step) {
 
 void Worker::checkpoint_committed(std::int64_t step, double stall_seconds) {
   impl_->checkpoint_committed(step, stall_seconds);
+}
+
+void Worker::checkpoint_counts(std::int64_t shared, std::int64_t node_local) {
+  impl_->checkpoint_counts(shared, node_local);
 }
 
 int Worker::finish(int exit_code) {
