@@ -91,6 +91,7 @@ def one_run(args, data, name, interval, work, rng):
                "--run-dir", os.path.join(run_root, "run"), "--checkpoint-dir", os.path.join(run_root, "ckpt"),
                "--max-restarts", "100000", "--no-progress-limit", "100000", "--backoff", "100ms",
                "--heartbeat-interval", "100ms", "--kill-grace", "500ms", "--",
+               *(["env", "-u", "TENAX_RUN_SHARED_MTBF"] if args.no_shared_mtbf else []),
                os.path.join(args.build, "examples", "gpt", "tenax-example-gpt"), "--data", data,
                "--hidden", "128", "--layers", "4", "--heads", "4", "--seq-len", "64", "--batch", "16",
                "--micro-batch", "4", "--tp", "2", "--steps", "100000000", "--log-every", "100000",
@@ -126,6 +127,7 @@ def one_run(args, data, name, interval, work, rng):
         print(f"# {name} T={interval}: no goodput summary (exit {code}); output in {output_path}", flush=True)
         return None
     failures = int(m.group(5))
+    saves = re.search(r"checkpoints committed: (\d+) shared, (\d+) node-local", text)
     recovery = sum(rows.get(k, 0.0) for k in ("failure detection", "teardown", "relaunch", "checkpoint load"))
     if not args.keep:
         # The checkpoints and heartbeats go; the launcher's output and the ledger stay (kilobytes), so that a run whose
@@ -134,7 +136,8 @@ def one_run(args, data, name, interval, work, rng):
             shutil.rmtree(os.path.join(run_root, bulky), ignore_errors=True)
     return {"goodput": float(m.group(1)), "wall": float(m.group(3)), "kills": kills, "failures": failures,
             "lost": rows.get("work lost (rollback)", 0.0), "stall": rows.get("checkpoint stalls", 0.0),
-            "recovery": recovery / failures if failures else 0.0, "exit": code}
+            "recovery": recovery / failures if failures else 0.0, "exit": code,
+            "shared_saves": int(saves.group(1)) if saves else -1, "local_saves": int(saves.group(2)) if saves else -1}
 
 
 def main():
@@ -146,6 +149,10 @@ def main():
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
+    parser.add_argument("--no-shared-mtbf", action="store_true",
+                        help="run the program without TENAX_RUN_SHARED_MTBF, so that the shared tier's automatic "
+                             "interval assumes every failure needs it (the single-level interval, for before/after "
+                             "comparisons of the two-level one)")
     parser.add_argument("--keep", action="store_true",
                         help="keep each run's whole directory under --work (by default only its output and ledger)")
     args = parser.parse_args()
@@ -154,16 +161,18 @@ def main():
     data = dataset(args.build, work)
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     print(f"# goodput under failures: {args.ranks} ranks, {args.duration:.0f} s per run, seed {args.seed}; "
-          f"CPU {cpu} x {os.cpu_count()}; load average {os.getloadavg()[0]:.2f}", flush=True)
+          f"CPU {cpu} x {os.cpu_count()}; load average {os.getloadavg()[0]:.2f}"
+          f"{'; without TENAX_RUN_SHARED_MTBF' if args.no_shared_mtbf else ''}", flush=True)
     print(f"{'failure every':>13} {'configuration':>27} {'goodput':>8} {'failures':>8} {'lost s':>7} {'stalls s':>8} "
-          f"{'recovery s':>10}", flush=True)
+          f"{'recovery s':>10} {'shared saves':>12} {'local saves':>11}", flush=True)
     for interval in (float(t) for t in args.intervals.split(",")):
         for name in args.configs.split(","):
             rng = random.Random(f"{args.seed}-{interval}")  # the same failure schedule for every configuration
             r = one_run(args, data, name, interval, work, rng)
             if r:
                 print(f"{interval:>11.0f} s {name:>27} {r['goodput']:>7.1f}% {r['failures']:>8} {r['lost']:>7.2f} "
-                      f"{r['stall']:>8.2f} {r['recovery']:>10.3f}", flush=True)
+                      f"{r['stall']:>8.2f} {r['recovery']:>10.3f} {r['shared_saves']:>12} {r['local_saves']:>11}",
+                      flush=True)
     print(f"# load average at the end {os.getloadavg()[0]:.2f}; each run's output and ledger: {work}/goodput-*",
           flush=True)
     return 0

@@ -111,4 +111,14 @@ inline double max_abs_diff(const std::vector<float>& a, const std::vector<double
   return m;
 }
 
+// ||a - b|| / ||b|| over the whole tensor: the measure for the 16-bit paths, whose element errors vary widely.
+inline double relative_error(const std::vector<float>& a, const std::vector<double>& b) {
+  double num = 0.0, den = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
 }  // namespace tenax::kernels::test

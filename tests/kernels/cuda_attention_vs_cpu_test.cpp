@@ -31,6 +31,7 @@ using test::AttentionSize;
 using test::CudaKernelTest;
 using test::DeviceBuffer;
 using test::random_floats;
+using test::relative_error;
 using test::widen;
 
 using CudaAttentionTest = CudaKernelTest;
@@ -169,16 +170,6 @@ CoreRun run_device(const std::vector<float>& q, const std::vector<float>& k, con
   CoreRun r{g_out.download(), g_dq.download(), g_dk.download(), g_dv.download()};
   cuda::destroy_blas_handle(handle);
   return r;
-}
-
-// ||a - b|| / ||b|| over the whole tensor: the measure for the 16-bit paths, whose element errors vary widely.
-double relative_error(const std::vector<float>& a, const std::vector<double>& b) {
-  double num = 0.0, den = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / den);
 }
 
 TEST_F(CudaAttentionTest, CoreMatchesTheCpuAndRecomputesTheSameBits) {

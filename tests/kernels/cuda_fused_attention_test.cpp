@@ -29,6 +29,7 @@ using test::AttentionSize;
 using test::CudaKernelTest;
 using test::DeviceBuffer;
 using test::random_floats;
+using test::relative_error;
 
 using CudaFusedAttentionTest = CudaKernelTest;
 
@@ -44,16 +45,6 @@ std::vector<float> rounded(const std::vector<float>& x, DType type) {
 
 std::vector<double> wide(const std::vector<float>& x) {
   return {x.begin(), x.end()};
-}
-
-// ||a - b|| / ||b||.
-double relative_error(const std::vector<float>& a, const std::vector<double>& b) {
-  double num = 0.0, den = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / den);
 }
 
 struct FusedRun {
