@@ -30,6 +30,7 @@ using test::CudaKernelTest;
 using test::DeviceBuffer;
 using test::random_floats;
 using test::relative_error;
+using test::widen;
 
 using CudaFusedAttentionTest = CudaKernelTest;
 
@@ -41,10 +42,6 @@ std::vector<float> rounded(const std::vector<float>& x, DType type) {
   cpu::cast_from_f32(x.data(), bits.data(), type, x.size());
   cpu::cast_to_f32(bits.data(), type, out.data(), x.size());
   return out;
-}
-
-std::vector<double> wide(const std::vector<float>& x) {
-  return {x.begin(), x.end()};
 }
 
 struct FusedRun {
@@ -105,6 +102,21 @@ Split split(const std::vector<float>& packed, const AttentionSize& n) {
   return s;
 }
 
+// A fused run's output and gradients against the float64 core on the same (16-bit) inputs, each as relative_error.
+struct Errors {
+  double out, dq, dk, dv;
+  double worst() const { return std::max({out, dq, dk, dv}); }
+};
+Errors errors_against_float64(const Problem& p, const FusedRun& r, float scale) {
+  const AttentionSize& n = p.n;
+  const test::RefForward f = test::ref_attention_forward(widen(p.q), widen(p.k), widen(p.v), n, scale);
+  const test::RefGrads g = test::ref_attention_backward(widen(p.q), widen(p.k), widen(p.v), widen(p.dout), n, scale);
+  std::vector<float> o(n.head_elems());
+  cpu::merge_heads_backward(r.y.data(), o.data(), n.B, n.H, n.T, n.D);  // merged rows -> [B, H, T, D]
+  const Split d = split(r.dqkv, n);
+  return {relative_error(o, f.out), relative_error(d.q, g.dq), relative_error(d.k, g.dk), relative_error(d.v, g.dv)};
+}
+
 TEST_F(CudaFusedAttentionTest, MatchesTheFloat64CoreOnPackedRows) {
   // Bounds: about 4x the largest error measured on an H200 with cuDNN 9.14 (2026-11-28: bf16 0.0019-0.0026, fp16
   // 0.00023-0.00034 at T = 128; printed below); bf16's unit roundoff is 2^-8, fp16's 2^-11, and the kernel rounds P
@@ -116,19 +128,10 @@ TEST_F(CudaFusedAttentionTest, MatchesTheFloat64CoreOnPackedRows) {
       require_fused(s);
       const Problem p = make_problem(n, type, 21);
       const FusedRun r = run_fused(s, p.qkv, p.dy);
-      const test::RefForward f = test::ref_attention_forward(wide(p.q), wide(p.k), wide(p.v), n, scale);
-      const test::RefGrads g = test::ref_attention_backward(wide(p.q), wide(p.k), wide(p.v), wide(p.dout), n, scale);
-      std::vector<float> o(n.head_elems());
-      cpu::merge_heads_backward(r.y.data(), o.data(), n.B, n.H, n.T, n.D);  // merged rows -> [B, H, T, D]
-      const Split d = split(r.dqkv, n);
-      const double eo = relative_error(o, f.out), eq = relative_error(d.q, g.dq), ek = relative_error(d.k, g.dk),
-                   ev = relative_error(d.v, g.dv);
+      const Errors err = errors_against_float64(p, r, scale);
       std::printf("fused %s T %zu: relative error out %.3g dq %.3g dk %.3g dv %.3g (bound %.3g)\n",
-                  std::string(dtype_name(type)).c_str(), n.T, eo, eq, ek, ev, bound);
-      EXPECT_LT(eo, bound) << dtype_name(type) << " T " << n.T;
-      EXPECT_LT(eq, bound) << dtype_name(type) << " T " << n.T;
-      EXPECT_LT(ek, bound) << dtype_name(type) << " T " << n.T;
-      EXPECT_LT(ev, bound) << dtype_name(type) << " T " << n.T;
+                  std::string(dtype_name(type)).c_str(), n.T, err.out, err.dq, err.dk, err.dv, bound);
+      EXPECT_LT(err.worst(), bound) << dtype_name(type) << " T " << n.T;
 
       // The statistics the backward reads: each query row's natural log-sum-exp of its scaled, causally masked
       // scores, computed from the same 16-bit inputs in fp32 inside the kernel.
@@ -164,13 +167,7 @@ TEST_F(CudaFusedAttentionTest, ThePrecisionCheckCatchesAWrongScale) {
   require_fused(wrong);
   const Problem p = make_problem(n, DType::BF16, 21);
   const FusedRun r = run_fused(wrong, p.qkv, p.dy);
-  const test::RefForward f = test::ref_attention_forward(wide(p.q), wide(p.k), wide(p.v), n, scale);
-  const test::RefGrads g = test::ref_attention_backward(wide(p.q), wide(p.k), wide(p.v), wide(p.dout), n, scale);
-  std::vector<float> o(n.head_elems());
-  cpu::merge_heads_backward(r.y.data(), o.data(), n.B, n.H, n.T, n.D);
-  const Split d = split(r.dqkv, n);
-  const double worst = std::max(
-      {relative_error(o, f.out), relative_error(d.q, g.dq), relative_error(d.k, g.dk), relative_error(d.v, g.dv)});
+  const double worst = errors_against_float64(p, r, scale).worst();
   std::printf("scale 2%% off: largest relative error %.3g (bound %.3g)\n", worst, kBf16Bound);
   EXPECT_GT(worst, kBf16Bound) << "a 2% error in the scale went unnoticed";
 }
