@@ -24,9 +24,14 @@
 #include <vector>
 
 #include "tenax/communicator.hpp"
+#include "tenax/op_profile.hpp"
 #include "tenax/tensor.hpp"
 
 namespace tenax {
+
+namespace detail {
+class OpProfiler;
+}
 
 class ExecutionContext {
  public:
@@ -87,6 +92,13 @@ class ExecutionContext {
   // place without making the compute stream wait). Synchronous fallback when the communicator has no stream.
   void copy_after_communication(Communicator& comm, void* dst, const void* src, std::size_t bytes);
 
+  // The op profile (tenax/op_profile.hpp): begin_op_profile() starts timing every tenax::ops call on this context
+  // (discarding a profile already running); end_op_profile() waits for the work queued so far, stops, and returns the
+  // rows (UsageError if none is running; DeviceError if a timing event failed).
+  void begin_op_profile();
+  OpProfile end_op_profile();
+  detail::OpProfiler* op_profiler() const { return profiler_.get(); }  // null when not profiling
+
  private:
   ExecutionContext() = default;
   void check_reachable(const Communicator& comm) const;
@@ -101,6 +113,7 @@ class ExecutionContext {
   void* workspace_ = nullptr;  // device: stream-ordered allocation; host: host_workspace_
   std::size_t workspace_bytes_ = 0;
   std::vector<unsigned char> host_workspace_;
+  std::unique_ptr<detail::OpProfiler> profiler_;
 };
 
 // Number of CUDA devices this process can use: 0 in a build without CUDA and on a machine without a driver or GPU.

@@ -73,6 +73,9 @@ struct Options {
   std::int64_t trace_end = -1;       // one past the last traced step
   std::string prometheus_file;       // TENAX_METRICS_PROM: "" -> <run_dir>/metrics/tenax.prom
   void* cuda_stream = nullptr;       // a cudaStream_t: time phases on the device with CUDA events
+  // TENAX_PROFILE_OPS=A:B: the engine's op profile (tenax/op_profile.hpp) of steps [A, B); -1: none.
+  std::int64_t op_profile_first = -1;
+  std::int64_t op_profile_end = -1;
   // Reads the TENAX_* variables above (validated by the env registry). cuda_stream stays null.
   static Options from_env();
 };

@@ -73,6 +73,9 @@ const std::vector<Var>& registry() {
        1000},
       {"TENAX_TRACE_STEPS", String, "",
        "A:B writes a Chrome-trace timeline of steps A to B-1 (Perfetto); empty: none."},
+      {"TENAX_PROFILE_OPS", String, "",
+       "A:B times every kernel call of steps A to B-1 and writes the engine's op profile (time, TFLOP/s, GB/s per "
+       "op) to stderr and <run dir>/metrics; empty: none."},
       {"TENAX_METRICS_PROM", Path, "",
        "Prometheus textfile to replace every TENAX_METRICS_EVERY steps (e.g. in node_exporter's textfile directory); "
        "empty: $TENAX_RUN_DIR/metrics/tenax.prom."},

@@ -38,7 +38,11 @@ float LearningRateSchedule::at(long step) const {
 }
 
 Engine::Impl::Impl(Communicator& w, EngineConfig c, std::shared_ptr<const BatchSource> source)
-    : world(w), config(std::move(c)), data(std::move(source)) {}
+    : world(w), config(std::move(c)), data(std::move(source)) {
+  const metrics::Options options = metrics::Options::from_env();
+  op_profile_first = options.op_profile_first;
+  op_profile_end = options.op_profile_end;
+}
 
 void Engine::Impl::resolve_layout() {
   const int n = world.size();

@@ -85,6 +85,11 @@ struct Engine::Impl {
 
   std::optional<metrics::StepMetrics::Scope> phase(metrics::Phase p);
 
+  // TENAX_PROFILE_OPS (op_profile_window.cpp): start the op profile at its first step, write it after its last.
+  void op_profile_step_begins();
+  void op_profile_step_ends();
+  std::int64_t op_profile_first = -1, op_profile_end = -1;
+
   Communicator& world;
   EngineConfig config;
   std::shared_ptr<const BatchSource> data;

@@ -218,6 +218,7 @@ float Engine::Impl::optimizer_phase(StepResult& result) {
 StepResult Engine::Impl::train_step() {
   const auto started = std::chrono::steady_clock::now();
   ++step;
+  op_profile_step_begins();
   StepResult result;
   result.step = step;
   result.loss_scale = scaler ? scaler->scale() : 1.0f;
@@ -270,6 +271,7 @@ StepResult Engine::Impl::train_step() {
     world.all_reduce(&loss, &loss, 1, DType::F64, ReduceOp::Sum);
   }
   result.loss = loss / global_tokens;
+  op_profile_step_ends();
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return result;
 }

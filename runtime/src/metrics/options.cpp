@@ -9,13 +9,30 @@
 namespace tenax::metrics {
 namespace {
 
-std::int64_t parse_step(std::string_view text, std::string_view whole) {
+std::int64_t parse_step(std::string_view text, std::string_view variable, std::string_view whole,
+                        std::string_view does) {
   std::int64_t value = -1;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size() || value < 0)
-    throw UsageError("TENAX_TRACE_STEPS=" + std::string(whole) +
-                     " is not a step range: use A:B with step numbers 0 <= A < B (traces steps A to B-1)");
+    throw UsageError(std::string(variable) + "=" + std::string(whole) +
+                     " is not a step range: use A:B with step numbers 0 <= A < B (" + std::string(does) +
+                     " steps A to B-1)");
   return value;
+}
+
+// A:B from `variable` into [first, end); unset or empty leaves them at -1.
+void parse_step_range(const char* variable, std::string_view does, std::int64_t& first, std::int64_t& end) {
+  const std::string text = env::get_string(variable);
+  if (text.empty()) return;
+  const std::size_t colon = text.find(':');
+  if (colon == std::string::npos)
+    throw UsageError(std::string(variable) + "=" + text + " has no ':': use A:B to " + std::string(does) +
+                     " steps A to B-1");
+  first = parse_step(std::string_view(text).substr(0, colon), variable, text, does);
+  end = parse_step(std::string_view(text).substr(colon + 1), variable, text, does);
+  if (end <= first)
+    throw UsageError(std::string(variable) + "=" + text + " is empty: use A:B with A < B (" + std::string(does) +
+                     " steps A to B-1)");
 }
 
 }  // namespace
@@ -47,14 +64,8 @@ Options Options::from_env() {
   o.every = static_cast<int>(env::get_int("TENAX_METRICS_EVERY"));
   o.straggler_threshold = env::get_double("TENAX_STRAGGLER_THRESHOLD");
   o.prometheus_file = env::get_string("TENAX_METRICS_PROM");
-  const std::string trace = env::get_string("TENAX_TRACE_STEPS");
-  if (!trace.empty()) {
-    const std::size_t colon = trace.find(':');
-    if (colon == std::string::npos)
-      throw UsageError("TENAX_TRACE_STEPS=" + trace + " has no ':': use A:B to trace steps A to B-1");
-    o.trace_first = parse_step(std::string_view(trace).substr(0, colon), trace);
-    o.trace_end = parse_step(std::string_view(trace).substr(colon + 1), trace);
-  }
+  parse_step_range("TENAX_TRACE_STEPS", "trace", o.trace_first, o.trace_end);
+  parse_step_range("TENAX_PROFILE_OPS", "profile", o.op_profile_first, o.op_profile_end);
   return o;
 }
 

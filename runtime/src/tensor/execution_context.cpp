@@ -7,6 +7,7 @@
 #include "tenax/build_config.hpp"
 #include "tenax/error.hpp"
 #include "tenax/log.hpp"
+#include "tensor/op_profiler.hpp"
 
 #if TENAX_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -193,6 +194,7 @@ Tensor ExecutionContext::zeros(Shape shape, DType dtype) const {
 
 void ExecutionContext::zero(void* data, std::size_t bytes) const {
   if (bytes == 0) return;
+  const detail::OpScope profiled(*this, detail::op_key("zero", {bytes}), 0, static_cast<double>(bytes));
   if (!on_device()) {
     std::memset(data, 0, bytes);
     return;
@@ -205,6 +207,7 @@ void ExecutionContext::zero(void* data, std::size_t bytes) const {
 
 void ExecutionContext::copy(void* dst, const void* src, std::size_t bytes) const {
   if (bytes == 0 || dst == src) return;
+  const detail::OpScope profiled(*this, detail::op_key("copy", {bytes}), 0, 2.0 * static_cast<double>(bytes));
   if (!on_device()) {
     std::memmove(dst, src, bytes);
     return;
@@ -223,6 +226,7 @@ void ExecutionContext::copy(void* dst, const void* src, std::size_t bytes) const
 
 void ExecutionContext::upload(void* dst, const void* host_src, std::size_t bytes) {
   if (bytes == 0) return;
+  const detail::OpScope profiled(*this, detail::op_key("upload", {bytes}), 0, static_cast<double>(bytes));
   if (!on_device()) {
     std::memmove(dst, host_src, bytes);
     return;
@@ -282,6 +286,20 @@ void* ExecutionContext::workspace(std::size_t bytes) {
   workspace_bytes_ = grown;
 #endif
   return workspace_;
+}
+
+void ExecutionContext::begin_op_profile() {
+  profiler_.reset();
+  activate();
+  profiler_ = std::make_unique<detail::OpProfiler>(stream_);
+}
+
+OpProfile ExecutionContext::end_op_profile() {
+  if (profiler_ == nullptr)
+    throw UsageError("end_op_profile on " + describe() + ": no op profile is running (call begin_op_profile first)");
+  const std::unique_ptr<detail::OpProfiler> profiler = std::move(profiler_);
+  activate();
+  return profiler->finish();
 }
 
 void ExecutionContext::check_reachable(const Communicator& comm) const {

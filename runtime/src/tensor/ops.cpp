@@ -18,6 +18,7 @@
 #include "tenax/kernels/optimizer.hpp"
 #include "tenax/kernels/unscale.hpp"
 #include "tenax/kernels/vocab_parallel_loss.hpp"
+#include "tensor/op_profiler.hpp"
 
 namespace tenax::ops {
 namespace {
@@ -38,10 +39,56 @@ namespace {
 #define TENAX_DEVICE_CALL(call) no_cuda()
 #endif
 
+using detail::op_key;
+using detail::OpKey;
+using detail::OpScope;
+
+// The op profile's counts (tenax/op_profile.hpp): floating-point operations of products, and for the memory-bound
+// kernels the bytes they must move at least (fp32 elements read and written once).
+double f(std::size_t x) {
+  return static_cast<double>(x);
+}
+
+OpKey product_key(const char* op, Trans ta, Trans tb, std::initializer_list<std::size_t> dims,
+                  DType input_dtype = DType::F32) {
+  OpKey key = op_key(op, dims);
+  key.ta = ta == Trans::Yes ? 'T' : 'N';
+  key.tb = tb == Trans::Yes ? 'T' : 'N';
+  key.has_dtype = input_dtype != DType::F32;
+  key.dtype = input_dtype;
+  return key;
+}
+
+// The attention core computes in the 16-bit format only on a device.
+OpKey attention_key(const char* op, std::size_t B, std::size_t H, std::size_t T, std::size_t D, DType input_dtype,
+                    const ExecutionContext& ctx) {
+  OpKey key = op_key(op, {B, H, T, D});
+  key.has_dtype = ctx.on_device() && input_dtype != DType::F32;
+  key.dtype = input_dtype;
+  return key;
+}
+
+// q k^T and P v over the unmasked (causal) half; the backward's four products are twice this.
+double attention_flops(std::size_t B, std::size_t H, std::size_t T, std::size_t D) {
+  return 2.0 * f(B) * f(H) * f(T) * f(T) * f(D);
+}
+
+OpKey cast_key(const char* op, std::size_t n, DType other) {
+  OpKey key = op_key(op, {n});
+  key.has_dtype = true;
+  key.dtype = other;
+  return key;
+}
+
+double lowp_bytes(const void* lowp_out, DType lowp_type) {
+  return lowp_out == nullptr ? 0.0 : f(dtype_size(lowp_type));
+}
+
 }  // namespace
 
 void gemm(ExecutionContext& ctx, Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
           const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
+  const OpScope profiled(ctx, product_key("gemm", ta, tb, {m, n, k}), 2 * f(m) * f(n) * f(k));
   if (!ctx.on_device()) return kernels::cpu::gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   TENAX_DEVICE_CALL(
       kernels::cuda::gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ctx.stream(), ctx.blas_handle()));
@@ -52,6 +99,7 @@ void gemm_mixed(ExecutionContext& ctx, DType input_dtype, Trans ta, Trans tb, st
                 const void* b_lowp, std::size_t ldb, float beta, float* c, std::size_t ldc) {
   if (!ctx.on_device() || (input_dtype != DType::BF16 && input_dtype != DType::F16))
     return gemm(ctx, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  const OpScope profiled(ctx, product_key("gemm_mixed", ta, tb, {m, n, k}, input_dtype), 2 * f(m) * f(n) * f(k));
 #if TENAX_HAVE_CUDA
   if (m == 0 || n == 0) return;
   // The stored matrices: A is m x k (k x m transposed) with row stride lda, B is k x n (n x k) with stride ldb.
@@ -91,6 +139,7 @@ void batched_gemm(ExecutionContext& ctx, Trans ta, Trans tb, std::size_t m, std:
                   const float* a, std::size_t lda, std::size_t stride_a, const float* b, std::size_t ldb,
                   std::size_t stride_b, float beta, float* c, std::size_t ldc, std::size_t stride_c,
                   std::size_t batch) {
+  const OpScope profiled(ctx, product_key("batched_gemm", ta, tb, {batch, m, n, k}), 2 * f(batch) * f(m) * f(n) * f(k));
   if (!ctx.on_device())
     return kernels::cpu::batched_gemm(ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
                                       stride_c, batch);
@@ -104,6 +153,8 @@ void batched_gemm_mixed(ExecutionContext& ctx, DType input_dtype, Trans ta, Tran
                         std::size_t stride_c, std::size_t batch) {
   if (!ctx.on_device() || (input_dtype != DType::BF16 && input_dtype != DType::F16))
     return batched_gemm(ctx, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch);
+  const OpScope profiled(ctx, product_key("batched_gemm_mixed", ta, tb, {batch, m, n, k}, input_dtype),
+                         2 * f(batch) * f(m) * f(n) * f(k));
 #if TENAX_HAVE_CUDA
   // Every size and stride is checked before anything is rounded (the spans below depend on them).
   const kernels::BatchedGemmSpans spans =
@@ -126,35 +177,41 @@ void batched_gemm_mixed(ExecutionContext& ctx, DType input_dtype, Trans ta, Tran
 
 void split_heads(ExecutionContext& ctx, const float* qkv, float* q, float* k, float* v, std::size_t B, std::size_t H,
                  std::size_t T, std::size_t D) {
+  const OpScope profiled(ctx, op_key("split_heads", {B, H, T, D}), 0, 24 * f(B) * f(H) * f(T) * f(D));
   if (!ctx.on_device()) return kernels::cpu::split_heads(qkv, q, k, v, B, H, T, D);
   TENAX_DEVICE_CALL(kernels::cuda::split_heads(qkv, q, k, v, B, H, T, D, ctx.stream()));
 }
 
 void split_heads_backward(ExecutionContext& ctx, const float* dq, const float* dk, const float* dv, float* dqkv,
                           std::size_t B, std::size_t H, std::size_t T, std::size_t D) {
+  const OpScope profiled(ctx, op_key("split_heads_backward", {B, H, T, D}), 0, 24 * f(B) * f(H) * f(T) * f(D));
   if (!ctx.on_device()) return kernels::cpu::split_heads_backward(dq, dk, dv, dqkv, B, H, T, D);
   TENAX_DEVICE_CALL(kernels::cuda::split_heads_backward(dq, dk, dv, dqkv, B, H, T, D, ctx.stream()));
 }
 
 void merge_heads(ExecutionContext& ctx, const float* o, float* y, std::size_t B, std::size_t H, std::size_t T,
                  std::size_t D) {
+  const OpScope profiled(ctx, op_key("merge_heads", {B, H, T, D}), 0, 8 * f(B) * f(H) * f(T) * f(D));
   if (!ctx.on_device()) return kernels::cpu::merge_heads(o, y, B, H, T, D);
   TENAX_DEVICE_CALL(kernels::cuda::merge_heads(o, y, B, H, T, D, ctx.stream()));
 }
 
 void merge_heads_backward(ExecutionContext& ctx, const float* dy, float* d_o, std::size_t B, std::size_t H,
                           std::size_t T, std::size_t D) {
+  const OpScope profiled(ctx, op_key("merge_heads_backward", {B, H, T, D}), 0, 8 * f(B) * f(H) * f(T) * f(D));
   if (!ctx.on_device()) return kernels::cpu::merge_heads_backward(dy, d_o, B, H, T, D);
   TENAX_DEVICE_CALL(kernels::cuda::merge_heads_backward(dy, d_o, B, H, T, D, ctx.stream()));
 }
 
 void causal_softmax_forward(ExecutionContext& ctx, float* scores, std::size_t blocks, std::size_t T, float scale) {
+  const OpScope profiled(ctx, op_key("causal_softmax_forward", {blocks, T}), 0, 8 * f(blocks) * f(T) * f(T));
   if (!ctx.on_device()) return kernels::cpu::causal_softmax_forward(scores, blocks, T, scale);
   TENAX_DEVICE_CALL(kernels::cuda::causal_softmax_forward(scores, blocks, T, scale, ctx.stream()));
 }
 
 void causal_softmax_backward(ExecutionContext& ctx, const float* probs, const float* dprobs, float* dscores,
                              std::size_t blocks, std::size_t T, float scale) {
+  const OpScope profiled(ctx, op_key("causal_softmax_backward", {blocks, T}), 0, 12 * f(blocks) * f(T) * f(T));
   if (!ctx.on_device()) return kernels::cpu::causal_softmax_backward(probs, dprobs, dscores, blocks, T, scale);
   TENAX_DEVICE_CALL(kernels::cuda::causal_softmax_backward(probs, dprobs, dscores, blocks, T, scale, ctx.stream()));
 }
@@ -163,6 +220,8 @@ void causal_softmax_backward(ExecutionContext& ctx, const float* probs, const fl
 void attention_forward(ExecutionContext& ctx, const float* q, const float* k, const float* v, float* out,
                        float* probs_saved, std::size_t B, std::size_t H, std::size_t T, std::size_t D, float scale,
                        DType input_dtype) {
+  const OpScope profiled(ctx, attention_key("attention_forward", B, H, T, D, input_dtype, ctx),
+                         attention_flops(B, H, T, D));
   if (!ctx.on_device()) return kernels::cpu::attention_forward(q, k, v, out, probs_saved, B, H, T, D, scale);
 #if TENAX_HAVE_CUDA
   // Sizes and the dtype are checked here, before the workspace grows.
@@ -181,6 +240,8 @@ void attention_forward(ExecutionContext& ctx, const float* q, const float* k, co
 void attention_backward(ExecutionContext& ctx, const float* q, const float* k, const float* v, const float* d_out,
                         const float* probs_saved, float* dq, float* dk, float* dv, std::size_t B, std::size_t H,
                         std::size_t T, std::size_t D, float scale, DType input_dtype) {
+  const OpScope profiled(ctx, attention_key("attention_backward", B, H, T, D, input_dtype, ctx),
+                         2 * attention_flops(B, H, T, D));
   if (!ctx.on_device())
     return kernels::cpu::attention_backward(q, k, v, d_out, probs_saved, dq, dk, dv, B, H, T, D, scale);
 #if TENAX_HAVE_CUDA
@@ -198,12 +259,14 @@ void attention_backward(ExecutionContext& ctx, const float* q, const float* k, c
 
 void layernorm_forward(ExecutionContext& ctx, const float* x, const float* gamma, const float* beta, float* y,
                        float* mean, float* rstd, std::size_t rows, std::size_t cols, float eps) {
+  const OpScope profiled(ctx, op_key("layernorm_forward", {rows, cols}), 0, 8 * f(rows) * f(cols));
   if (!ctx.on_device()) return kernels::cpu::layernorm_forward(x, gamma, beta, y, mean, rstd, rows, cols, eps);
   TENAX_DEVICE_CALL(kernels::cuda::layernorm_forward(x, gamma, beta, y, mean, rstd, rows, cols, eps, ctx.stream()));
 }
 
 void layernorm_backward(ExecutionContext& ctx, const float* x, const float* gamma, const float* mean, const float* rstd,
                         const float* dy, float* dx, float* dgamma, float* dbeta, std::size_t rows, std::size_t cols) {
+  const OpScope profiled(ctx, op_key("layernorm_backward", {rows, cols}), 0, 12 * f(rows) * f(cols));
   if (!ctx.on_device())
     return kernels::cpu::layernorm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta, rows, cols);
   TENAX_DEVICE_CALL(
@@ -212,39 +275,46 @@ void layernorm_backward(ExecutionContext& ctx, const float* x, const float* gamm
 
 void bias_gelu_forward(ExecutionContext& ctx, const float* in, const float* bias, float* out, std::size_t rows,
                        std::size_t cols) {
+  const OpScope profiled(ctx, op_key("bias_gelu_forward", {rows, cols}), 0, 8 * f(rows) * f(cols));
   if (!ctx.on_device()) return kernels::cpu::bias_gelu_forward(in, bias, out, rows, cols);
   TENAX_DEVICE_CALL(kernels::cuda::bias_gelu_forward(in, bias, out, rows, cols, ctx.stream()));
 }
 
 void bias_gelu_backward(ExecutionContext& ctx, const float* in, const float* bias, const float* dout, float* din,
                         float* dbias, std::size_t rows, std::size_t cols) {
+  const OpScope profiled(ctx, op_key("bias_gelu_backward", {rows, cols}), 0, 12 * f(rows) * f(cols));
   if (!ctx.on_device()) return kernels::cpu::bias_gelu_backward(in, bias, dout, din, dbias, rows, cols);
   TENAX_DEVICE_CALL(kernels::cuda::bias_gelu_backward(in, bias, dout, din, dbias, rows, cols, ctx.stream()));
 }
 
 void add_inplace(ExecutionContext& ctx, float* y, const float* x, std::size_t n) {
+  const OpScope profiled(ctx, op_key("add_inplace", {n}), 0, 12 * f(n));
   if (!ctx.on_device()) return kernels::cpu::add_inplace(y, x, n);
   TENAX_DEVICE_CALL(kernels::cuda::add_inplace(y, x, n, ctx.stream()));
 }
 
 void bias_add(ExecutionContext& ctx, float* y, const float* bias, std::size_t rows, std::size_t cols) {
+  const OpScope profiled(ctx, op_key("bias_add", {rows, cols}), 0, 8 * f(rows) * f(cols));
   if (!ctx.on_device()) return kernels::cpu::bias_add(y, bias, rows, cols);
   TENAX_DEVICE_CALL(kernels::cuda::bias_add(y, bias, rows, cols, ctx.stream()));
 }
 
 void bias_grad(ExecutionContext& ctx, const float* dy, float* dbias, std::size_t rows, std::size_t cols) {
+  const OpScope profiled(ctx, op_key("bias_grad", {rows, cols}), 0, 4 * f(rows) * f(cols));
   if (!ctx.on_device()) return kernels::cpu::bias_grad(dy, dbias, rows, cols);
   TENAX_DEVICE_CALL(kernels::cuda::bias_grad(dy, dbias, rows, cols, ctx.stream()));
 }
 
 void embedding_forward(ExecutionContext& ctx, const std::int32_t* tokens, const float* table, float* y,
                        std::size_t rows, std::size_t features, std::size_t vocab) {
+  const OpScope profiled(ctx, op_key("embedding_forward", {rows, features}), 0, 8 * f(rows) * f(features));
   if (!ctx.on_device()) return kernels::cpu::embedding_forward(tokens, table, y, rows, features, vocab);
   TENAX_DEVICE_CALL(kernels::cuda::embedding_forward(tokens, table, y, rows, features, vocab, ctx.stream()));
 }
 
 void embedding_backward(ExecutionContext& ctx, const std::int32_t* tokens, const float* dy, float* table_grad,
                         std::size_t rows, std::size_t features, std::size_t vocab) {
+  const OpScope profiled(ctx, op_key("embedding_backward", {rows, features}), 0, 12 * f(rows) * f(features));
   if (!ctx.on_device()) return kernels::cpu::embedding_backward(tokens, dy, table_grad, rows, features);
   TENAX_DEVICE_CALL(kernels::cuda::embedding_backward(tokens, dy, table_grad, rows, features, vocab, ctx.stream()));
 }
@@ -252,6 +322,7 @@ void embedding_backward(ExecutionContext& ctx, const std::int32_t* tokens, const
 void embedding_slice_forward(ExecutionContext& ctx, const std::int32_t* tokens, const float* table, float* y,
                              std::size_t rows, std::size_t features, std::size_t vocab, std::size_t vocab_begin,
                              std::size_t vocab_local) {
+  const OpScope profiled(ctx, op_key("embedding_slice_forward", {rows, features}), 0, 8 * f(rows) * f(features));
   if (!ctx.on_device())
     return kernels::cpu::embedding_slice_forward(tokens, table, y, rows, features, vocab, vocab_begin, vocab_local);
   TENAX_DEVICE_CALL(kernels::cuda::embedding_slice_forward(tokens, table, y, rows, features, vocab, vocab_begin,
@@ -261,6 +332,7 @@ void embedding_slice_forward(ExecutionContext& ctx, const std::int32_t* tokens, 
 void embedding_slice_backward(ExecutionContext& ctx, const std::int32_t* tokens, const float* dy, float* table_grad,
                               std::size_t rows, std::size_t features, std::size_t vocab_begin,
                               std::size_t vocab_local) {
+  const OpScope profiled(ctx, op_key("embedding_slice_backward", {rows, features}), 0, 12 * f(rows) * f(features));
   if (!ctx.on_device())
     return kernels::cpu::embedding_slice_backward(tokens, dy, table_grad, rows, features, vocab_begin, vocab_local);
   TENAX_DEVICE_CALL(kernels::cuda::embedding_slice_backward(tokens, dy, table_grad, rows, features, vocab_begin,
@@ -268,11 +340,13 @@ void embedding_slice_backward(ExecutionContext& ctx, const std::int32_t* tokens,
 }
 
 void cast_to_f32(ExecutionContext& ctx, const void* in, DType in_type, float* out, std::size_t n) {
+  const OpScope profiled(ctx, cast_key("cast_to_f32", n, in_type), 0, (f(dtype_size(in_type)) + 4) * f(n));
   if (!ctx.on_device()) return kernels::cpu::cast_to_f32(in, in_type, out, n);
   TENAX_DEVICE_CALL(kernels::cuda::cast_to_f32(in, in_type, out, n, ctx.stream()));
 }
 
 void cast_from_f32(ExecutionContext& ctx, const float* in, void* out, DType out_type, std::size_t n) {
+  const OpScope profiled(ctx, cast_key("cast_from_f32", n, out_type), 0, (f(dtype_size(out_type)) + 4) * f(n));
   if (!ctx.on_device()) return kernels::cpu::cast_from_f32(in, out, out_type, n);
   TENAX_DEVICE_CALL(kernels::cuda::cast_from_f32(in, out, out_type, n, ctx.stream()));
 }
@@ -293,29 +367,34 @@ void round_to_dtype(ExecutionContext& ctx, float* values, std::size_t n, DType d
 }
 
 void unscale_and_check(ExecutionContext& ctx, float* grad, std::size_t n, float inv_scale, float* found_nonfinite) {
+  const OpScope profiled(ctx, op_key("unscale_and_check", {n}), 0, 8 * f(n));
   if (!ctx.on_device()) return kernels::cpu::unscale_and_check(grad, n, inv_scale, found_nonfinite);
   TENAX_DEVICE_CALL(kernels::cuda::unscale_and_check(grad, n, inv_scale, found_nonfinite, ctx.stream()));
 }
 
 void adamw_step(ExecutionContext& ctx, float* master, float* m, float* v, const float* grad, void* lowp_out,
                 DType lowp_type, std::size_t n, const kernels::AdamWParams& p) {
+  const OpScope profiled(ctx, op_key("adamw_step", {n}), 0, (28 + lowp_bytes(lowp_out, lowp_type)) * f(n));
   if (!ctx.on_device()) return kernels::cpu::adamw_step(master, m, v, grad, lowp_out, lowp_type, n, p);
   TENAX_DEVICE_CALL(kernels::cuda::adamw_step(master, m, v, grad, lowp_out, lowp_type, n, p, ctx.stream()));
 }
 
 void sgd_momentum_step(ExecutionContext& ctx, float* master, float* velocity, const float* grad, void* lowp_out,
                        DType lowp_type, std::size_t n, const kernels::SgdParams& p) {
+  const OpScope profiled(ctx, op_key("sgd_momentum_step", {n}), 0, (20 + lowp_bytes(lowp_out, lowp_type)) * f(n));
   if (!ctx.on_device()) return kernels::cpu::sgd_momentum_step(master, velocity, grad, lowp_out, lowp_type, n, p);
   TENAX_DEVICE_CALL(kernels::cuda::sgd_momentum_step(master, velocity, grad, lowp_out, lowp_type, n, p, ctx.stream()));
 }
 
 void ce_row_max(ExecutionContext& ctx, const float* logits, std::size_t rows, std::size_t vocab_local, float* row_max) {
+  const OpScope profiled(ctx, op_key("ce_row_max", {rows, vocab_local}), 0, 4 * f(rows) * f(vocab_local));
   if (!ctx.on_device()) return kernels::cpu::ce_row_max(logits, rows, vocab_local, row_max);
   TENAX_DEVICE_CALL(kernels::cuda::ce_row_max(logits, rows, vocab_local, row_max, ctx.stream()));
 }
 
 void ce_row_sums(ExecutionContext& ctx, const float* logits, const std::int32_t* targets, std::size_t rows,
                  std::size_t vocab_local, std::size_t vocab_begin, const float* row_max, double* sums) {
+  const OpScope profiled(ctx, op_key("ce_row_sums", {rows, vocab_local}), 0, 4 * f(rows) * f(vocab_local));
   if (!ctx.on_device())
     return kernels::cpu::ce_row_sums(logits, targets, rows, vocab_local, vocab_begin, row_max, sums);
   TENAX_DEVICE_CALL(
@@ -325,6 +404,7 @@ void ce_row_sums(ExecutionContext& ctx, const float* logits, const std::int32_t*
 void ce_finish(ExecutionContext& ctx, const float* logits, const std::int32_t* targets, float* dlogits,
                std::size_t rows, std::size_t vocab_local, std::size_t vocab_begin, std::size_t vocab,
                const float* row_max, const double* sums, float grad_scale, double* loss_sum) {
+  const OpScope profiled(ctx, op_key("ce_finish", {rows, vocab_local}), 0, 8 * f(rows) * f(vocab_local));
   if (!ctx.on_device()) {
     *loss_sum +=
         kernels::cpu::ce_finish(logits, targets, dlogits, rows, vocab_local, vocab_begin, row_max, sums, grad_scale);

@@ -4,13 +4,29 @@
 #include "tenax/build_config.hpp"
 #include "tenax/error.hpp"
 #include "tenax/ops.hpp"
+#include "tensor/op_profiler.hpp"
 
 #if TENAX_HAVE_CUDA
-#include "tenax/kernels/cast.hpp"
 #include "tenax/kernels/fused_attention.hpp"
 #endif
 
 namespace tenax::ops {
+namespace {
+
+// The op profile's row: floating-point operations of the unmasked half of the products (as attention_forward counts).
+detail::OpKey profile_key(const char* op, std::size_t B, std::size_t H, std::size_t T, std::size_t D, DType dtype) {
+  detail::OpKey key = detail::op_key(op, {B, H, T, D});
+  key.has_dtype = true;
+  key.dtype = dtype;
+  return key;
+}
+
+double products(std::size_t B, std::size_t H, std::size_t T, std::size_t D) {
+  return 2.0 * static_cast<double>(B) * static_cast<double>(H) * static_cast<double>(T) * static_cast<double>(T) *
+         static_cast<double>(D);
+}
+
+}  // namespace
 
 #if TENAX_HAVE_CUDA
 namespace {
@@ -73,6 +89,8 @@ void fused_attention_forward(ExecutionContext& ctx, const float* qkv, void* qkv1
   if (!ctx.on_device())
     throw UsageError(
         "tenax::ops::fused_attention_forward: runs on a CUDA execution context only; use attention_forward");
+  const detail::OpScope profiled(ctx, profile_key("fused_attention_forward", B, H, T, D, input_dtype),
+                                 products(B, H, T, D));
 #if TENAX_HAVE_CUDA
   ctx.activate();
   const auto shape = shape_of(B, H, T, D, scale, input_dtype);
@@ -80,10 +98,10 @@ void fused_attention_forward(ExecutionContext& ctx, const float* qkv, void* qkv1
   const std::size_t head = B * H * T * D;
   if (head == 0) return;
   char* ws = static_cast<char*>(ctx.workspace(s.bytes));
-  kernels::cuda::cast_from_f32(qkv, qkv16_saved, input_dtype, 3 * head, ctx.stream());
+  cast_from_f32(ctx, qkv, qkv16_saved, input_dtype, 3 * head);
   kernels::cuda::fused_attention_forward(shape, qkv16_saved, ws + s.y16, stats_saved, ws + s.cudnn, s.bytes - s.cudnn,
                                          ctx.stream());
-  kernels::cuda::cast_to_f32(ws + s.y16, input_dtype, y, head, ctx.stream());
+  cast_to_f32(ctx, ws + s.y16, input_dtype, y, head);
 #else
   (void)qkv, (void)qkv16_saved, (void)stats_saved, (void)y, (void)B, (void)H, (void)T, (void)D, (void)scale;
   (void)input_dtype;
@@ -96,6 +114,8 @@ void fused_attention_backward(ExecutionContext& ctx, const void* qkv16_saved, co
   if (!ctx.on_device())
     throw UsageError(
         "tenax::ops::fused_attention_backward: runs on a CUDA execution context only; use attention_backward");
+  const detail::OpScope profiled(ctx, profile_key("fused_attention_backward", B, H, T, D, input_dtype),
+                                 2 * products(B, H, T, D));
 #if TENAX_HAVE_CUDA
   ctx.activate();
   const auto shape = shape_of(B, H, T, D, scale, input_dtype);
@@ -103,11 +123,11 @@ void fused_attention_backward(ExecutionContext& ctx, const void* qkv16_saved, co
   const std::size_t head = B * H * T * D;
   if (head == 0) return;
   char* ws = static_cast<char*>(ctx.workspace(s.bytes));
-  kernels::cuda::cast_from_f32(y, ws + s.y16, input_dtype, head, ctx.stream());
-  kernels::cuda::cast_from_f32(dy, ws + s.dy16, input_dtype, head, ctx.stream());
+  cast_from_f32(ctx, y, ws + s.y16, input_dtype, head);
+  cast_from_f32(ctx, dy, ws + s.dy16, input_dtype, head);
   kernels::cuda::fused_attention_backward(shape, qkv16_saved, ws + s.y16, ws + s.dy16, stats_saved, ws + s.dqkv16,
                                           ws + s.cudnn, s.bytes - s.cudnn, ctx.stream());
-  kernels::cuda::cast_to_f32(ws + s.dqkv16, input_dtype, dqkv, 3 * head, ctx.stream());
+  cast_to_f32(ctx, ws + s.dqkv16, input_dtype, dqkv, 3 * head);
 #else
   (void)qkv16_saved, (void)stats_saved, (void)y, (void)dy, (void)dqkv, (void)B, (void)H, (void)T, (void)D;
   (void)scale, (void)input_dtype;

@@ -1,0 +1,177 @@
+#include "tensor/op_profiler.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "tenax/build_config.hpp"
+#include "tenax/error.hpp"
+
+#if TENAX_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace tenax::detail {
+namespace {
+
+// Boundaries between two read-backs of the device's events: a GPT step makes a few thousand.
+constexpr std::size_t kEventBatch = 16384;
+
+std::string shape_text(const OpKey& k) {
+  std::string s;
+  if (k.ta != 0) {
+    s += k.ta;
+    s += k.tb;
+    s += ' ';
+  }
+  for (std::uint8_t i = 0; i < k.ndims; ++i) {
+    if (i > 0) s += 'x';
+    s += std::to_string(k.dims[i]);
+  }
+  return s;
+}
+
+}  // namespace
+
+std::size_t OpProfiler::KeyHash::operator()(const OpKey& k) const noexcept {
+  std::size_t h = std::hash<const void*>()(k.op);
+  auto mix = [&h](std::uint64_t v) {
+    h ^= std::hash<std::uint64_t>()(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  };
+  for (std::uint8_t i = 0; i < k.ndims; ++i)
+    mix(k.dims[i]);
+  mix((static_cast<std::uint64_t>(k.ta) << 16) | (static_cast<std::uint64_t>(k.tb) << 8) |
+      (k.has_dtype ? static_cast<std::uint64_t>(k.dtype) + 1 : 0));
+  return h;
+}
+
+OpProfiler::OpProfiler(void* stream, Clock clock) : stream_(stream), clock_(std::move(clock)) {
+  if (!clock_)
+    clock_ = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
+  rows_.push_back(Row{op_key("(between ops)", {}), 0, 0, 0, 0});
+#if TENAX_HAVE_CUDA
+  if (stream_ != nullptr) {
+    // All created now, on the context's device (current here): an event must be recorded on its own device's stream.
+    events_.resize(kEventBatch, nullptr);
+    closing_.resize(kEventBatch, 0);
+    for (void*& e : events_) {
+      const cudaError_t made = cudaEventCreate(reinterpret_cast<cudaEvent_t*>(&e));
+      if (made != cudaSuccess) {
+        for (void* created : events_)
+          if (created != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(created));
+        throw DeviceError(std::string("op profile: cudaEventCreate: ") + cudaGetErrorString(made));
+      }
+    }
+  }
+#endif
+  boundary(0);
+}
+
+OpProfiler::~OpProfiler() {
+#if TENAX_HAVE_CUDA
+  // Destroying a recorded event is allowed: CUDA releases it once it completes.
+  for (void* e : events_)
+    if (e != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+#endif
+}
+
+int OpProfiler::row_of(const OpKey& key) {
+  const auto [it, added] = index_.try_emplace(key, static_cast<int>(rows_.size()));
+  if (added) rows_.push_back(Row{key, 0, 0, 0, 0});
+  return it->second;
+}
+
+void OpProfiler::enter(const OpKey& key, double flops, double bytes) noexcept {
+  try {
+    const int row = row_of(key);
+    boundary(open_row());
+    Row& r = rows_[static_cast<std::size_t>(row)];
+    ++r.calls;
+    r.flops += flops;
+    r.bytes += bytes;
+    open_.push_back(row);
+  } catch (...) {  // out of memory for a new row: the profile stops, finish() says so
+    if (failure_.empty()) failure_ = "out of memory for the op profile's rows";
+  }
+}
+
+void OpProfiler::leave() noexcept {
+  if (open_.empty()) return;  // enter() failed
+  boundary(open_row());
+  open_.pop_back();
+}
+
+void OpProfiler::boundary(int closing) noexcept {
+  if (!failure_.empty()) return;
+  if (stream_ == nullptr) {
+    const double now = clock_();
+    if (used_ > 0) rows_[static_cast<std::size_t>(closing)].seconds += now - last_;
+    last_ = now;
+    used_ = 1;
+    return;
+  }
+#if TENAX_HAVE_CUDA
+  try {
+    if (used_ == events_.size()) {
+      drain();
+      used_ = 0;  // the interval across the read-back is the profiler's own wait: charged to nobody
+    }
+    const cudaError_t recorded =
+        cudaEventRecord(static_cast<cudaEvent_t>(events_[used_]), static_cast<cudaStream_t>(stream_));
+    if (recorded != cudaSuccess) throw DeviceError(std::string("cudaEventRecord: ") + cudaGetErrorString(recorded));
+    closing_[used_] = closing;
+    ++used_;
+  } catch (const std::exception& e) {
+    failure_ = e.what();
+  }
+#else
+  (void)closing;
+#endif
+}
+
+void OpProfiler::drain() {
+#if TENAX_HAVE_CUDA
+  if (used_ < 2) return;
+  auto event = [this](std::size_t i) { return static_cast<cudaEvent_t>(events_[i]); };
+  const cudaError_t waited = cudaEventSynchronize(event(used_ - 1));
+  if (waited != cudaSuccess) throw DeviceError(std::string("cudaEventSynchronize: ") + cudaGetErrorString(waited));
+  for (std::size_t i = 1; i < used_; ++i) {
+    float ms = 0;
+    const cudaError_t read = cudaEventElapsedTime(&ms, event(i - 1), event(i));
+    if (read != cudaSuccess) throw DeviceError(std::string("cudaEventElapsedTime: ") + cudaGetErrorString(read));
+    rows_[static_cast<std::size_t>(closing_[i])].seconds += 1e-3 * ms;
+  }
+#endif
+}
+
+OpProfile OpProfiler::finish() {
+  boundary(open_row());
+  if (stream_ != nullptr && failure_.empty()) {
+    try {
+      drain();
+    } catch (const std::exception& e) {
+      failure_ = e.what();
+    }
+  }
+  if (!failure_.empty()) throw DeviceError("op profile: " + failure_ + "; the profile is incomplete and was dropped");
+  OpProfile out;
+  out.clock = stream_ == nullptr ? "host clock" : "cuda events";
+  for (const Row& r : rows_) {
+    if (r.calls == 0 && r.seconds == 0) continue;
+    OpProfileRow row;
+    row.op = r.key.op;
+    row.shape = shape_text(r.key);
+    if (r.key.has_dtype) row.dtype = std::string(dtype_name(r.key.dtype));
+    row.calls = r.calls;
+    row.seconds = r.seconds;
+    row.flops = r.flops;
+    row.bytes = r.bytes;
+    out.seconds += r.seconds;
+    out.rows.push_back(std::move(row));
+  }
+  std::stable_sort(out.rows.begin(), out.rows.end(),
+                   [](const OpProfileRow& a, const OpProfileRow& b) { return a.seconds > b.seconds; });
+  return out;
+}
+
+}  // namespace tenax::detail

@@ -1,0 +1,87 @@
+// The op profile on a CUDA context (tenax/op_profile.hpp): timed with events on the compute stream, a 16-bit product's
+// casts in rows of their own, rows that add up to the window and fit inside the host's wall time around it, and more
+// boundaries than one batch of events holds (the read-back in the middle loses no call).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <vector>
+
+#include "common/mpi_test.hpp"
+#include "tenax/execution.hpp"
+#include "tenax/ops.hpp"
+
+namespace tenax::test {
+namespace {
+
+const OpProfileRow* find_row(const OpProfile& p, const std::string& op) {
+  for (const OpProfileRow& r : p.rows)
+    if (r.op == op) return &r;
+  return nullptr;
+}
+
+class DeviceOpProfile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) {
+      if (gpu_required()) FAIL() << "TENAX_TEST_GPU=1 but no usable CUDA device";
+      GTEST_SKIP() << "no CUDA device";
+    }
+    ctx_ = ExecutionContext::cuda(0);
+  }
+  std::unique_ptr<ExecutionContext> ctx_;
+};
+
+TEST_F(DeviceOpProfile, ProductsAndTheirCastsAreTimedWithEvents) {
+  const std::size_t n = 2048;
+  Tensor a = ctx_->zeros({n, n}, DType::F32), b = ctx_->zeros({n, n}, DType::F32), c = ctx_->zeros({n, n}, DType::F32);
+  auto product = [&] {
+    ops::gemm_mixed(*ctx_, DType::BF16, kernels::Trans::No, kernels::Trans::No, n, n, n, 1.0f, a.as<float>(), nullptr,
+                    n, b.as<float>(), nullptr, n, 0.0f, c.as<float>(), n);
+  };
+  product();  // cuBLAS loads its kernel outside the window
+  ctx_->synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  ctx_->begin_op_profile();
+  for (int i = 0; i < 5; ++i)
+    product();
+  const OpProfile p = ctx_->end_op_profile();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  EXPECT_EQ(p.clock, "cuda events");
+  const OpProfileRow* gemm = find_row(p, "gemm_mixed");
+  const OpProfileRow* cast = find_row(p, "cast_from_f32");
+  ASSERT_TRUE(gemm && cast);
+  EXPECT_EQ(gemm->dtype, "bf16");
+  EXPECT_EQ(gemm->calls, 5u);
+  EXPECT_EQ(cast->calls, 10u);  // a and b, the same size: one row
+  EXPECT_DOUBLE_EQ(gemm->flops, 5 * 2.0 * n * n * n);
+  const double tflops = gemm->flops / gemm->seconds * 1e-12;
+  std::printf(
+      "gemm_mixed bf16 %zu^3: %.3f ms per call, %.0f TFLOP/s; casts %.3f ms per call; window %.3f ms, host %.3f "
+      "ms\n",
+      n, 1e3 * gemm->seconds / 5, tflops, 1e3 * cast->seconds / 10, 1e3 * p.seconds, 1e3 * wall);
+  // A product this size takes tens of microseconds at least on any GPU tenax runs on; no GPU multiplies bf16 at
+  // 10 PFLOP/s. Both bounds fail if the events measured the wrong interval (the enqueue only, or nothing).
+  EXPECT_GT(tflops, 1.0);
+  EXPECT_LT(tflops, 1e4);
+  double sum = 0;
+  for (const OpProfileRow& r : p.rows)
+    sum += r.seconds;
+  EXPECT_NEAR(sum, p.seconds, 1e-9);
+  EXPECT_LE(p.seconds, wall);  // device intervals inside the host's wall time around them
+}
+
+TEST_F(DeviceOpProfile, MoreBoundariesThanOneBatchOfEventsLosesNoCall) {
+  Tensor x = ctx_->zeros({256}, DType::F32), y = ctx_->zeros({256}, DType::F32);
+  ctx_->begin_op_profile();
+  for (int i = 0; i < 10000; ++i)  // 20000 boundaries: one read-back of the events in the middle
+    ops::add_inplace(*ctx_, y.as<float>(), x.as<float>(), 256);
+  const OpProfile p = ctx_->end_op_profile();
+  const OpProfileRow* add = find_row(p, "add_inplace");
+  ASSERT_NE(add, nullptr);
+  EXPECT_EQ(add->calls, 10000u);
+  EXPECT_GT(add->seconds, 0.0);
+}
+
+}  // namespace
+}  // namespace tenax::test
