@@ -232,7 +232,15 @@ Graphs make_graphs(const FusedAttentionShape& s, int device) {
     out.unsupported = why;
     return out;
   }
-  cudnnHandle_t handle = handle_for(device);
+  // A handle cuDNN cannot create (no memory left on the device, a driver cuDNN does not support) makes the problem
+  // unsupported with the reason, so that TENAX_ATTENTION=auto falls back to the batched core instead of failing.
+  cudnnHandle_t handle = nullptr;
+  try {
+    handle = handle_for(device);
+  } catch (const DeviceError& e) {
+    out.unsupported = e.what();
+    return out;
+  }
   out.forward = forward_graph(s);
   if (std::string why = build(*out.forward, handle); !why.empty()) {
     out.unsupported = "no cuDNN engine for the forward: " + why;

@@ -35,10 +35,10 @@ struct FusedAttentionShape {
 };
 
 // "" when cuDNN's fused attention runs this problem on the current device; otherwise why not (built without cuDNN's
-// frontend, cuDNN 9 cannot be opened, an fp32 dtype, a head size that is not a multiple of 8, no engine for it on this
-// GPU, ...). Builds (and caches, per thread) both graphs, so the first call per problem costs more than the later
-// ones (how much was not measured). Never throws for an unsupported problem; UsageError for sizes that overflow
-// (attention_dims); DeviceError if no device is usable.
+// frontend, cuDNN 9 cannot be opened, no cuDNN handle on this device, an fp32 dtype, a head size that is not a multiple
+// of 8, no engine for it on this GPU, ...). Builds (and caches, per thread) both graphs, so the first call per problem
+// costs more than the later ones (how much was not measured). Never throws for an unsupported problem; UsageError for
+// sizes that overflow (attention_dims); DeviceError if no device is usable.
 std::string fused_attention_unsupported(const FusedAttentionShape& shape);
 // One line naming the cuDNN version opened and whether the backward is deterministic, for logs ("" if unsupported).
 std::string fused_attention_description(const FusedAttentionShape& shape);
