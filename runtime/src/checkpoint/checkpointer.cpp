@@ -284,8 +284,12 @@ Checkpointer::State::LocalResult Checkpointer::State::local_job(std::uint64_t st
     }
     ckpt::write_local_copy(local_root, step, rank, world_size, options.layout, copies, staged_blobs, options.local_keep,
                            options.direct_io, &local_file_template);
-    if (partner_to >= 0) result.packed = ckpt::pack_step(ckpt::local_step_dir(local_root, step));
+    if (partner_to >= 0) {
+      result.packed = std::move(spare_pack);  // the previous exchange's buffer (store_partner handed it back)
+      ckpt::pack_step(ckpt::local_step_dir(local_root, step), result.packed);
+    }
   } catch (const std::exception& e) {
+    result.packed.clear();  // an empty copy tells the partner this rank's local write failed
     result.failure = e.what();
   }
   return result;

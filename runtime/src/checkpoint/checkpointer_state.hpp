@@ -13,6 +13,7 @@
 
 #include "checkpoint/file_template.hpp"
 #include "checkpoint/io_thread.hpp"
+#include "checkpoint/local_tier.hpp"
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/shard_plan.hpp"
 #include "checkpoint/staging.hpp"
@@ -73,8 +74,8 @@ struct Checkpointer::State {
   std::vector<std::uint32_t> local_crcs;
   std::optional<std::uint64_t> local_writing;
   struct LocalResult {
-    std::string failure;               // "" when the copy is committed
-    std::vector<std::uint8_t> packed;  // the committed copy for the partner (pack_step), when there is one
+    std::string failure;      // "" when the copy is committed
+    ckpt::PackedStep packed;  // the committed copy for the partner (pack_step), when there is one
   };
   std::future<LocalResult> local_done;
   std::optional<std::uint64_t> last_local;         // this rank's newest committed copy
@@ -94,13 +95,16 @@ struct Checkpointer::State {
   struct PartnerExchange {
     std::uint64_t step = 0;
     bool started = false;
-    std::vector<std::uint8_t> out;              // this rank's packed copy; empty when its local write failed
-    std::vector<std::vector<std::uint8_t>> in;  // per partner_from
+    ckpt::PackedStep out;              // this rank's packed copy; empty when its local write failed
+    std::vector<ckpt::PackedStep> in;  // per partner_from
     std::uint64_t out_size = 0;
     std::vector<std::uint64_t> in_sizes;
     Work work;
   };
   std::optional<PartnerExchange> partner;
+  // The last exchange's send buffer, handed back by store_partner() and packed into again by the next local_job(): the
+  // next copy reuses its memory instead of faulting in as much anew. Only touched between exchanges (one at a time).
+  ckpt::PackedStep spare_pack;
   // progress()'s question, posted at one call and answered at the next (DeferredAgreement), and what it asked about.
   struct Asked {
     bool local = false;

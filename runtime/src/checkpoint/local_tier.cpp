@@ -1,7 +1,12 @@
 // The node-local tier: writing, listing and pruning one rank's copies; the run id and the key that scope them.
 #include "checkpoint/local_tier.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -56,7 +61,7 @@ void remove_step(const std::string& root, const std::string& name) {
   fs::remove_tree(doomed);
 }
 
-std::uint32_t read_u32(const std::vector<std::uint8_t>& b, std::size_t end, std::size_t& at) {
+std::uint32_t read_u32(const PackedStep& b, std::size_t end, std::size_t& at) {
   if (end - at < 4) throw IoError("partner copy: truncated");
   std::uint32_t v = 0;
   std::memcpy(&v, b.data() + at, 4);
@@ -64,18 +69,12 @@ std::uint32_t read_u32(const std::vector<std::uint8_t>& b, std::size_t end, std:
   return v;
 }
 
-std::uint64_t read_u64(const std::vector<std::uint8_t>& b, std::size_t end, std::size_t& at) {
+std::uint64_t read_u64(const PackedStep& b, std::size_t end, std::size_t& at) {
   if (end - at < 8) throw IoError("partner copy: truncated");
   std::uint64_t v = 0;
   std::memcpy(&v, b.data() + at, 8);
   at += 8;
   return v;
-}
-
-template <class T>
-void append(std::vector<std::uint8_t>& b, T v) {
-  const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
-  b.insert(b.end(), p, p + sizeof v);
 }
 
 constexpr std::uint32_t kPackMagic = 0x50584e54;  // "TNXP"
@@ -248,24 +247,64 @@ std::string leaf_switch(const char* topology_addr, const char* topology_addr_pat
   return addr[addr.size() - 2];
 }
 
-std::vector<std::uint8_t> pack_step(const std::string& step_dir) {
+void pack_step(const std::string& step_dir, PackedStep& out) {
   std::vector<std::string> names = entries(step_dir);
   std::sort(names.begin(), names.end());
-  std::vector<std::uint8_t> out;
-  append(out, kPackMagic);
-  append(out, static_cast<std::uint32_t>(names.size()));
+  // A step without its manifest (missing, or never completed) is not a copy to hand anyone.
+  if (!std::binary_search(names.begin(), names.end(), std::string(kManifestName)))
+    throw IoError("node-local step " + step_dir + " has no " + kManifestName + " (missing or incomplete): not packed");
+  // Every file opened and sized first, so that the buffer is allocated once at its final size.
+  struct File {
+    std::string path;
+    int fd = -1;
+    std::uint64_t size = 0;
+  };
+  std::vector<File> files;
+  struct CloseAll {
+    std::vector<File>& files;
+    ~CloseAll() {
+      for (const File& f : files)
+        if (f.fd >= 0) ::close(f.fd);
+    }
+  } close_all{files};
+  std::size_t total = 4 + 4 + 4;  // magic, file count, CRC32C
   for (const std::string& name : names) {
-    const std::string bytes = fs::read_file(fs::join(step_dir, name));
-    append(out, static_cast<std::uint32_t>(name.size()));
-    out.insert(out.end(), name.begin(), name.end());
-    append(out, static_cast<std::uint64_t>(bytes.size()));
-    out.insert(out.end(), bytes.begin(), bytes.end());
+    File f{fs::join(step_dir, name)};
+    f.fd = fs::open_file(f.path, O_RDONLY);
+    files.push_back(f);
+    struct stat st {};
+    if (::fstat(f.fd, &st) != 0) fs::throw_errno("stat", f.path, errno);
+    files.back().size = static_cast<std::uint64_t>(st.st_size);
+    total += 4 + name.size() + 8 + files.back().size;
   }
-  append(out, crc32c_extend(0, out.data(), out.size()));
+  out.resize(total);
+  std::size_t at = 0;
+  auto put = [&](const void* data, std::size_t n) {
+    std::memcpy(out.data() + at, data, n);
+    at += n;
+  };
+  auto put_u32 = [&](std::uint32_t v) { put(&v, 4); };
+  put_u32(kPackMagic);
+  put_u32(static_cast<std::uint32_t>(names.size()));
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    put_u32(static_cast<std::uint32_t>(names[i].size()));
+    put(names[i].data(), names[i].size());
+    const std::uint64_t size = files[i].size;
+    put(&size, 8);
+    // read_exact names the file when it ended early (it changed since it was sized).
+    fs::read_exact(files[i].fd, out.data() + at, size, 0, files[i].path);
+    at += size;
+  }
+  put_u32(crc32c_extend(0, out.data(), at));
+}
+
+PackedStep pack_step(const std::string& step_dir) {
+  PackedStep out;
+  pack_step(step_dir, out);
   return out;
 }
 
-void unpack_step(const std::string& root, std::uint64_t step, const std::vector<std::uint8_t>& packed, int keep) {
+void unpack_step(const std::string& root, std::uint64_t step, const PackedStep& packed, int keep) {
   const std::string what = "partner copy of step " + std::to_string(step);
   if (packed.size() < 12) throw IoError(what + ": truncated");
   const std::size_t end = packed.size() - 4;

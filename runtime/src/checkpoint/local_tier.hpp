@@ -20,7 +20,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/file_template.hpp"
@@ -67,11 +70,36 @@ std::string local_copies_job();
 // missing or the pattern does not end in a switch and the node.
 std::string leaf_switch(const char* topology_addr, const char* topology_addr_pattern);
 
+// A byte buffer whose resize() leaves the new bytes uninitialised: a packed step is filled by read(2) or by a transfer
+// right after it is sized, and zeroing gigabytes first would be one more pass over memory for nothing.
+template <class T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <class U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;  // default-initialised: no value written
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using PackedStep = std::vector<std::uint8_t, UninitializedAllocator<std::uint8_t>>;
+
 // A committed step directory as one buffer for the communicator (its manifest and rank file, with a CRC32C over
 // all of it), and back: unpack verifies the buffer and commits it as `step` under `root` like write_local_copy (tmp,
-// fsync, rename, keep the newest `keep`). Both throw IoError naming what is wrong.
-std::vector<std::uint8_t> pack_step(const std::string& step_dir);
-void unpack_step(const std::string& root, std::uint64_t step, const std::vector<std::uint8_t>& packed, int keep);
+// fsync, rename, keep the newest `keep`). Both throw IoError naming what is wrong. pack_step sizes the buffer once and
+// reads each file straight into it: its memory is the packed size, nothing more. Given a buffer, it packs into that
+// one (its capacity reused: no page faults when it is already as large, which on a VM cost more than the reads).
+PackedStep pack_step(const std::string& step_dir);
+void pack_step(const std::string& step_dir, PackedStep& into);
+void unpack_step(const std::string& root, std::uint64_t step, const PackedStep& packed, int keep);
 
 // One shard of the copy: the shard, its staged bytes and their CRC32C.
 struct LocalShard {

@@ -67,7 +67,7 @@ void Checkpointer::State::store_partner() {
   // Stored on the I/O thread; a failure there is a warning (the owner's own copy and the shared tier are unaffected).
   for (std::size_t i = 0; i < partner_from.size(); ++i) {
     if (partner->in[i].empty()) continue;  // the sender's local write had failed
-    auto packed = std::make_shared<std::vector<std::uint8_t>>(std::move(partner->in[i]));
+    auto packed = std::make_shared<ckpt::PackedStep>(std::move(partner->in[i]));
     const std::string root = ckpt::partner_root(local_base, local_key, partner_from[i]);
     const std::uint64_t step = partner->step;
     const int from = partner_from[i];
@@ -81,6 +81,7 @@ void Checkpointer::State::store_partner() {
       }
     });
   }
+  spare_pack = std::move(partner->out);
   partner.reset();
 }
 
@@ -95,7 +96,7 @@ void Checkpointer::State::finish_partner() {
 Outcome Checkpointer::State::fetch_from_partners(std::uint64_t step, const std::vector<int>& holder) {
   Outcome local;
   std::vector<int> send_to;
-  std::vector<std::vector<std::uint8_t>> out;
+  std::vector<ckpt::PackedStep> out;
   for (int r = 0; r < world_size; ++r)
     if (holder[r] == rank) {
       send_to.push_back(r);
@@ -115,7 +116,7 @@ Outcome Checkpointer::State::fetch_from_partners(std::uint64_t step, const std::
   for (const auto& o : out)
     sizes.push_back(o.size());
   const std::vector<std::uint64_t> in_sizes = exchange_sizes(world, send_to, sizes, receive_from);
-  std::vector<std::uint8_t> in(in_sizes.empty() ? 0 : in_sizes[0]);
+  ckpt::PackedStep in(in_sizes.empty() ? 0 : in_sizes[0]);
   std::vector<PeerTransfer> transfers;
   for (std::size_t i = 0; i < send_to.size(); ++i)
     add_transfers(transfers, true, send_to[i], out[i].data(), out[i].size());
