@@ -498,7 +498,7 @@ total=$(($(now) - t0))
   done
   echo
   echo "=== benchmarks (bench-kernels.txt, bench-training.txt, runs.txt)"
-  [ -f "$logs/bench-kernels.log" ] && grep -E 'below 80%|TFLOP|bf16|f16|gemm' "$logs/bench-kernels.log" | head -n 24
+  [ -f "$logs/bench-kernels.log" ] && grep -E 'below 80%|TFLOP|bf16|f16|gemm|set-up' "$logs/bench-kernels.log" | head -n 25
   for b in bench-training-gpt bench-training-more; do
     [ -f "$logs/$b.log" ] && grep -E '^#|^===|^1 rank|MFU|phases|attention' "$logs/$b.log"
   done
