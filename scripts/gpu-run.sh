@@ -502,6 +502,7 @@ total=$(($(now) - t0))
   for b in bench-training-gpt bench-training-more; do
     [ -f "$logs/$b.log" ] && grep -E '^#|^===|^1 rank|MFU|phases|attention' "$logs/$b.log"
   done
+  [ -f "$logs/profile-gpt.log" ] && grep -E '^1 rank' "$logs/profile-gpt.log" | sed 's/^/profile-gpt: /'
   [ -f "$logs/profile-gpt.log" ] && grep -E -A 32 '^# tenax op profile' "$logs/profile-gpt.log"
   [ -f "$logs/bench-checkpoint.log" ] && grep -E '^#|MiB|size/rank' "$logs/bench-checkpoint.log"
   [ -f "$logs/torch-reference.log" ] && grep -E 'TFLOP|GB/s' "$logs/torch-reference.log" | head -n 12

@@ -16,6 +16,9 @@
 // (bf16 inputs, fp32 accumulation, the rate the GPU path's products run at) measured on rank 0's GPU in the same run at
 // a size that fills it, times the number of GPUs the row uses. Target: >= 40%.
 //
+// --op-profile: the reference row again with the op profile (TENAX_PROFILE_OPS, docs/metrics.md) over its timed
+// steps; the two rows' times show what profiling costs, and rank 0 prints the profile on stderr.
+//
 // --phases (one rank's model, the reference row's): the engine's step-phase metrics against a ground truth that uses
 // neither them nor a profiler. run() trains --warmup + --steps steps with its metrics on (with --device cuda the
 // phases are CUDA events on the engine's stream); the ground truth is the host clock between the ends of consecutive
@@ -219,6 +222,8 @@ int body(int argc, char** argv) {
      cxxopts::value<std::string>()->default_value("cpu"))
     ("matmul-size", "cuda: m=n=k of the bf16 reference matmul", cxxopts::value<std::size_t>()->default_value("8192"))
     ("phases", "also compare the engine's step-phase metrics with the host clock between step ends (one rank)")
+    ("op-profile", "also run the reference with TENAX_PROFILE_OPS over its timed steps: its row shows what the "
+     "profile costs, and rank 0 prints the op profile on stderr")
     ("h,help", "print this help");
   // clang-format on
   cxxopts::ParseResult args;
@@ -276,6 +281,12 @@ int body(int argc, char** argv) {
     c.engine.layout = tenax::ParallelLayout{1, 1, 1};
     if (self) rows.push_back(measure(*self, c, warmup, steps, "1 rank (reference)"));
     if (self && args.count("phases")) compare_phases(*self, c, warmup, steps);
+    if (self && args.count("op-profile")) {
+      const std::string window = std::to_string(warmup + 1) + ":" + std::to_string(warmup + steps + 1);
+      ::setenv("TENAX_PROFILE_OPS", window.c_str(), 1);
+      rows.push_back(measure(*self, c, warmup, steps, "1 rank, op profile on"));
+      ::unsetenv("TENAX_PROFILE_OPS");
+    }
     world.barrier();
   }
   // Every (tp, pp) whose product divides the world and that the model can be split by; dp fills the rest.

@@ -94,13 +94,14 @@ phase_bench_training_gpt() {
   done
   return $rc
 }
-# Where a GPT-2 small step's time goes on the GPU, per kernel call (TENAX_PROFILE_OPS, CUDA events; docs/metrics.md):
-# a run of its own, so that the profile's events and its wait at the end do not touch the timed runs above.
+# Where a GPT-2 small step's time goes on the GPU, per kernel call (the op profile, CUDA events; docs/metrics.md): the
+# reference row, then the same again with the profile over its timed steps (what profiling costs), in a run of its own
+# so that the profile does not touch the timed runs above. Rank 0 prints the profile.
 phase_profile_gpt() {
   need_binary "$build/bench/training/tenax-bench-training" || return 1
-  TENAX_ATTENTION=fused TENAX_PROFILE_OPS=2:4 mpirun -np 1 -x TENAX_ATTENTION -x TENAX_PROFILE_OPS \
-    "$build/bench/training/tenax-bench-training" --device cuda --layouts reference --model gpt --precision bf16 \
-    --hidden 768 --heads 12 --layers 12 --vocab 50257 --seq-len 1024 --batch 32 --micro-batch 8 --steps 2 --warmup 1
+  TENAX_ATTENTION=fused mpirun -np 1 -x TENAX_ATTENTION "$build/bench/training/tenax-bench-training" --device cuda \
+    --layouts reference --model gpt --precision bf16 --hidden 768 --heads 12 --layers 12 --vocab 50257 --seq-len 1024 \
+    --batch 32 --micro-batch 8 --steps 3 --warmup 1 --op-profile
 }
 # A checkpoint of device-memory shards: the training stream's stall against a device-to-host copy of the same bytes.
 phase_bench_checkpoint() {

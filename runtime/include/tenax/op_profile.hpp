@@ -16,9 +16,9 @@
 // them, and "(between ops)" holds the device's idle time and waits on communicators' streams. The events are read
 // back every 16384 boundaries (one host wait for the stream); that wait is not charged to any row.
 //
-// Cost: off (the default) one pointer test per op. On, per call two clock reads and a hash lookup on the host (about
-// 70 ns: docs/metrics.md), two cudaEventRecord calls on a device; ops only a few times longer than that look slower
-// in the profile than they are.
+// Cost: off (the default) one pointer test per op. On, two clock reads and a hash lookup per call on the host, two
+// cudaEventRecord calls on a device (docs/metrics.md has what it measured); ops only a few times longer than that
+// look slower in the profile than they are.
 //
 // Not thread-safe, like the context it belongs to.
 #pragma once
