@@ -10,6 +10,7 @@
 
 #include "engine_test_util.hpp"
 #include "tenax/error.hpp"
+#include "tenax/execution.hpp"
 #include "tenax/models.hpp"
 #include "test_dirs.hpp"
 
@@ -89,6 +90,31 @@ TEST(OpProfileRun, EachRankProfilesTheStepsAskedWithItsStagesCalls) {
   // No file for steps outside the window.
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir / "metrics"), std::filesystem::directory_iterator()),
             4);
+}
+
+TEST(OpProfileRun, AWindowFromStepZeroStartsAtTheFirstStepAndAnEngineGoneEarlyLeavesNoProfile) {
+  SharedTempDir dir(world(), "op-profile-zero");
+  EngineConfig c = small_config(Variant{1, 1, 4});
+  c.run_dir = dir.path();
+  {
+    const ScopedEnv window("TENAX_PROFILE_OPS", "0:3");
+    Engine engine(world(), c, test_model(), test_data());
+    for (int s = 0; s < 3; ++s)
+      engine.step();
+  }
+  world().barrier();
+  std::string header;
+  const auto calls = calls_per_step(
+      dir / ("metrics/op-profile-steps1-3-rank" + std::to_string(world().rank()) + "-attempt1.txt"), header);
+  EXPECT_NE(header.find("over 2 step(s)"), std::string::npos) << header;
+  EXPECT_GT(calls.count("gemm"), 0u);
+  {
+    const ScopedEnv window("TENAX_PROFILE_OPS", "1:10");
+    Engine engine(world(), c, test_model(), test_data());
+    engine.step();
+    EXPECT_NE(ExecutionContext::host().op_profiler(), nullptr) << "profiling inside the window";
+  }  // gone inside its window
+  EXPECT_EQ(ExecutionContext::host().op_profiler(), nullptr) << "the engine left its profile running";
 }
 
 TEST(OpProfileRun, AWindowThatIsNotAStepRangeIsRefusedByName) {

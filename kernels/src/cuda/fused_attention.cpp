@@ -238,6 +238,7 @@ Graphs make_graphs(const FusedAttentionShape& s, int device) {
   try {
     handle = handle_for(device);
   } catch (const DeviceError& e) {
+    (void)cudaGetLastError();  // leave no error pending for an unrelated later check
     out.unsupported = e.what();
     return out;
   }

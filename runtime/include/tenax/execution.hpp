@@ -97,6 +97,7 @@ class ExecutionContext {
   // rows (UsageError if none is running; DeviceError if a timing event failed).
   void begin_op_profile();
   OpProfile end_op_profile();
+  void discard_op_profile() noexcept;  // stops a running profile without waiting for anything; no-op if none
   detail::OpProfiler* op_profiler() const { return profiler_.get(); }  // null when not profiling
 
  private:

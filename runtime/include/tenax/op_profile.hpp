@@ -13,8 +13,10 @@
 // Clocks: on the host context, the monotonic clock around each call (the CPU kernels complete before they return). On
 // a CUDA context, a CUDA event recorded on the compute stream at every interval boundary: an op's time is the device
 // time between the events around the work it enqueued, so asynchronous kernels are charged to the op that enqueued
-// them, and "(between ops)" holds the device's idle time and waits on communicators' streams. The events are read
-// back every 16384 boundaries (one host wait for the stream); that wait is not charged to any row.
+// them, and "(between ops)" holds the device's idle time and waits on communicators' streams. The engine reads the
+// completed events back at the end of every step, without waiting; when 16384 boundaries pile up before that (a very
+// large step, or a profile driven by hand) the host waits for the device once to read them, and that wait is charged
+// to no row.
 //
 // Cost: off (the default) one pointer test per op. On, two clock reads and a hash lookup per call on the host, two
 // cudaEventRecord calls on a device (docs/metrics.md has what it measured); ops only a few times longer than that

@@ -269,14 +269,15 @@ void pack_step(const std::string& step_dir, PackedStep& out) {
   } close_all{files};
   std::size_t total = 4 + 4 + 4;  // magic, file count, CRC32C
   for (const std::string& name : names) {
-    File f{fs::join(step_dir, name)};
+    files.push_back(File{fs::join(step_dir, name)});  // listed before it is opened: close_all then closes it
+    File& f = files.back();
     f.fd = fs::open_file(f.path, O_RDONLY);
-    files.push_back(f);
     struct stat st {};
     if (::fstat(f.fd, &st) != 0) fs::throw_errno("stat", f.path, errno);
-    files.back().size = static_cast<std::uint64_t>(st.st_size);
-    total += 4 + name.size() + 8 + files.back().size;
+    f.size = static_cast<std::uint64_t>(st.st_size);
+    total += 4 + name.size() + 8 + f.size;
   }
+  out.clear();  // a buffer too small for this step is not copied over when it grows
   out.resize(total);
   std::size_t at = 0;
   auto put = [&](const void* data, std::size_t n) {

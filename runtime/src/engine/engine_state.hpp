@@ -44,6 +44,9 @@ struct Engine::Impl {
   };
 
   Impl(Communicator& world, EngineConfig config, std::shared_ptr<const BatchSource> data);
+  ~Impl() { op_profile_discard(); }  // the host context outlives the engine: leave no profile of ours running there
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   // Setup (engine_setup.cpp).
   void resolve_layout();
@@ -85,10 +88,14 @@ struct Engine::Impl {
 
   std::optional<metrics::StepMetrics::Scope> phase(metrics::Phase p);
 
-  // TENAX_PROFILE_OPS (op_profile_window.cpp): start the op profile at its first step, write it after its last.
+  // TENAX_PROFILE_OPS (op_profile_window.cpp): start the op profile at the first step of the window this run trains,
+  // read its events back after every step, write it after the window's last; discard it if the engine goes first.
   void op_profile_step_begins();
   void op_profile_step_ends();
+  void op_profile_discard() noexcept;
   std::int64_t op_profile_first = -1, op_profile_end = -1;
+  bool op_profile_running = false;  // this engine started the context's profile
+  std::int64_t op_profile_started = 0;
 
   Communicator& world;
   EngineConfig config;

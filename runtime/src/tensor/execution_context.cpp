@@ -302,6 +302,10 @@ OpProfile ExecutionContext::end_op_profile() {
   return profiler->finish();
 }
 
+void ExecutionContext::discard_op_profile() noexcept {
+  profiler_.reset();
+}
+
 void ExecutionContext::check_reachable(const Communicator& comm) const {
   if (on_device() && comm.backend() != Backend::Nccl && comm.size() > 1)
     throw UsageError("group '" + comm.name() + "' uses the " + std::string(backend_name(comm.backend())) +

@@ -6,6 +6,7 @@
 
 #include "tenax/build_config.hpp"
 #include "tenax/error.hpp"
+#include "tensor/device_wait.hpp"
 
 #if TENAX_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -112,15 +113,15 @@ void OpProfiler::boundary(int closing) noexcept {
   }
 #if TENAX_HAVE_CUDA
   try {
+    record(closing);
     if (used_ == events_.size()) {
-      drain();
-      used_ = 0;  // the interval across the read-back is the profiler's own wait: charged to nobody
+      // More boundaries than the pool holds since the last collect(): read them back now (the host waits for the
+      // device once), then start a new chain. The interval up to its first event is the profiler's own wait and is
+      // charged to no row.
+      drain(true);
+      used_ = 0;
+      record(0);
     }
-    const cudaError_t recorded =
-        cudaEventRecord(static_cast<cudaEvent_t>(events_[used_]), static_cast<cudaStream_t>(stream_));
-    if (recorded != cudaSuccess) throw DeviceError(std::string("cudaEventRecord: ") + cudaGetErrorString(recorded));
-    closing_[used_] = closing;
-    ++used_;
   } catch (const std::exception& e) {
     failure_ = e.what();
   }
@@ -129,26 +130,76 @@ void OpProfiler::boundary(int closing) noexcept {
 #endif
 }
 
-void OpProfiler::drain() {
+void OpProfiler::record(int closing) {
+#if TENAX_HAVE_CUDA
+  const cudaError_t recorded =
+      cudaEventRecord(static_cast<cudaEvent_t>(events_[used_]), static_cast<cudaStream_t>(stream_));
+  if (recorded != cudaSuccess) throw DeviceError(std::string("cudaEventRecord: ") + cudaGetErrorString(recorded));
+  closing_[used_] = closing;
+  ++used_;
+#else
+  (void)closing;
+#endif
+}
+
+void OpProfiler::drain(bool wait) {
 #if TENAX_HAVE_CUDA
   if (used_ < 2) return;
   auto event = [this](std::size_t i) { return static_cast<cudaEvent_t>(events_[i]); };
-  const cudaError_t waited = cudaEventSynchronize(event(used_ - 1));
-  if (waited != cudaSuccess) throw DeviceError(std::string("cudaEventSynchronize: ") + cudaGetErrorString(waited));
-  for (std::size_t i = 1; i < used_; ++i) {
+  auto done = [&](std::size_t i) {
+    const cudaError_t q = cudaEventQuery(event(i));
+    if (q == cudaErrorNotReady) {
+      (void)cudaGetLastError();  // not an error: clear it so that no later check reports it
+      return false;
+    }
+    if (q != cudaSuccess) throw DeviceError(std::string("cudaEventQuery: ") + cudaGetErrorString(q));
+    return true;
+  };
+  // The events of one stream complete in order: [0, complete) have, and a binary search finds where that ends.
+  std::size_t complete = used_;
+  if (wait) {
+    detail::wait_for_event(events_[used_ - 1], "the op profile's read-back of its events");
+  } else if (!done(used_ - 1)) {
+    std::size_t lo = 0, hi = used_ - 1;  // done(lo) (event 0 precedes every other) or lo == 0; !done(hi)
+    if (!done(0)) return;
+    while (hi - lo > 1) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      (done(mid) ? lo : hi) = mid;
+    }
+    complete = hi;
+  }
+  if (complete < 2) return;
+  for (std::size_t i = 1; i < complete; ++i) {
     float ms = 0;
     const cudaError_t read = cudaEventElapsedTime(&ms, event(i - 1), event(i));
     if (read != cudaSuccess) throw DeviceError(std::string("cudaEventElapsedTime: ") + cudaGetErrorString(read));
     rows_[static_cast<std::size_t>(closing_[i])].seconds += 1e-3 * ms;
   }
+  // The last event read stays as the start of the chain; the events before it are free again.
+  std::rotate(events_.begin(), events_.begin() + static_cast<std::ptrdiff_t>(complete - 1),
+              events_.begin() + static_cast<std::ptrdiff_t>(used_));
+  std::rotate(closing_.begin(), closing_.begin() + static_cast<std::ptrdiff_t>(complete - 1),
+              closing_.begin() + static_cast<std::ptrdiff_t>(used_));
+  used_ -= complete - 1;
+#else
+  (void)wait;
 #endif
+}
+
+void OpProfiler::collect() noexcept {
+  if (stream_ == nullptr || !failure_.empty()) return;
+  try {
+    drain(false);
+  } catch (const std::exception& e) {
+    failure_ = e.what();
+  }
 }
 
 OpProfile OpProfiler::finish() {
   boundary(open_row());
   if (stream_ != nullptr && failure_.empty()) {
     try {
-      drain();
+      drain(true);
     } catch (const std::exception& e) {
       failure_ = e.what();
     }

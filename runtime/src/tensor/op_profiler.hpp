@@ -42,7 +42,11 @@ class OpProfiler {
   // An op starts / returns. Never throw: a failed event record stops the profile, and finish() reports it.
   void enter(const OpKey& key, double flops, double bytes) noexcept;
   void leave() noexcept;
-  // Closes the window (waiting for the device) and returns the rows. Throws DeviceError if an event failed.
+  // Reads back the events the device has completed, without waiting (the engine calls it at every step's end, when the
+  // step's work is done): the pool then never fills inside a step unless one step makes more boundaries than it holds.
+  void collect() noexcept;
+  // Closes the window (waiting for the device, bounded as every host wait is) and returns the rows. Throws
+  // DeviceError if an event failed (CommError/TimeoutError if the device is stuck behind a failed peer).
   OpProfile finish();
 
  private:
@@ -57,7 +61,10 @@ class OpProfiler {
   int row_of(const OpKey& key);
   int open_row() const { return open_.empty() ? 0 : open_.back(); }
   void boundary(int closing) noexcept;  // the interval since the previous boundary belonged to row `closing`
-  void drain();                         // reads back the recorded events (device)
+  void record(int closing);             // device: the next event of the chain
+  // Device: charges the intervals between the completed events (all of them, waiting, with `wait`) and keeps the last
+  // one read as the start of the chain.
+  void drain(bool wait);
 
   void* stream_;
   Clock clock_;
@@ -65,8 +72,8 @@ class OpProfiler {
   std::unordered_map<OpKey, int, KeyHash> index_;
   std::vector<int> open_;  // the ops entered and not yet left, innermost last
   double last_ = 0;        // host clock: the previous boundary
-  // Device: a pool of timing events; events_[0..used_) are recorded, closing_[i] is the row of the interval that
-  // event i closes (i >= 1).
+  // Device: a pool of timing events; events_[0..used_) are recorded and not yet read back, closing_[i] is the row of
+  // the interval that event i closes (i >= 1).
   std::vector<void*> events_;
   std::vector<int> closing_;
   std::size_t used_ = 0;

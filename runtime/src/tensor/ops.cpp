@@ -64,7 +64,7 @@ OpKey attention_key(const char* op, std::size_t B, std::size_t H, std::size_t T,
                     const ExecutionContext& ctx) {
   OpKey key = op_key(op, {B, H, T, D});
   key.has_dtype = ctx.on_device() && input_dtype != DType::F32;
-  key.dtype = input_dtype;
+  if (key.has_dtype) key.dtype = input_dtype;  // otherwise F32 in every key: rows that print alike are one row
   return key;
 }
 
