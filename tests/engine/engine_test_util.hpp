@@ -11,6 +11,7 @@
 
 #include "common/mpi_test.hpp"
 #include "tenax/engine.hpp"
+#include "tenax/models.hpp"
 #include "tenax/nn.hpp"
 #include "tenax/synthetic_data.hpp"
 
@@ -47,6 +48,18 @@ inline EngineConfig small_config(const Variant& v) {
   c.data_parallel.bucket_bytes = 4096;  // several buckets even in this small model
   c.checkpoint.dir = "none";
   return c;
+}
+
+// The GPT of the engine tests: 4 blocks of hidden 32 with 4 heads over the test vocabulary, 8 positions.
+inline models::GptConfig small_gpt() {
+  models::GptConfig g;
+  g.vocab = kVocab;
+  g.hidden = 32;
+  g.layers = 4;
+  g.heads = 4;
+  g.max_positions = 8;
+  g.init_std = 0.1f;
+  return g;
 }
 
 // A custom module (identity in forward) whose backward makes one gradient element +inf on world rank `rank` at the

@@ -16,17 +16,6 @@ namespace {
 
 constexpr int kSteps = 12;
 
-models::GptConfig small_gpt() {
-  models::GptConfig g;
-  g.vocab = kVocab;
-  g.hidden = 32;
-  g.layers = 4;
-  g.heads = 4;
-  g.max_positions = 8;
-  g.init_std = 0.1f;
-  return g;
-}
-
 std::vector<double> gpt_losses(Communicator& comm, const EngineConfig& c, const models::GptConfig& g, int steps) {
   Engine engine(comm, c, models::gpt(g), test_data());
   std::vector<double> losses;

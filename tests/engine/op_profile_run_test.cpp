@@ -53,12 +53,7 @@ TEST(OpProfileRun, EachRankProfilesTheStepsAskedWithItsStagesCalls) {
   ASSERT_FALSE(dir.path().empty());
   EngineConfig c = small_config(Variant{2, 2, 1});
   c.run_dir = dir.path();
-  models::GptConfig g;
-  g.vocab = kVocab;
-  g.hidden = 32;
-  g.layers = 4;
-  g.heads = 4;
-  g.max_positions = 8;
+  const models::GptConfig g = small_gpt();
   {
     const ScopedEnv window("TENAX_PROFILE_OPS", "2:4");
     Engine engine(world(), c, models::gpt(g), test_data());
