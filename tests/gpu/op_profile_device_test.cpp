@@ -9,6 +9,7 @@
 #include "common/mpi_test.hpp"
 #include "tenax/execution.hpp"
 #include "tenax/ops.hpp"
+#include "tensor/op_profiler.hpp"
 
 namespace tenax::test {
 namespace {
@@ -81,6 +82,37 @@ TEST_F(DeviceOpProfile, MoreBoundariesThanOneBatchOfEventsLosesNoCall) {
   ASSERT_NE(add, nullptr);
   EXPECT_EQ(add->calls, 10000u);
   EXPECT_GT(add->seconds, 0.0);
+}
+
+// What the engine does at every step's end (collect(): read back the completed events without waiting), then a
+// stretch of more boundaries than the pool holds (the host waits once, mid-stretch): every call is charged, the rows
+// add up to the window, and the window fits inside the host's wall time around it.
+TEST_F(DeviceOpProfile, ReadBacksAtStepEndsAndAFullPoolChargeEveryCall) {
+  Tensor x = ctx_->zeros({4096}, DType::F32), y = ctx_->zeros({4096}, DType::F32);
+  ctx_->synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  ctx_->begin_op_profile();
+  for (int step = 0; step < 3; ++step) {
+    for (int i = 0; i < 1500; ++i)
+      ops::add_inplace(*ctx_, y.as<float>(), x.as<float>(), 4096);
+    ctx_->synchronize();
+    ctx_->op_profiler()->collect();
+  }
+  for (int i = 0; i < 9000; ++i)  // 18000 boundaries since the last collect()
+    ops::add_inplace(*ctx_, y.as<float>(), x.as<float>(), 4096);
+  const OpProfile p = ctx_->end_op_profile();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const OpProfileRow* add = find_row(p, "add_inplace");
+  ASSERT_NE(add, nullptr);
+  EXPECT_EQ(add->calls, 13500u);
+  EXPECT_GT(add->seconds, 0.0);
+  double sum = 0;
+  for (const OpProfileRow& r : p.rows)
+    sum += r.seconds;
+  EXPECT_NEAR(sum, p.seconds, 1e-9);
+  EXPECT_LE(p.seconds, wall);
+  std::printf("13500 add_inplace of 4096 floats: %.2f us each on the device; window %.3f ms, host %.3f ms\n",
+              1e6 * add->seconds / 13500, 1e3 * p.seconds, 1e3 * wall);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "core/file_system.hpp"
 #include "engine/engine_state.hpp"
 #include "tenax/env.hpp"
+#include "tenax/error.hpp"
 #include "tenax/log.hpp"
 #include "tensor/op_profiler.hpp"
 
@@ -37,6 +38,8 @@ void Engine::Impl::op_profile_step_ends() {
   OpProfile profile;
   try {
     profile = ctx->end_op_profile();
+  } catch (const CommError&) {
+    throw;  // a peer failed while the profile waited: the run's failure, handled as any other
   } catch (const std::exception& e) {  // a profile is never worth stopping training for
     TENAX_LOG(Warn, "metrics") << "the op profile of steps " << op_profile_started << "-" << step
                                << " was dropped: " << e.what();

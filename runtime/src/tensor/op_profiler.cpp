@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <utility>
 
 #include "tenax/build_config.hpp"
@@ -123,7 +124,7 @@ void OpProfiler::boundary(int closing) noexcept {
       record(0);
     }
   } catch (const std::exception& e) {
-    failure_ = e.what();
+    fail(e);
   }
 #else
   (void)closing;
@@ -148,10 +149,7 @@ void OpProfiler::drain(bool wait) {
   auto event = [this](std::size_t i) { return static_cast<cudaEvent_t>(events_[i]); };
   auto done = [&](std::size_t i) {
     const cudaError_t q = cudaEventQuery(event(i));
-    if (q == cudaErrorNotReady) {
-      (void)cudaGetLastError();  // not an error: clear it so that no later check reports it
-      return false;
-    }
+    if (q == cudaErrorNotReady) return false;  // not an error, and not kept as the last one (bounded_wait relies on it)
     if (q != cudaSuccess) throw DeviceError(std::string("cudaEventQuery: ") + cudaGetErrorString(q));
     return true;
   };
@@ -191,8 +189,14 @@ void OpProfiler::collect() noexcept {
   try {
     drain(false);
   } catch (const std::exception& e) {
-    failure_ = e.what();
+    fail(e);
   }
+}
+
+void OpProfiler::fail(const std::exception& e) noexcept {
+  if (!failure_.empty()) return;
+  failure_ = e.what();
+  if (dynamic_cast<const CommError*>(&e) != nullptr) comm_failure_ = std::current_exception();
 }
 
 OpProfile OpProfiler::finish() {
@@ -201,9 +205,11 @@ OpProfile OpProfiler::finish() {
     try {
       drain(true);
     } catch (const std::exception& e) {
-      failure_ = e.what();
+      fail(e);
     }
   }
+  // A peer's failure (the bounded wait gave up, every communicator aborted) is the run's problem, not the profile's.
+  if (comm_failure_) std::rethrow_exception(comm_failure_);
   if (!failure_.empty()) throw DeviceError("op profile: " + failure_ + "; the profile is incomplete and was dropped");
   OpProfile out;
   out.clock = stream_ == nullptr ? "host clock" : "cuda events";

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <string>
 #include <unordered_map>
@@ -46,7 +47,7 @@ class OpProfiler {
   // step's work is done): the pool then never fills inside a step unless one step makes more boundaries than it holds.
   void collect() noexcept;
   // Closes the window (waiting for the device, bounded as every host wait is) and returns the rows. Throws
-  // DeviceError if an event failed (CommError/TimeoutError if the device is stuck behind a failed peer).
+  // DeviceError if an event failed, and rethrows the CommError/TimeoutError of a wait that gave up on a failed peer.
   OpProfile finish();
 
  private:
@@ -77,7 +78,9 @@ class OpProfiler {
   std::vector<void*> events_;
   std::vector<int> closing_;
   std::size_t used_ = 0;
-  std::string failure_;  // the first CUDA error, which stopped the profile
+  void fail(const std::exception& e) noexcept;  // inside a catch: the first failure stops the profile
+  std::string failure_;                         // the first failure, which stopped the profile
+  std::exception_ptr comm_failure_;             // ... when it was a CommError (a peer failed): finish() rethrows it
 };
 
 // Opens an op's interval for the scope's lifetime when `ctx` is being profiled; nothing otherwise.
