@@ -59,9 +59,11 @@ struct ChunkContext {
   Communicator* tp = nullptr;  // the tensor-parallel group the chunk's modules use (NCCL on a GPU run)
   bool first() const { return virtual_stage == 0; }
   bool last() const { return virtual_stage == virtual_stages - 1; }
-  // The blocks [begin, end) of a model of `blocks` blocks that this chunk holds (earlier chunks get the extra ones).
-  // Throws UsageError when there are fewer blocks than chunks.
-  std::pair<std::size_t, std::size_t> blocks(std::size_t blocks) const;
+  // The blocks [begin, end) of a model of `blocks` blocks that this chunk holds: evenly, earlier chunks getting the
+  // extra ones. last_chunk_extra > 0 is the work the last chunk does besides its blocks (an output head and loss), in
+  // blocks: the last chunk then gets the number of blocks that makes the slowest chunk fastest (a pipeline step runs
+  // at its slowest stage's pace). Throws UsageError when there are fewer blocks than chunks.
+  std::pair<std::size_t, std::size_t> blocks(std::size_t blocks, double last_chunk_extra = 0.0) const;
 };
 // Builds one chunk's module (usually an nn::Sequential). Called once per chunk this rank holds, before any parameter
 // exists; every tp rank of a chunk builds the same modules.

@@ -18,15 +18,35 @@
 
 namespace tenax {
 
-std::pair<std::size_t, std::size_t> ChunkContext::blocks(std::size_t total) const {
+std::pair<std::size_t, std::size_t> ChunkContext::blocks(std::size_t total, double last_chunk_extra) const {
   const auto n = static_cast<std::size_t>(virtual_stages), v = static_cast<std::size_t>(virtual_stage);
   if (total < n)
     throw UsageError("model: " + std::to_string(total) + " blocks cannot be spread over " + std::to_string(n) +
                      " model chunks (pipeline stages x virtual stages): every chunk needs at least one block; use "
                      "fewer stages or more blocks");
-  const std::size_t base = total / n, extra = total % n;
-  const std::size_t first = v * base + std::min(v, extra);
-  return {first, first + base + (v < extra ? 1 : 0)};
+  // Evenly, earlier chunks taking the extra ones: chunk v holds [first, first + count).
+  auto even = [](std::size_t blocks, std::size_t chunks, std::size_t chunk) {
+    const std::size_t base = blocks / chunks, extra = blocks % chunks;
+    const std::size_t first = chunk * base + std::min(chunk, extra);
+    return std::pair<std::size_t, std::size_t>{first, first + base + (chunk < extra ? 1 : 0)};
+  };
+  if (!(last_chunk_extra > 0.0) || n == 1) return even(total, n, v);
+  // The last chunk's own work (the output head, the loss) counts as last_chunk_extra blocks: give it the number of
+  // blocks L that makes the slowest chunk fastest, the others sharing the rest evenly; of equally good choices, the
+  // one that moves the fewest blocks off the last chunk.
+  std::size_t best = 1;
+  double best_cost = 0;
+  for (std::size_t last = 1; last + (n - 1) <= total; ++last) {
+    const std::size_t rest = total - last;
+    const double cost =
+        std::max(static_cast<double>(last) + last_chunk_extra, static_cast<double>((rest + n - 2) / (n - 1)));
+    if (last == 1 || cost <= best_cost) {
+      best = last;
+      best_cost = cost;
+    }
+  }
+  if (v == n - 1) return {total - best, total};
+  return even(total - best, n - 1, v);
 }
 
 float LearningRateSchedule::at(long step) const {

@@ -47,7 +47,10 @@ ChunkBuilder gpt(const GptConfig& config) {
       m.push_back(std::make_unique<nn::VocabParallelEmbedding>("wte", config.vocab, h, tp, config.init_std));
       m.push_back(std::make_unique<nn::PositionalEmbedding>("wpe", config.max_positions, h, config.init_std / 2));
     }
-    const auto [first, end] = chunk.blocks(config.layers);
+    // The head's product costs vocab x hidden multiply-adds per token against a block's 12 hidden^2 (its four
+    // products; the attention core aside): the last stage's extra work in blocks, so that it gets fewer of them.
+    const double head_in_blocks = static_cast<double>(config.vocab) / (12.0 * static_cast<double>(h));
+    const auto [first, end] = chunk.blocks(config.layers, head_in_blocks);
     for (std::size_t b = first; b < end; ++b)
       m.push_back(nn::transformer_block("h." + std::to_string(b), h, config.heads, config.layers, tp, config.init_std,
                                         config.recompute_attention));
