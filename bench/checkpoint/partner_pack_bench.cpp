@@ -1,14 +1,14 @@
 // tenax-bench-partner-pack: what packing a node-local step for its partner costs (the I/O thread reads the committed
-// step back into one buffer with a CRC32C over it: ckpt::pack_step), against the floor of read(2) of the same files
+// step back into one buffer with a CRC32C over it: ckpt::pack_step), against read(2) of the same files
 // into one buffer of their size, hot, in the same run; and how much memory the packing takes beyond its result.
 //
 //   tenax-bench-partner-pack --sizes 64M,256M,1G --reps 5
 //
 // Per size: a step directory with a manifest and one rank file of that size (random bytes), in the page cache.
 // "pack" packs into a new buffer each time, "reused" into one buffer again and again (what the checkpointer does
-// from its second exchange on); both as a ratio to the floor. "extra" is the peak resident memory of the first pack
-// beyond the memory in use before it, over the bytes packed: 1.0 means the packed buffer alone. Sizes must grow from
-// row to row for it to be measured (the peak is the process's).
+// from its second exchange on); both as a ratio to that reference. "extra" is the peak resident memory of the first
+// pack beyond the memory in use before it, over the bytes packed: 1.0 means the packed buffer alone. Sizes must grow
+// from row to row for it to be measured (the peak is the process's).
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -60,8 +60,8 @@ void write_random(const std::string& path, std::uint64_t bytes) {
   if (!out) throw tenax::IoError("bench: cannot write " + path);
 }
 
-// The floor: read(2) of every file of the step into one buffer of their total size, and a CRC32C over it.
-double read_floor(const std::string& dir, std::vector<std::uint8_t>& buffer) {
+// The reference: read(2) of every file of the step into one buffer of their total size, and a CRC32C over it.
+double read_reference(const std::string& dir, std::vector<std::uint8_t>& buffer) {
   const auto t0 = Clock::now();
   std::size_t at = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
@@ -105,10 +105,10 @@ int main(int argc, char** argv) {
     write_random(dir + "/manifest.json", 4096);
     write_random(dir + "/rank_00000.h5", bytes);
     // Warm the page cache (through a small buffer), then the first pack's peak memory beyond what was resident.
-    std::vector<std::uint8_t> floor_buffer(1 << 20);
+    std::vector<std::uint8_t> reference_buffer(1 << 20);
     for (const auto& entry : std::filesystem::directory_iterator(dir)) {
       const int fd = ::open(entry.path().c_str(), O_RDONLY);
-      while (fd >= 0 && ::read(fd, floor_buffer.data(), floor_buffer.size()) > 0) {
+      while (fd >= 0 && ::read(fd, reference_buffer.data(), reference_buffer.size()) > 0) {
       }
       if (fd >= 0) ::close(fd);
     }
@@ -132,10 +132,10 @@ int main(int argc, char** argv) {
     }
     again = {};
     again.shrink_to_fit();
-    floor_buffer.resize(bytes + 4096);
-    std::memset(floor_buffer.data(), 0, floor_buffer.size());  // touched: the floor does not count page faults
+    reference_buffer.resize(bytes + 4096);
+    std::memset(reference_buffer.data(), 0, reference_buffer.size());  // touched: the reference counts no page faults
     for (int r = 0; r < reps; ++r)
-      read.push_back(read_floor(dir, floor_buffer));
+      read.push_back(read_reference(dir, reference_buffer));
     const double p = median(pack), u = median(reused), f = median(read);
     char extra[32];
     if (peak_after > peak_before)

@@ -66,7 +66,10 @@ OpProfiler::OpProfiler(void* stream, Clock clock) : stream_(stream), clock_(std:
     }
   }
 #endif
-  boundary(0);
+  if (stream_ == nullptr)
+    last_ = clock_();  // the window starts now
+  else
+    boundary(0);  // the chain's first event
 }
 
 OpProfiler::~OpProfiler() {
@@ -107,9 +110,8 @@ void OpProfiler::boundary(int closing) noexcept {
   if (!failure_.empty()) return;
   if (stream_ == nullptr) {
     const double now = clock_();
-    if (used_ > 0) rows_[static_cast<std::size_t>(closing)].seconds += now - last_;
+    rows_[static_cast<std::size_t>(closing)].seconds += now - last_;
     last_ = now;
-    used_ = 1;
     return;
   }
 #if TENAX_HAVE_CUDA

@@ -109,4 +109,21 @@ inline OpKey op_key(const char* op, std::initializer_list<std::size_t> dims) {
   return k;
 }
 
+// The key of a call computing in (or casting to/from) a 16-bit format; F32 adds nothing, so rows that print alike are
+// one row.
+inline OpKey with_dtype(OpKey k, DType dtype) {
+  if (dtype != DType::F32) {
+    k.has_dtype = true;
+    k.dtype = dtype;
+  }
+  return k;
+}
+
+// The attention core's counted work: q k^T and P v over the unmasked (causal) half, for every core (the batched one
+// computes the masked half too; only the useful products count). The backward's four products are twice this.
+inline double causal_attention_flops(std::size_t B, std::size_t H, std::size_t T, std::size_t D) {
+  return 2.0 * static_cast<double>(B) * static_cast<double>(H) * static_cast<double>(T) * static_cast<double>(T) *
+         static_cast<double>(D);
+}
+
 }  // namespace tenax::detail

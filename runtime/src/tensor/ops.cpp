@@ -51,33 +51,16 @@ double f(std::size_t x) {
 
 OpKey product_key(const char* op, Trans ta, Trans tb, std::initializer_list<std::size_t> dims,
                   DType input_dtype = DType::F32) {
-  OpKey key = op_key(op, dims);
+  OpKey key = detail::with_dtype(op_key(op, dims), input_dtype);
   key.ta = ta == Trans::Yes ? 'T' : 'N';
   key.tb = tb == Trans::Yes ? 'T' : 'N';
-  key.has_dtype = input_dtype != DType::F32;
-  key.dtype = input_dtype;
   return key;
 }
 
 // The attention core computes in the 16-bit format only on a device.
 OpKey attention_key(const char* op, std::size_t B, std::size_t H, std::size_t T, std::size_t D, DType input_dtype,
                     const ExecutionContext& ctx) {
-  OpKey key = op_key(op, {B, H, T, D});
-  key.has_dtype = ctx.on_device() && input_dtype != DType::F32;
-  if (key.has_dtype) key.dtype = input_dtype;  // otherwise F32 in every key: rows that print alike are one row
-  return key;
-}
-
-// q k^T and P v over the unmasked (causal) half; the backward's four products are twice this.
-double attention_flops(std::size_t B, std::size_t H, std::size_t T, std::size_t D) {
-  return 2.0 * f(B) * f(H) * f(T) * f(T) * f(D);
-}
-
-OpKey cast_key(const char* op, std::size_t n, DType other) {
-  OpKey key = op_key(op, {n});
-  key.has_dtype = true;
-  key.dtype = other;
-  return key;
+  return detail::with_dtype(op_key(op, {B, H, T, D}), ctx.on_device() ? input_dtype : DType::F32);
 }
 
 double lowp_bytes(const void* lowp_out, DType lowp_type) {
@@ -221,7 +204,7 @@ void attention_forward(ExecutionContext& ctx, const float* q, const float* k, co
                        float* probs_saved, std::size_t B, std::size_t H, std::size_t T, std::size_t D, float scale,
                        DType input_dtype) {
   const OpScope profiled(ctx, attention_key("attention_forward", B, H, T, D, input_dtype, ctx),
-                         attention_flops(B, H, T, D));
+                         detail::causal_attention_flops(B, H, T, D));
   if (!ctx.on_device()) return kernels::cpu::attention_forward(q, k, v, out, probs_saved, B, H, T, D, scale);
 #if TENAX_HAVE_CUDA
   // Sizes and the dtype are checked here, before the workspace grows.
@@ -241,7 +224,7 @@ void attention_backward(ExecutionContext& ctx, const float* q, const float* k, c
                         const float* probs_saved, float* dq, float* dk, float* dv, std::size_t B, std::size_t H,
                         std::size_t T, std::size_t D, float scale, DType input_dtype) {
   const OpScope profiled(ctx, attention_key("attention_backward", B, H, T, D, input_dtype, ctx),
-                         2 * attention_flops(B, H, T, D));
+                         2 * detail::causal_attention_flops(B, H, T, D));
   if (!ctx.on_device())
     return kernels::cpu::attention_backward(q, k, v, d_out, probs_saved, dq, dk, dv, B, H, T, D, scale);
 #if TENAX_HAVE_CUDA
@@ -340,13 +323,15 @@ void embedding_slice_backward(ExecutionContext& ctx, const std::int32_t* tokens,
 }
 
 void cast_to_f32(ExecutionContext& ctx, const void* in, DType in_type, float* out, std::size_t n) {
-  const OpScope profiled(ctx, cast_key("cast_to_f32", n, in_type), 0, (f(dtype_size(in_type)) + 4) * f(n));
+  const OpScope profiled(ctx, detail::with_dtype(op_key("cast_to_f32", {n}), in_type), 0,
+                         (f(dtype_size(in_type)) + 4) * f(n));
   if (!ctx.on_device()) return kernels::cpu::cast_to_f32(in, in_type, out, n);
   TENAX_DEVICE_CALL(kernels::cuda::cast_to_f32(in, in_type, out, n, ctx.stream()));
 }
 
 void cast_from_f32(ExecutionContext& ctx, const float* in, void* out, DType out_type, std::size_t n) {
-  const OpScope profiled(ctx, cast_key("cast_from_f32", n, out_type), 0, (f(dtype_size(out_type)) + 4) * f(n));
+  const OpScope profiled(ctx, detail::with_dtype(op_key("cast_from_f32", {n}), out_type), 0,
+                         (f(dtype_size(out_type)) + 4) * f(n));
   if (!ctx.on_device()) return kernels::cpu::cast_from_f32(in, out, out_type, n);
   TENAX_DEVICE_CALL(kernels::cuda::cast_from_f32(in, out, out_type, n, ctx.stream()));
 }

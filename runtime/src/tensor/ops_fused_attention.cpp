@@ -11,22 +11,6 @@
 #endif
 
 namespace tenax::ops {
-namespace {
-
-// The op profile's row: floating-point operations of the unmasked half of the products (as attention_forward counts).
-detail::OpKey profile_key(const char* op, std::size_t B, std::size_t H, std::size_t T, std::size_t D, DType dtype) {
-  detail::OpKey key = detail::op_key(op, {B, H, T, D});
-  key.has_dtype = true;
-  key.dtype = dtype;
-  return key;
-}
-
-double products(std::size_t B, std::size_t H, std::size_t T, std::size_t D) {
-  return 2.0 * static_cast<double>(B) * static_cast<double>(H) * static_cast<double>(T) * static_cast<double>(T) *
-         static_cast<double>(D);
-}
-
-}  // namespace
 
 #if TENAX_HAVE_CUDA
 namespace {
@@ -89,8 +73,9 @@ void fused_attention_forward(ExecutionContext& ctx, const float* qkv, void* qkv1
   if (!ctx.on_device())
     throw UsageError(
         "tenax::ops::fused_attention_forward: runs on a CUDA execution context only; use attention_forward");
-  const detail::OpScope profiled(ctx, profile_key("fused_attention_forward", B, H, T, D, input_dtype),
-                                 products(B, H, T, D));
+  const detail::OpScope profiled(
+      ctx, detail::with_dtype(detail::op_key("fused_attention_forward", {B, H, T, D}), input_dtype),
+      detail::causal_attention_flops(B, H, T, D));
 #if TENAX_HAVE_CUDA
   ctx.activate();
   const auto shape = shape_of(B, H, T, D, scale, input_dtype);
@@ -114,8 +99,9 @@ void fused_attention_backward(ExecutionContext& ctx, const void* qkv16_saved, co
   if (!ctx.on_device())
     throw UsageError(
         "tenax::ops::fused_attention_backward: runs on a CUDA execution context only; use attention_backward");
-  const detail::OpScope profiled(ctx, profile_key("fused_attention_backward", B, H, T, D, input_dtype),
-                                 2 * products(B, H, T, D));
+  const detail::OpScope profiled(
+      ctx, detail::with_dtype(detail::op_key("fused_attention_backward", {B, H, T, D}), input_dtype),
+      2 * detail::causal_attention_flops(B, H, T, D));
 #if TENAX_HAVE_CUDA
   ctx.activate();
   const auto shape = shape_of(B, H, T, D, scale, input_dtype);
