@@ -3,11 +3,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ostream>
 
 #include "commands.hpp"
 #include "core/file_system.hpp"
+#include "core/unique_fd.hpp"
 #include "data/byte_order.hpp"
 #include "data/dataset_check.hpp"
 #include "data/dataset_index.hpp"
@@ -48,16 +51,11 @@ std::vector<std::int32_t> read_stream(const std::string& dir, const data::Datase
     const std::uint64_t lo = std::max(offset, start), hi = std::min(end, start + e.tokens);
     if (lo < hi) {
       const std::string path = dir + "/" + e.file;
-      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) throw IoError("cannot open token shard " + path);
+      const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+      if (!fd.valid()) throw IoError("cannot open token shard " + path + ": " + std::strerror(errno));
       std::vector<unsigned char> buf(static_cast<std::size_t>((hi - lo) * index.token_bytes));
-      try {
-        fs::read_exact(fd, buf.data(), buf.size(), data::kShardHeaderBytes + (lo - start) * index.token_bytes, path);
-      } catch (...) {
-        ::close(fd);
-        throw;
-      }
-      ::close(fd);
+      fs::read_exact(fd.get(), buf.data(), buf.size(), data::kShardHeaderBytes + (lo - start) * index.token_bytes,
+                     path);
       for (std::size_t i = 0; i < buf.size(); i += index.token_bytes) {
         const std::uint32_t id =
             index.token_bytes == 2 ? data::load_le16(buf.data() + i) : data::load_le32(buf.data() + i);

@@ -12,8 +12,10 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "core/file_system.hpp"
+#include "core/unique_fd.hpp"
 
 namespace tenax {
 namespace {
@@ -103,6 +105,43 @@ TEST_F(FileSystem, ReadExactSaysWhereAShortFileEnds) {
     EXPECT_NE(std::string(e.what()).find("at byte 10"), std::string::npos) << e.what();
   }
   ::close(fd);
+}
+
+// UniqueFd (core/unique_fd.hpp): each descriptor closed exactly once, by whoever holds it last.
+bool is_open(int fd) {
+  return ::fcntl(fd, F_GETFD) != -1;
+}
+
+TEST(UniqueFd, ClosesWhatItHoldsOnceWhenMovedResetOrReleased) {
+  int a = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int b = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(a, 0);
+  ASSERT_GE(b, 0);
+  {
+    UniqueFd first(a);
+    UniqueFd moved(std::move(first));
+    EXPECT_FALSE(first.valid());  // NOLINT(bugprone-use-after-move): a moved-from holder is empty by contract
+    EXPECT_EQ(moved.get(), a);
+    UniqueFd other(b);
+    moved = std::move(other);  // closes a, takes b
+    EXPECT_FALSE(is_open(a));
+    EXPECT_TRUE(is_open(b));
+    const int kept = moved.release();
+    EXPECT_EQ(kept, b);
+    EXPECT_FALSE(moved.valid());
+  }
+  EXPECT_TRUE(is_open(b));  // released: the holder going away left it open
+  UniqueFd again(b);
+  again.reset();
+  EXPECT_FALSE(is_open(b));
+  EXPECT_FALSE(again.valid());
+}
+
+TEST(UniqueFd, AFailedOpenKeepsItsErrno) {
+  errno = 0;
+  const UniqueFd fd(::open("/nonexistent-tenax-test-dir/file", O_RDONLY | O_CLOEXEC));
+  EXPECT_FALSE(fd.valid());
+  EXPECT_EQ(errno, ENOENT);
 }
 
 }  // namespace

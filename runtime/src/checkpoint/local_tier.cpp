@@ -20,6 +20,7 @@
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/shard_file.hpp"
 #include "core/file_system.hpp"
+#include "core/unique_fd.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
 
@@ -256,24 +257,17 @@ void pack_step(const std::string& step_dir, PackedStep& out) {
   // Every file opened and sized first, so that the buffer is allocated once at its final size.
   struct File {
     std::string path;
-    int fd = -1;
+    UniqueFd fd;
     std::uint64_t size = 0;
   };
   std::vector<File> files;
-  struct CloseAll {
-    std::vector<File>& files;
-    ~CloseAll() {
-      for (const File& f : files)
-        if (f.fd >= 0) ::close(f.fd);
-    }
-  } close_all{files};
   std::size_t total = 4 + 4 + 4;  // magic, file count, CRC32C
   for (const std::string& name : names) {
-    files.push_back(File{fs::join(step_dir, name)});  // listed before it is opened: close_all then closes it
-    File& f = files.back();
-    f.fd = fs::open_file(f.path, O_RDONLY);
+    File& f = files.emplace_back();
+    f.path = fs::join(step_dir, name);
+    f.fd.reset(fs::open_file(f.path, O_RDONLY));
     struct stat st {};
-    if (::fstat(f.fd, &st) != 0) fs::throw_errno("stat", f.path, errno);
+    if (::fstat(f.fd.get(), &st) != 0) fs::throw_errno("stat", f.path, errno);
     f.size = static_cast<std::uint64_t>(st.st_size);
     total += 4 + name.size() + 8 + f.size;
   }
@@ -293,7 +287,7 @@ void pack_step(const std::string& step_dir, PackedStep& out) {
     const std::uint64_t size = files[i].size;
     put(&size, 8);
     // read_exact names the file when it ended early (it changed since it was sized).
-    fs::read_exact(files[i].fd, out.data() + at, size, 0, files[i].path);
+    fs::read_exact(files[i].fd.get(), out.data() + at, size, 0, files[i].path);
     at += size;
   }
   put_u32(crc32c_extend(0, out.data(), at));

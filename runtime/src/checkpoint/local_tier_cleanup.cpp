@@ -14,6 +14,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/unique_fd.hpp"
+
 namespace tenax::ckpt {
 namespace {
 
@@ -24,28 +26,9 @@ std::string describe(const std::string& path, const char* what, int error) {
   return path + ": " + what + " failed: " + std::strerror(error);
 }
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-  int release() {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
- private:
-  int fd_;
-};
-
 // The names in an open directory (its descriptor stays open; fdopendir takes a duplicate).
 bool list(int dir_fd, const std::string& path, std::vector<std::string>& names, LocalCleanupReport& report) {
-  Fd dup(::dup(dir_fd));
+  UniqueFd dup(::dup(dir_fd));
   if (dup.get() < 0) {
     report.errors.push_back(describe(path, "dup", errno));
     return false;
@@ -96,7 +79,7 @@ bool remove_entry(int parent_fd, const std::string& parent_path, const std::stri
                             " levels, not a tenax tier folder; left in place");
     return false;
   }
-  Fd dir(::openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd dir(::openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (dir.get() < 0) {
     if (errno == ENOENT) return true;  // removed meanwhile (two epilogs of one heterogeneous job on a node)
     report.errors.push_back(describe(path, "open", errno));
@@ -121,7 +104,7 @@ bool remove_entry(int parent_fd, const std::string& parent_path, const std::stri
 
 // The job id a tier folder names; "" when it has no readable job-id file.
 std::string folder_job(int folder_fd, const std::string& path, LocalCleanupReport& report) {
-  Fd file(::openat(folder_fd, kLocalTierJobFile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  UniqueFd file(::openat(folder_fd, kLocalTierJobFile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
   if (file.get() < 0) {
     if (errno != ENOENT) report.errors.push_back(describe(path + "/" + kLocalTierJobFile, "open", errno));
     return "";
@@ -186,7 +169,7 @@ LocalCleanupReport remove_job_local_copies(const std::string& local_dir, const s
     }
   }
   try {
-    Fd root(::open(local_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    UniqueFd root(::open(local_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (root.get() < 0) {
       if (errno != ENOENT) report.errors.push_back(describe(local_dir, "open", errno));
       return report;
@@ -196,7 +179,7 @@ LocalCleanupReport remove_job_local_copies(const std::string& local_dir, const s
     for (const auto& name : names) {
       if (!is_local_tier_folder(name)) continue;
       const std::string path = local_dir + "/" + name;
-      Fd folder(::openat(root.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      UniqueFd folder(::openat(root.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (folder.get() < 0) continue;  // a link or a file with a tier folder's name: not ours to touch
       const std::string owner = folder_job(folder.get(), path, report);
       if (std::find(job_ids.begin(), job_ids.end(), owner) == job_ids.end()) {

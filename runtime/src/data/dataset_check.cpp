@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "checkpoint/crc32c.hpp"
+#include "core/unique_fd.hpp"
 #include "data/byte_order.hpp"
 #include "tenax/error.hpp"
 
@@ -24,34 +25,31 @@ std::string hex32(std::uint32_t v) {
   return buf;
 }
 
-// An open file for reading; closes itself.
+// An open file for reading.
 struct Reader {
-  int fd = -1;
+  UniqueFd fd;
   std::uint64_t size = 0;
   std::string error;
   explicit Reader(const std::string& path) {
     do
-      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0) {
+      fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    while (!fd.valid() && errno == EINTR);
+    if (!fd.valid()) {
       error = path + ": " + std::strerror(errno);
       return;
     }
     struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
       error = path + ": not a regular file";
       return;
     }
     size = static_cast<std::uint64_t>(st.st_size);
-    ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  }
-  ~Reader() {
-    if (fd >= 0) ::close(fd);
+    ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
   }
   // Reads up to n bytes; returns the count (0 at the end), -1 with `error` set on failure.
   ssize_t read(void* out, std::size_t n, const std::string& path) {
     while (true) {
-      const ssize_t got = ::read(fd, out, n);
+      const ssize_t got = ::read(fd.get(), out, n);
       if (got < 0 && errno == EINTR) continue;
       if (got < 0) error = path + ": read: " + std::strerror(errno);
       return got;

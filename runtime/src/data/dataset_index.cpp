@@ -13,6 +13,7 @@
 #include "checkpoint/crc32c.hpp"
 #include "core/file_system.hpp"
 #include "core/json.hpp"
+#include "core/unique_fd.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax::data {
@@ -210,8 +211,8 @@ DatasetIndex parse_index(std::string_view text, const std::string& file) {
 
 DatasetIndex read_index(const std::string& dir, std::string* text_out) {
   const std::string file = dir + "/" + kIndexName;
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+  const UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) {
     const int err = errno;
     throw IoError("cannot open dataset index " + file + ": " + std::strerror(err) +
                   (err == ENOENT
@@ -220,23 +221,18 @@ DatasetIndex read_index(const std::string& dir, std::string* text_out) {
   }
   std::string text;
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
     throw IoError("dataset index " + file + " is not a regular file");
-  }
   if (static_cast<std::uint64_t>(st.st_size) > kIndexMaxBytes) {
-    ::close(fd);
     damaged(file, "it has " + std::to_string(st.st_size) + " bytes, more than an index may (" +
                       std::to_string(kIndexMaxBytes) + ")");
   }
   text.resize(static_cast<std::size_t>(st.st_size));
   try {
-    fs::read_exact(fd, text.data(), text.size(), 0, file);
+    fs::read_exact(fd.get(), text.data(), text.size(), 0, file);
   } catch (const IoError& e) {
-    ::close(fd);
     throw IoError(std::string("reading dataset index: ") + e.what());
   }
-  ::close(fd);
   DatasetIndex index = parse_index(text, file);
   if (text_out) *text_out = std::move(text);
   return index;

@@ -13,6 +13,7 @@
 
 #include "checkpoint/crc32c.hpp"
 #include "core/file_system.hpp"
+#include "core/unique_fd.hpp"
 #include "data/byte_order.hpp"
 #include "tenax/error.hpp"
 
@@ -30,14 +31,10 @@ class OpenShard {
     header_.shard_number = number;
     header_.vocab_size = vocab_size;
     header_.token_bytes = token_bytes_for_vocab(vocab_size);
-    fd_ = fs::open_file(path_, O_WRONLY | O_CREAT | O_EXCL, 0644);
-    fs::write_all(fd_, std::string(kShardHeaderBytes, '\0'), path_);
+    fd_.reset(fs::open_file(path_, O_WRONLY | O_CREAT | O_EXCL, 0644));
+    fs::write_all(fd_.get(), std::string(kShardHeaderBytes, '\0'), path_);
     buffer_.reserve(kBufferBytes);
   }
-  ~OpenShard() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-
   std::uint64_t tokens() const { return header_.token_count; }
 
   void append(std::span<const std::int32_t> tokens) {
@@ -63,11 +60,9 @@ class OpenShard {
   ShardEntry close() {
     flush();
     const std::string header = encode_shard_header(header_);
-    fs::pwrite_all(fd_, header.data(), header.size(), 0, path_);
-    fs::fsync_fd(fd_, path_);
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) fs::throw_errno("close", path_, errno);
+    fs::pwrite_all(fd_.get(), header.data(), header.size(), 0, path_);
+    fs::fsync_fd(fd_.get(), path_);
+    if (::close(fd_.release()) != 0) fs::throw_errno("close", path_, errno);
     return ShardEntry{name_, header_.token_count, header_.payload_crc32c};
   }
 
@@ -76,14 +71,14 @@ class OpenShard {
 
   void flush() {
     header_.payload_crc32c = ckpt::crc32c_extend(header_.payload_crc32c, buffer_.data(), buffer_.size());
-    fs::write_all(fd_, std::string_view(reinterpret_cast<const char*>(buffer_.data()), buffer_.size()), path_);
+    fs::write_all(fd_.get(), std::string_view(reinterpret_cast<const char*>(buffer_.data()), buffer_.size()), path_);
     buffer_.clear();
   }
 
   std::string path_;
   std::string name_;
   ShardHeader header_;
-  int fd_ = -1;
+  UniqueFd fd_;
   std::vector<unsigned char> buffer_;
 };
 

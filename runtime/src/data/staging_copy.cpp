@@ -17,6 +17,7 @@
 
 #include "checkpoint/crc32c.hpp"
 #include "core/file_system.hpp"
+#include "core/unique_fd.hpp"
 #include "data/dataset_check.hpp"
 #include "data/dataset_index.hpp"
 
@@ -49,40 +50,33 @@ std::string mib(std::uint64_t bytes) {
   throw LocalError(what + " " + path + ": " + std::strerror(err));
 }
 
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 // Copies src to dst (created, must not exist), returning the CRC32C of src's bytes from `crc_from` on and the first
 // `head_size` bytes in `head`. Read failures are SourceErrors, write failures LocalErrors. dst is fsynced and its
 // pages dropped from the cache, so the read back that follows comes from the disk.
 std::uint32_t copy_file(const std::string& src, const std::string& dst, std::uint64_t expected_bytes,
                         std::uint64_t crc_from, std::vector<unsigned char>& buf, std::string* head,
                         std::size_t head_size) {
-  Fd in, out;
+  UniqueFd in, out;
   do
-    in.fd = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
-  while (in.fd < 0 && errno == EINTR);
-  if (in.fd < 0) throw SourceError("cannot open " + src + " of the shared dataset: " + std::strerror(errno));
+    in.reset(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
+  while (!in.valid() && errno == EINTR);
+  if (!in.valid()) throw SourceError("cannot open " + src + " of the shared dataset: " + std::strerror(errno));
   struct stat st {};
-  if (::fstat(in.fd, &st) != 0 || !S_ISREG(st.st_mode))
+  if (::fstat(in.get(), &st) != 0 || !S_ISREG(st.st_mode))
     throw SourceError(src + " of the shared dataset is not a regular file");
   if (static_cast<std::uint64_t>(st.st_size) != expected_bytes)
     throw SourceError(src + " of the shared dataset has " + std::to_string(st.st_size) +
                       " bytes; its index describes " + std::to_string(expected_bytes) +
                       ": the dataset is damaged; check it with `tenax-data verify` and re-create it");
-  ::posix_fadvise(in.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  ::posix_fadvise(in.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
   do
-    out.fd = ::open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  while (out.fd < 0 && errno == EINTR);
-  if (out.fd < 0) local_errno("create", dst, errno);
+    out.reset(::open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  while (!out.valid() && errno == EINTR);
+  if (!out.valid()) local_errno("create", dst, errno);
   std::uint32_t crc = 0;
   std::uint64_t done = 0;
   while (done < expected_bytes) {
-    const ssize_t n = ::read(in.fd, buf.data(), buf.size());
+    const ssize_t n = ::read(in.get(), buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw SourceError("read " + src + " of the shared dataset: " + std::strerror(errno));
     if (n == 0) throw SourceError(src + " of the shared dataset ends early (it shrank while copied)");
@@ -95,7 +89,7 @@ std::uint32_t copy_file(const std::string& src, const std::string& dst, std::uin
     }
     std::size_t written = 0;
     while (written < got) {
-      const ssize_t w = ::write(out.fd, buf.data() + written, got - written);
+      const ssize_t w = ::write(out.get(), buf.data() + written, got - written);
       if (w < 0 && errno == EINTR) continue;
       if (w < 0) local_errno("write", dst, errno);
       written += static_cast<std::size_t>(w);
@@ -104,13 +98,11 @@ std::uint32_t copy_file(const std::string& src, const std::string& dst, std::uin
   }
   int rc;
   do
-    rc = ::fsync(out.fd);
+    rc = ::fsync(out.get());
   while (rc != 0 && errno == EINTR);
   if (rc != 0) local_errno("fsync", dst, errno);
-  ::posix_fadvise(out.fd, 0, 0, POSIX_FADV_DONTNEED);
-  const int fd = out.fd;
-  out.fd = -1;
-  if (::close(fd) != 0) local_errno("close", dst, errno);
+  ::posix_fadvise(out.get(), 0, 0, POSIX_FADV_DONTNEED);
+  if (::close(out.release()) != 0) local_errno("close", dst, errno);
   return crc;
 }
 

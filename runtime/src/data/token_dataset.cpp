@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "checkpoint/crc32c.hpp"
+#include "core/unique_fd.hpp"
 #include "data/byte_order.hpp"
 #include "data/dataset_index.hpp"
 #include "data/sample_order.hpp"
@@ -58,32 +59,29 @@ class MappedShard {
   MappedShard(const std::string& path, const ShardEntry& entry, const DatasetIndex& index, SplitId split,
               std::uint32_t number)
       : path_(path) {
-    int fd;
+    UniqueFd fd;
     do
-      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0) {
+      fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    while (!fd.valid() && errno == EINTR);
+    if (!fd.valid()) {
       const int err = errno;
       throw IoError("cannot open token shard " + path + " (listed in the index): " + std::strerror(err) +
                     (err == ENOENT ? std::string(kRecreate) : std::string()));
     }
     struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
+    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
       throw IoError("token shard " + path + " is not a regular file" + kRecreate);
-    }
     map_.size = static_cast<std::uint64_t>(st.st_size);
     if (map_.size > 0) {
-      void* m = ::mmap(nullptr, map_.size, PROT_READ, MAP_SHARED, fd, 0);
+      void* m = ::mmap(nullptr, map_.size, PROT_READ, MAP_SHARED, fd.get(), 0);
       if (m == MAP_FAILED) {
         const int err = errno;
-        ::close(fd);
         throw IoError("cannot memory-map token shard " + path + ": " + std::strerror(err) +
                       (err == ENOMEM ? " (too many maps? raise vm.max_map_count or use fewer, larger shards)" : ""));
       }
       map_.base = static_cast<const unsigned char*>(m);
     }
-    ::close(fd);  // the map keeps the file
+    fd.reset();  // the map keeps the file
     header_ = data::parse_shard_header(map_.base, static_cast<std::size_t>(std::min<std::uint64_t>(map_.size, 64)),
                                        map_.size, path);
     auto mismatch = [&](const std::string& what, const std::string& header_says, const std::string& index_says) {
