@@ -81,7 +81,8 @@ class Worker {
   // `tier` (ignored for a fresh start). A program with its own checkpoints reads them from durable storage: Shared.
   void resumed_from(std::int64_t step, double load_seconds, CheckpointTier tier = CheckpointTier::Shared);
   // Step `step` completed (steps count completed optimizer steps: the first one is 1). The time since the previous
-  // heartbeat (or resumed_from) is counted as productive step time, minus checkpoint stalls reported in between.
+  // heartbeat (or resumed_from) is counted as productive step time; the checkpoint stalls reported since the previous
+  // heartbeat come off the total, whichever earlier steps they fell in.
   void heartbeat(std::int64_t step);
   // A checkpoint of `step` is complete and durable; training was blocked for `stall_seconds` by it.
   void checkpoint_committed(std::int64_t step, double stall_seconds);

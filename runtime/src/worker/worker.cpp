@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -70,7 +71,6 @@ class Worker::Impl {
     record_.step = step;
     record_.load_s += load_seconds;
     last_mark_ = Clock::now();
-    stall_since_mark_ = 0;
     urgent_ = true;  // the launcher times the load from this beat
     wake_.notify_all();
   }
@@ -78,12 +78,15 @@ class Worker::Impl {
   void heartbeat(std::int64_t step) {
     auto now = Clock::now();
     std::lock_guard lock(mutex_);
-    double elapsed = seconds_between(last_mark_, now) - stall_since_mark_;
-    if (elapsed > 0) record_.productive_s += elapsed;
+    record_.productive_s += std::max(0.0, seconds_between(last_mark_, now));
+    // A stall is reported with the commit that follows it, usually after the heartbeats that already counted its time
+    // as productive: all of it comes off the total here, however many steps it spanned.
+    const double taken = std::min(stall_not_deducted_, record_.productive_s);
+    record_.productive_s -= taken;
+    stall_not_deducted_ -= taken;
     record_.step = step;
     ++record_.steps_done;
     last_mark_ = now;
-    stall_since_mark_ = 0;
     if (record_.steps_done == 1) {
       urgent_ = true;  // the first step after a (re)start ends the launcher's restart-latency clock
       wake_.notify_all();
@@ -94,7 +97,7 @@ class Worker::Impl {
     std::lock_guard lock(mutex_);
     record_.checkpoint_step = step;
     record_.checkpoint_stall_s += stall_seconds;
-    stall_since_mark_ += stall_seconds;
+    if (stall_seconds > 0) stall_not_deducted_ += stall_seconds;
   }
 
   void checkpoint_counts(std::int64_t shared, std::int64_t node_local) {
@@ -176,7 +179,7 @@ class Worker::Impl {
   bool urgent_ = false;  // write at the next poll instead of waiting for the interval
   HeartbeatRecord record_;
   Clock::time_point last_mark_;
-  double stall_since_mark_ = 0;
+  double stall_not_deducted_ = 0;  // stall reported (checkpoint_committed), not yet taken off productive_s
   std::thread writer_;
 };
 
