@@ -7,7 +7,8 @@ find_package(Threads REQUIRED)
 set(MPI_CXX_SKIP_MPICXX ON)
 find_package(MPI REQUIRED COMPONENTS C)
 
-# Serial HDF5 (thread-safe build): checkpoints are file-per-rank, written by one I/O thread per rank.
+# Serial HDF5 (thread-safe build): checkpoints are file-per-rank, written by a rank's I/O threads (the shared
+# directory's and the node-local tier's).
 find_package(HDF5 REQUIRED COMPONENTS C)
 find_package(cxxopts REQUIRED)
 # nlohmann-json (header-only): the lexer, parser and string escaping behind core/json. Private to tenax_core, whose

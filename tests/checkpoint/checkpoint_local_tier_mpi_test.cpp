@@ -129,6 +129,68 @@ TEST(CheckpointLocalTier, ARestartReadsItsOwnCopyAndNothingShared) {
   EXPECT_TRUE(r.rejected.empty()) << r.rejected.front();
 }
 
+// A node-local copy taken while a shared write is still in flight neither waits for that write (on a slow shared
+// directory, seconds) nor disturbs the bytes it is writing: each tier holds its own step's values.
+TEST(CheckpointLocalTier, ACopyTakenWhileASharedWriteIsInFlightNeitherWaitsForItNorChangesIt) {
+  Communicator& world = tenax::test::world();
+  SharedTempDir dir(world, "tier1"), local(world, "tier0");
+  const ParallelLayout layout = layout_for(world.size());
+  {
+    TestModel model = make_model(layout, world.rank());
+    Checkpointer ckpt(world, tiered(dir.path(), local.path(), layout), model.shards);
+    fill(model, 10);
+    ckpt.save(10, step_blob(10));
+    fill(model, 12);  // training goes on
+    // No call since save() has looked at the shared write: it is in flight here on every rank, however fast the disk.
+    ckpt.save_local(12, step_blob(12));
+    EXPECT_EQ(ckpt.write_totals().files, 0u) << "save_local() finished the shared write (it waited for it)";
+    EXPECT_TRUE(ckpt.in_flight());
+    fill(model, 13);
+    ckpt.wait();
+    EXPECT_EQ(ckpt.write_totals().files, 1u);
+    EXPECT_EQ(ckpt.last_committed_step(), std::optional<std::uint64_t>(10));
+    EXPECT_EQ(ckpt.last_local_step(), std::optional<std::uint64_t>(12));
+    EXPECT_EQ(ckpt.commit_counts().node_local, 2u) << "steps 10 and 12";
+  }
+  world.barrier();
+  LoadResult newest = load_fresh_model(world, dir.path(), local.path(), 12);
+  EXPECT_TRUE(newest.loaded && newest.node_local);
+  EXPECT_EQ(newest.step, 12u);
+  EXPECT_EQ(get_value<int>(newest.blobs, "step"), 12);
+  LoadResult shared = load_fresh_model(world, tiered(dir.path(), "", layout), 10);  // the shared tier alone
+  EXPECT_TRUE(shared.loaded && !shared.node_local);
+  EXPECT_EQ(shared.step, 10u);
+  EXPECT_EQ(get_value<int>(shared.blobs, "step"), 10);
+}
+
+// A training loop that saves a node-local copy at every step, before its progress() call: the shared checkpoint in
+// flight still commits (the node-local save acts on the answer progress() asked for; dropping it, as a blocking path
+// may not, would leave the shared checkpoint uncommitted until the next save() or wait()).
+TEST(CheckpointLocalTier, ASharedCheckpointCommitsWhileNodeLocalCopiesAreSavedAtEveryStep) {
+  Communicator& world = tenax::test::world();
+  SharedTempDir dir(world, "tier1"), local(world, "tier0");
+  const ParallelLayout layout = layout_for(world.size());
+  TestModel model = make_model(layout, world.rank());
+  Checkpointer ckpt(world, tiered(dir.path(), local.path(), layout), model.shards);
+  fill(model, 10);
+  ckpt.save(10, step_blob(10));
+  // The bound only turns a commit that never comes into a failure instead of a hang.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  std::uint64_t step = 10;
+  bool overdue = false;
+  while (ckpt.last_committed_step() != std::optional<std::uint64_t>(10) && !overdue) {
+    ++step;
+    fill(model, static_cast<int>(step));
+    ckpt.save_local(step, step_blob(static_cast<int>(step)));
+    ckpt.progress();
+    overdue = any_rank(world, std::chrono::steady_clock::now() > give_up);
+  }
+  ASSERT_FALSE(overdue) << "step 10 not committed after 60 s of save_local() and progress() calls (" << step - 10
+                        << " of each)";
+  ckpt.wait();
+  EXPECT_EQ(ckpt.last_local_step(), std::optional<std::uint64_t>(step));
+}
+
 TEST(CheckpointLocalTier, ADamagedCopyOnOneRankFallsBackOnEveryRankAndIsNamed) {
   Communicator& world = tenax::test::world();
   SharedTempDir dir(world, "tier1"), local(world, "tier0");

@@ -18,9 +18,10 @@
 // order, from the thread that owns the communicator (the training thread). The checkpointer never calls the
 // communicator from its own thread.
 //
-// Threads: each rank has one background I/O thread that makes every HDF5 call of this checkpointer (writes, fsyncs, the
-// manifest, the virtual-dataset file, reads at load). The training thread only copies into staging memory and takes
-// part in the commit agreement.
+// Threads: each rank has a background I/O thread for the shared directory (writes, fsyncs, the manifest, the
+// virtual-dataset file, reads at load) and, with the node-local tier, one for that tier (its copies and the partner
+// copies it keeps); they make every HDF5 call of this checkpointer. The training thread only copies into staging
+// memory and takes part in the agreements.
 //
 // Replicated blocks: a block held by several ranks (same tensor, offset and shape, e.g. a TP shard on every DP rank or
 // a tensor every rank holds whole) is written once, by one of the ranks that hold it, chosen to spread the bytes over
@@ -111,7 +112,7 @@ T get_value(const Blobs& blobs, const std::string& name) {
 struct CheckpointOptions {
   std::string dir;        // where step_<N>/ directories and `latest` live (TENAX_CHECKPOINT_DIR); created if missing
   int keep = 3;           // complete checkpoints kept (TENAX_CKPT_KEEP, >= 1); the newest is never deleted
-  int io_nice = 0;        // niceness the background I/O thread adds to its own (TENAX_CKPT_IO_NICE, 0..19)
+  int io_nice = 0;        // niceness the background I/O threads add to their own (TENAX_CKPT_IO_NICE, 0..19)
   bool direct_io = true;  // write large blocks with O_DIRECT where the file system allows (TENAX_CKPT_DIRECT_IO)
   // Threads of the blocking copy into staging memory (TENAX_CKPT_STAGING_THREADS; 0..256): the training thread and
   // staging_threads - 1 helpers, which copy while the training thread waits anyway. 0: the CPUs this rank may use,
@@ -211,10 +212,13 @@ class Checkpointer {
   // one call later than the data allows. Nothing is posted when nothing is in flight.
   bool progress();
 
-  // Collective (it first finishes a shared checkpoint still being written, whose staging memory it reuses). Saves
-  // `step` to the node-local tier only: copies the local shards into staging memory and returns; the I/O thread writes
-  // and commits this rank's copy. A failed local write is a warning (the shared tier is what stays authoritative),
-  // never an error. UsageError without options.local_dir.
+  // Collective. Saves `step` to the node-local tier only: copies the local shards into staging memory and returns;
+  // the tier's own I/O thread writes and commits this rank's copy. It waits for the previous node-local copy (and its
+  // partner transfer), not for a shared checkpoint still being written: while one is, the copy goes to staging memory
+  // of its own (the local shards' size again, allocated at the first such call and kept; where that memory cannot be
+  // had, it waits for the write after all, with a warning). It raises a failure of that shared write when it learns of
+  // it, as progress() does. A failed local write is a warning (the shared tier is what stays authoritative), never an
+  // error. UsageError without options.local_dir.
   void save_local(std::uint64_t step, const Blobs& blobs = {});
 
   // Collective. Blocks until the checkpoint in flight is committed (durable, renamed, `latest` updated), or raises
@@ -249,7 +253,8 @@ class Checkpointer {
   // True while a checkpoint is being written or awaits its commit.
   bool in_flight() const;
   const CheckpointOptions& options() const;
-  // Bytes this rank writes per checkpoint (the size of its staging memory).
+  // Bytes this rank writes per checkpoint (the size of its staging memory; node-local copies staged while a shared
+  // write is in flight use as much again as the node-local part of it).
   std::uint64_t staged_bytes() const;
   // Threads that copy into staging memory during save() (CheckpointOptions::staging_threads, resolved); 0 when
   // read_only.

@@ -115,6 +115,7 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
       if (t.memory == MemoryKind::Device) s.any_device = true;
     }
     s.local_crcs.resize(local_shards.size());
+    s.local_staging_bytes = offset;
   }
   for (int b = 0; b < static_cast<int>(s.plan.blocks.size()); ++b) {
     const auto& block = s.plan.blocks[b];
@@ -198,8 +199,11 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
     if (world.rank() == 0 && !s.options.read_only) ckpt::remove_leftovers(s.options.dir);
     s.arena.allocate(s.options.read_only ? 0 : offset, s.any_device);
     if (s.any_device) s.fence = std::make_unique<ckpt::DeviceCopyFence>();
+    if (s.any_device && !s.local_root.empty()) s.local_fence = std::make_unique<ckpt::DeviceCopyFence>();
   });
-  s.io = std::make_unique<ckpt::IoThread>(s.options.io_nice);
+  s.io = std::make_unique<ckpt::IoThread>(s.options.io_nice, "tenax-ckpt-io");
+  if (!s.local_root.empty() && !s.options.read_only)
+    s.local_io = std::make_unique<ckpt::IoThread>(s.options.io_nice, "tenax-ckpt-loc");
   if (!s.options.read_only) {
     // Gathered on every rank whatever its option, so that the collectives stay in step; ranks that share CPUs share
     // them among their staging passes.
@@ -229,6 +233,7 @@ Checkpointer::~Checkpointer() {
     new State::PartnerExchange(std::move(*state_->partner));  // NOLINT: deliberately kept
   }
   state_->io.reset();  // finishes queued jobs, including a commit every rank already agreed to
+  state_->local_io.reset();
 }
 
 namespace {
@@ -242,7 +247,7 @@ void check_blobs(const Blobs& blobs) {
 
 }  // namespace
 
-void Checkpointer::State::stage(bool shared) {
+void Checkpointer::State::stage(bool shared, std::uint8_t* local_dst) {
   // Host shards go to the staging pass together (it spreads them over its threads); device shards are enqueued on the
   // producer's stream, their CRCs taken on the I/O thread once the copies are done.
   std::vector<ckpt::StagingCopy> host;
@@ -255,7 +260,7 @@ void Checkpointer::State::stage(bool shared) {
     }
   };
   for (std::size_t i = 0; i < local_offsets.size(); ++i)
-    copy(arena.data() + local_offsets[i], local_shards[i], local_shards[i].bytes(), &local_crcs[i]);
+    copy(local_dst + local_offsets[i], local_shards[i], local_shards[i].bytes(), &local_crcs[i]);
   if (shared)
     for (std::size_t i = 0; i < writes.size(); ++i)
       if (writes[i].local < 0)
@@ -264,25 +269,34 @@ void Checkpointer::State::stage(bool shared) {
   if (shared)
     for (std::size_t i = 0; i < writes.size(); ++i)
       if (writes[i].local >= 0) staged_crcs[i] = local_crcs[writes[i].local];
-  if (fence) fence->record(options.cuda_stream);
+  if (local_fence) local_fence->record(options.cuda_stream);
+  if (shared && fence) fence->record(options.cuda_stream);
 }
 
-Checkpointer::State::LocalResult Checkpointer::State::local_job(std::uint64_t step) {
+void Checkpointer::State::submit_local(std::uint64_t step, const std::uint8_t* staged, const Blobs& blobs) {
+  local_blobs = blobs;
+  local_writing = step;
+  local_done = local_io->submit([this, step, staged] { return local_job(step, staged); });
+  local_unconfirmed = step;
+  if (partner_to >= 0) partner = PartnerExchange{step};
+}
+
+Checkpointer::State::LocalResult Checkpointer::State::local_job(std::uint64_t step, const std::uint8_t* staged_at) {
   LocalResult result;
   try {
-    if (fence) {
+    if (local_fence) {
       ckpt::use_device(cuda_device);
-      fence->wait();
+      local_fence->wait();
     }
     std::vector<ckpt::LocalShard> copies;
     for (std::size_t i = 0; i < local_shards.size(); ++i) {
-      const std::uint8_t* staged = arena.data() + local_offsets[i];
+      const std::uint8_t* staged = staged_at + local_offsets[i];
       const TensorShard& t = local_shards[i];
       const std::uint32_t crc =
           t.memory == MemoryKind::Device ? ckpt::crc32c_extend(0, staged, t.bytes()) : local_crcs[i];
       copies.push_back(ckpt::LocalShard{&t, staged, crc});
     }
-    ckpt::write_local_copy(local_root, step, rank, world_size, options.layout, copies, staged_blobs, options.local_keep,
+    ckpt::write_local_copy(local_root, step, rank, world_size, options.layout, copies, local_blobs, options.local_keep,
                            options.direct_io, &local_file_template);
     if (partner_to >= 0) {
       result.packed = std::move(spare_pack);  // the previous exchange's buffer (store_partner handed it back)
@@ -307,37 +321,57 @@ void Checkpointer::save(std::uint64_t step, const Blobs& blobs) {
       throw UsageError("checkpoint: save() on a read-only checkpointer (CheckpointOptions::read_only) of " +
                        s.options.dir);
     check_blobs(blobs);
-    s.stage(true);
+    s.stage(true, s.arena.data());
   });
   s.staged_blobs = blobs;
-  if (!s.local_root.empty()) {  // the node-local copy first: it is what a restart on these nodes reads
-    s.local_writing = step;
-    s.local_done = s.io->submit([&s, step] { return s.local_job(step); });
-    s.local_unconfirmed = step;
-    if (s.partner_to >= 0) s.partner = State::PartnerExchange{step};
-  }
+  if (!s.local_root.empty()) s.submit_local(step, s.arena.data(), blobs);  // what a restart on these nodes reads
   s.writing = step;
   s.write_done = s.io->submit([&s, step] { return s.write_job(step); });
 }
 
 void Checkpointer::save_local(std::uint64_t step, const Blobs& blobs) {
   State& s = *state_;
-  s.drain_poll();
-  if (s.writing) s.finish_write();
   s.settle_local();
+  // The same on every rank (the options, which the constructor's collectives already require alike, and the agreed
+  // run id), like `writing`.
+  const bool tier = !s.options.read_only && !s.local_root.empty();
+  // A shared write in flight still reads `arena`: the copy goes to memory of its own instead of waiting for that
+  // write (on a slow shared directory, seconds), and its own I/O thread writes it meanwhile.
+  if (tier && s.writing && !s.local_arena_ready()) s.finish_write();  // no memory of its own: wait, as save() does
+  std::uint8_t* dst = tier && s.writing ? s.local_arena.data() : s.arena.data();
   run_agreed(s.world, [&] {
-    if (s.options.read_only || s.local_root.empty())
+    if (!tier)
       throw UsageError(
           "checkpoint: save_local() needs a writable checkpointer with a node-local directory "
           "(CheckpointOptions::local_dir, TENAX_CKPT_LOCAL_DIR)");
     check_blobs(blobs);
-    s.stage(false);
+    s.stage(false, dst);
   });
-  s.staged_blobs = blobs;
-  s.local_writing = step;
-  s.local_done = s.io->submit([&s, step] { return s.local_job(step); });
-  s.local_unconfirmed = step;
-  if (s.partner_to >= 0) s.partner = State::PartnerExchange{step};
+  s.submit_local(step, dst, blobs);
+}
+
+bool Checkpointer::State::local_arena_ready() {
+  if (local_arena_state == LocalArena::Untried) {
+    // Allocated at the first node-local save that overlaps a shared write, not at construction: a run whose shared
+    // writes keep up never needs it. Agreed, so that every rank stages alike; refused once, never tried again.
+    std::string failure;
+    try {
+      local_arena.allocate(local_staging_bytes, any_device);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    const bool ok = every_rank(world, failure.empty());
+    local_arena_state = ok ? LocalArena::Ready : LocalArena::Refused;
+    if (ok) {
+      TENAX_LOG(Info, "ckpt") << "node-local copies are staged apart while a shared write is in flight: "
+                              << local_staging_bytes << " more staging bytes on this rank";
+    } else {
+      TENAX_LOG(Warn, "ckpt") << "no staging memory of their own for node-local copies"
+                              << (failure.empty() ? " on another rank" : " (" + failure + ")")
+                              << ": a node-local save waits for the shared write in flight instead";
+    }
+  }
+  return local_arena_state == LocalArena::Ready;
 }
 
 bool Checkpointer::progress() {

@@ -53,9 +53,9 @@ struct Checkpointer::State {
   bool any_device = false;         // this rank writes a Device shard (pinned staging, a fence)
   int cuda_device = -1;            // the device of this rank's Device shards, for the I/O thread; -1: none
   ckpt::StagingArena arena;
-  std::unique_ptr<ckpt::StagingPass> staging;  // not in a read-only checkpointer
-  std::unique_ptr<ckpt::DeviceCopyFence> fence;
-  std::vector<std::uint32_t> staged_crcs;  // host shards' CRCs, computed while staging
+  std::unique_ptr<ckpt::StagingPass> staging;    // not in a read-only checkpointer
+  std::unique_ptr<ckpt::DeviceCopyFence> fence;  // the shared write's device copies
+  std::vector<std::uint32_t> staged_crcs;        // host shards' CRCs, computed while staging
   Blobs staged_blobs;
 
   std::optional<std::uint64_t> writing;
@@ -72,6 +72,15 @@ struct Checkpointer::State {
   std::vector<TensorShard> local_shards;
   std::vector<std::size_t> local_offsets;
   std::vector<std::uint32_t> local_crcs;
+  // Where save_local() stages while a shared write still reads `arena` (allocated at the first such save, then kept):
+  // the node-local copy goes ahead without waiting for a slow shared directory. Its layout is the local shards' part
+  // of `arena` (local_offsets), local_staging_bytes long.
+  ckpt::StagingArena local_arena;
+  enum class LocalArena { Untried, Ready, Refused };
+  LocalArena local_arena_state = LocalArena::Untried;
+  std::size_t local_staging_bytes = 0;
+  Blobs local_blobs;  // the node-local write's blobs (staged_blobs stay the shared write's)
+  std::unique_ptr<ckpt::DeviceCopyFence> local_fence;  // the node-local copy's device copies
   std::optional<std::uint64_t> local_writing;
   struct LocalResult {
     std::string failure;      // "" when the copy is committed
@@ -119,7 +128,9 @@ struct Checkpointer::State {
   ckpt::FileTemplate local_file_template;
   ckpt::FileTemplate vds_template;  // rank 0's commits
 
-  // Declared last so that it is destroyed first: its queued jobs use everything above.
+  // Declared last so that they are destroyed first: their queued jobs use everything above. `io` writes and commits
+  // the shared directory (and loads); `local_io`, with the node-local tier, writes its copies and keeps partners'.
+  std::unique_ptr<ckpt::IoThread> local_io;
   std::unique_ptr<ckpt::IoThread> io;
 
   void finish_write();   // collective: the agreement that every rank's file is durable, then queue the commit
@@ -128,10 +139,15 @@ struct Checkpointer::State {
   void record_shared_commit(std::uint64_t step);
   void record_local_commit(std::optional<std::uint64_t> step);
   WriteResult write_job(std::uint64_t step);
-  LocalResult local_job(std::uint64_t step);  // on the I/O thread: this rank's node-local copy (packed for the partner)
-  // Copies the node-local shards (when the tier is on) and, with `shared`, the blocks this rank writes to the shared
-  // directory into staging memory, with their CRCs. Training thread.
-  void stage(bool shared);
+  // On local_io: this rank's node-local copy of the shards staged at `staged` (packed for the partner).
+  LocalResult local_job(std::uint64_t step, const std::uint8_t* staged);
+  // Copies the node-local shards (when the tier is on) to `local_dst` (laid out as local_offsets) and, with `shared`,
+  // the blocks this rank writes to the shared directory into `arena`, with their CRCs. Training thread.
+  void stage(bool shared, std::uint8_t* local_dst);
+  // Collective: whether local_arena is there, allocating it (agreed) the first time it is asked for.
+  bool local_arena_ready();
+  // Queues the node-local write of `step`, staged at `staged` with `blobs` (save() and save_local()).
+  void submit_local(std::uint64_t step, const std::uint8_t* staged, const Blobs& blobs);
   // Takes the node-local write's result when it is done (or, with `block`, once it is): a failure is a warning.
   void finish_local(bool block);
   // Collective, blocking: waits for every rank's write of the newest local save and agrees whether every rank
@@ -149,7 +165,8 @@ struct Checkpointer::State {
   // committed everywhere, partner transfers done, shared write durable, commit done), acts on it, and posts the next
   // question while anything is in flight. No rank waits here for another to reach the same call.
   void poll_progress();
-  // Collective: reads and drops a posted question, before a blocking path asks again.
+  // Collective: reads the answer to a posted question and acts on it (as poll_progress() does), before a blocking
+  // path asks again. It may finish the shared write or commit, raising their errors.
   void drain_poll();
   // Collective (load): every rank lacking its own copy of `step` receives it from the rank that keeps it as partner
   // (`holder`, -1: it has its own) and commits it as its own. The outcome, agreed.

@@ -45,27 +45,31 @@ void Checkpointer::State::confirm_local() {
   local_unconfirmed.reset();
 }
 
+namespace {
+enum Flag { kLocalIdle, kLocalCommitted, kPartnerDone, kWritten, kCommitted };
+}  // namespace
+
 void Checkpointer::State::drain_poll() {
-  if (poll.posted()) poll.answer();  // the blocking paths ask again, with every rank waiting
+  if (!poll.posted()) return;
+  // Nothing that a posted question asks about changes before its answer is read: only poll_progress() and the
+  // blocking paths (which come here first) move the in-flight state. The answer is acted on here too, not dropped:
+  // a save_local() at every step comes here before each progress(), and dropping its answers would leave a shared
+  // checkpoint uncommitted until the next save() or wait().
+  const std::vector<bool> every = poll.answer();
+  if (asked.local && every[kLocalIdle]) {
+    if (every[kLocalCommitted]) record_local_commit(local_unconfirmed);
+    local_unconfirmed.reset();
+  }
+  if (asked.partner && every[kPartnerDone]) store_partner();
+  if (asked.writing && every[kWritten])
+    finish_write();
+  else if (asked.committing && every[kCommitted])
+    finish_commit();
 }
 
 void Checkpointer::State::poll_progress() {
-  enum Flag { kLocalIdle, kLocalCommitted, kPartnerDone, kWritten, kCommitted };
   finish_local(false);
-  if (poll.posted()) {
-    // Nothing that a posted question asks about changes before its answer is read: only this function and the
-    // blocking paths (which drain it first) move the in-flight state.
-    const std::vector<bool> every = poll.answer();
-    if (asked.local && every[kLocalIdle]) {
-      if (every[kLocalCommitted]) record_local_commit(local_unconfirmed);
-      local_unconfirmed.reset();
-    }
-    if (asked.partner && every[kPartnerDone]) store_partner();
-    if (asked.writing && every[kWritten])
-      finish_write();
-    else if (asked.committing && every[kCommitted])
-      finish_commit();
-  }
+  drain_poll();
   // A partner exchange starts once every rank's local write of its step is known to be done (its packed copy taken).
   if (partner && !partner->started && local_unconfirmed != partner->step) start_partner();
   asked = Asked{local_unconfirmed.has_value(), partner && partner->started, writing.has_value(),

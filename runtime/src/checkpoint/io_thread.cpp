@@ -13,7 +13,7 @@
 
 namespace tenax::ckpt {
 
-IoThread::IoThread(int nice) : nice_(nice), thread_([this] { loop(); }) {}
+IoThread::IoThread(int nice, const char* name) : nice_(nice), name_(name), thread_([this] { loop(); }) {}
 
 IoThread::~IoThread() {
   {
@@ -33,7 +33,7 @@ void IoThread::enqueue(std::function<void()> job) {
 }
 
 void IoThread::loop() {
-  pthread_setname_np(pthread_self(), "tenax-ckpt-io");
+  pthread_setname_np(pthread_self(), name_);
   // Linux niceness is per thread; the thread inherited the creator's. Lowering priority needs no privilege, and a
   // failure only costs priority, never correctness, so it is logged, not raised.
   if (nice_ > 0) {

@@ -1,6 +1,8 @@
-// The checkpointer's background thread. It runs jobs one at a time in submission order and is the only thread that
-// makes HDF5 calls for the checkpointer, so the library's global lock is never contended by the training thread and a
-// commit can never overtake the write it commits. It never calls the communicator.
+// A checkpointer's background thread. It runs jobs one at a time in submission order, so a commit can never overtake
+// the write it commits. A checkpointer has one for the shared directory and, with the node-local tier, one for that
+// tier, so that a node-local copy never waits behind a slow shared write; only these threads make HDF5 calls for the
+// checkpointer (the library's global lock is never contended by the training thread). It never calls the
+// communicator.
 #pragma once
 
 #include <condition_variable>
@@ -16,8 +18,8 @@ namespace tenax::ckpt {
 class IoThread {
  public:
   // nice: niceness the thread adds to the one it inherits (0: unchanged; capped at 19), so that the training thread
-  // wins contended cores.
-  explicit IoThread(int nice);
+  // wins contended cores. name: the thread's name as tools show it (at most 15 characters).
+  IoThread(int nice, const char* name);
   // Runs every job already submitted, then stops.
   ~IoThread();
   IoThread(const IoThread&) = delete;
@@ -41,6 +43,7 @@ class IoThread {
   std::deque<std::function<void()>> jobs_;
   bool stopping_ = false;
   int nice_;
+  const char* name_;
   std::thread thread_;  // last: it starts in the constructor and reads the members above
 };
 

@@ -64,7 +64,8 @@ void Checkpointer::State::start_partner() {
 }
 
 void Checkpointer::State::store_partner() {
-  // Stored on the I/O thread; a failure there is a warning (the owner's own copy and the shared tier are unaffected).
+  // Stored on the node-local I/O thread; a failure there is a warning (the owner's own copy and the shared tier are
+  // unaffected).
   for (std::size_t i = 0; i < partner_from.size(); ++i) {
     if (partner->in[i].empty()) continue;  // the sender's local write had failed
     auto packed = std::make_shared<ckpt::PackedStep>(std::move(partner->in[i]));
@@ -72,7 +73,7 @@ void Checkpointer::State::store_partner() {
     const std::uint64_t step = partner->step;
     const int from = partner_from[i];
     const int keep = options.local_keep;
-    io->submit([packed, root, step, from, keep] {
+    local_io->submit([packed, root, step, from, keep] {
       try {
         ckpt::unpack_step(root, step, *packed, keep);
       } catch (const std::exception& e) {

@@ -29,15 +29,22 @@ void StagingArena::allocate(std::size_t bytes, bool pin) {
   if (p == MAP_FAILED)
     throw IoError("checkpoint staging: cannot map " + std::to_string(mapped_) + " bytes: " + std::strerror(errno) +
                   " (the staging buffer holds everything this rank writes per checkpoint)");
-  data_ = static_cast<std::uint8_t*>(p);
-  size_ = bytes;
   // One write per page faults every page in now instead of during the first save.
+  auto* bytes_at = static_cast<std::uint8_t*>(p);
   for (std::size_t off = 0; off < mapped_; off += page)
-    data_[off] = 0;
+    bytes_at[off] = 0;
   if (pin) {
-    pin_host_memory(data_, mapped_);
+    try {
+      pin_host_memory(bytes_at, mapped_);
+    } catch (...) {
+      ::munmap(p, mapped_);  // no buffer rather than an unpinned one the device copies would silently slow down on
+      mapped_ = 0;
+      throw;
+    }
     pinned_ = true;
   }
+  data_ = bytes_at;
+  size_ = bytes;
 }
 
 #if TENAX_HAVE_CUDA

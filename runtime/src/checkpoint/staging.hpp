@@ -15,7 +15,8 @@ class StagingArena {
   StagingArena(const StagingArena&) = delete;
   StagingArena& operator=(const StagingArena&) = delete;
 
-  // Maps and touches `bytes` of memory; with `pin`, also page-locks it for CUDA so device copies are true DMA.
+  // Maps and touches `bytes` of memory; with `pin`, also page-locks it for CUDA so device copies are true DMA. Once
+  // only, on an empty arena. On failure (IoError, or DeviceError from pinning) the arena stays empty.
   void allocate(std::size_t bytes, bool pin);
   std::uint8_t* data() const { return data_; }
   std::size_t size() const { return size_; }
