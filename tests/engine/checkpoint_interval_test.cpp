@@ -46,6 +46,17 @@ TEST(CheckpointInterval, StepsAreRoundedAndBounded) {
   EXPECT_EQ(interval_in_steps(1.0, 0.0, 500), 500) << "steps of no measured time: as rarely as allowed";
 }
 
+TEST(CheckpointInterval, ASaveDueWhileThePreviousIsInFlightWaitsForItOneIntervalAtMost) {
+  EXPECT_FALSE(automatic_save_now(9, 10, false)) << "not due yet";
+  EXPECT_TRUE(automatic_save_now(10, 10, false));
+  EXPECT_FALSE(automatic_save_now(10, 10, true)) << "the previous save is still being written: no stall for it";
+  EXPECT_FALSE(automatic_save_now(19, 10, true));
+  EXPECT_TRUE(automatic_save_now(13, 10, false)) << "taken as soon as the previous one committed";
+  EXPECT_TRUE(automatic_save_now(20, 10, true)) << "a write that never ends blocks the save after one more interval";
+  EXPECT_FALSE(automatic_save_now(1, 1, true));
+  EXPECT_TRUE(automatic_save_now(2, 1, true));
+}
+
 TEST(CheckpointInterval, TheMtbfIsTheProgramsThenTheRunsThenTheJobsThenTheSitesPerNode) {
   unsetenv("TENAX_RUN_MTBF");
   unsetenv("TENAX_RUN_SHARED_MTBF");

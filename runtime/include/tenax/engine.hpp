@@ -84,7 +84,9 @@ struct CheckpointPolicy {
   // Automatic interval: once each save is committed (or at the next save, if that comes first), the interval that
   // loses the least expected time (Young/Daly, from the slowest rank's blocking time of that save: its call and the
   // progress calls until then; the mean step time since the previous choice and the MTBF) replaces `every`, which is
-  // the interval until the first save (50 when 0). The choice and its inputs are logged and in the run's summary.
+  // the interval until the first save (50 when 0). The choice and its inputs are logged and in the run's summary. A
+  // save due while the previous one is still being written or committed is taken once that one has committed (at
+  // most one interval later), instead of blocking training on it.
   bool automatic = false;
   // The MTBF it assumes; 0: this run's own (TENAX_RUN_MTBF, from tenax-launch) once it failed, else TENAX_MTBF when
   // set, else the site's TENAX_NODE_MTBF over the nodes the run spans, else TENAX_MTBF's default (24 h). Beside a

@@ -25,6 +25,11 @@ int interval_in_steps(double interval_s, double step_s, long max_steps) {
   return static_cast<int>(std::clamp<double>(steps, 1, static_cast<double>(std::min<long>(cap, 1L << 30))));
 }
 
+bool automatic_save_now(long steps_since, int every, bool previous_in_flight) {
+  if (steps_since < every) return false;
+  return !previous_in_flight || steps_since >= 2L * every;
+}
+
 MtbfChoice choose_mtbf(double configured_s, int nodes, FailuresCovered covered) {
   if (configured_s > 0) return {configured_s, "the program"};
   const auto seconds = [](std::string_view name) {

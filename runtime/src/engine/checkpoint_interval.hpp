@@ -21,6 +21,14 @@ double daly_interval_s(double cost_s, double mtbf_s);
 // That interval in whole steps of `step_s` seconds, rounded to the nearest, at least 1 and at most `max_steps`.
 int interval_in_steps(double interval_s, double step_s, long max_steps);
 
+// Whether an automatic shared save is taken at a step `steps_since` steps after the previous one, for an interval of
+// `every` steps, while that previous save is or is not still in flight. A save due while it is (its write or commit
+// outlasted the interval, as on a slow shared file system) waits for it to commit instead of blocking training on it
+// in save(): the same moment of writing, a newer step and no stall. For at most one more interval: a write that never
+// ends then blocks the save, where the launcher's hang detection sees it, rather than leaving the run without
+// checkpoints. (Fixed intervals save at their steps whatever is in flight: the steps a user asked for.)
+bool automatic_save_now(long steps_since, int every, bool previous_in_flight);
+
 // Where the mean time between failures came from, for the log and the summary.
 struct MtbfChoice {
   double seconds = 0;

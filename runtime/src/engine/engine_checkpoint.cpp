@@ -165,7 +165,7 @@ void Engine::Impl::after_step_checkpoint(double step_seconds) {
     };
     const std::optional<long> saved_before = last_saved;
     if (config.checkpoint.automatic) {
-      if (step - last_saved.value_or(0) >= shared_interval.every) {
+      if (automatic_save_now(step - last_saved.value_or(0), shared_interval.every, writer->in_flight())) {
         if (const std::optional<double> cost = shared_cost.before_save())
           choose_interval(shared_interval, *cost, "checkpoint interval");
         const auto start = Clock::now();
