@@ -2,6 +2,7 @@
 """Goodput under failures: the GPT example under tenax-launch, a random rank killed (SIGKILL) every T seconds.
 
     bench/checkpoint/goodput_under_failures.py --build build [--ranks 4] [--duration 120] [--intervals 10,30,60]
+        [--shared-dir DIR]
 
 For each failure interval T and each checkpoint configuration, one run of --duration seconds: tenax-launch (local mode,
 mpirun) supervises tenax-example-gpt on the Debian licence texts; every T seconds (from a seeded schedule) one rank of
@@ -19,6 +20,12 @@ checkpoint, exit 75) and its goodput summary (from the run's ledger) is read. Co
 The table gives goodput, the failures seen, the time lost to rollback (steps redone) and the mean recovery per failure
 (detection + teardown + relaunch + load, from the ledger). With ranks on one host there is no partner node: the
 node-local rows measure tier 0 alone.
+
+The shared tier is a directory in the scratch area (the machine's own disk) unless --shared-dir names another, such as
+a remote mount made by slow_shared_dir.sh beside this script:
+
+    bench/checkpoint/slow_shared_dir.sh --rate 100mbit -- bench/checkpoint/goodput_under_failures.py --build build \
+        --shared-dir {}
 """
 
 import argparse
@@ -78,6 +85,7 @@ def newest_attempt_pids(run_dir, ranks):
 def one_run(args, data, name, interval, work, rng):
     gpt_args, local, site_mtbf = CONFIGS[name]
     run_root = tempfile.mkdtemp(prefix="goodput-", dir=work)
+    checkpoint_dir = os.path.join(args.shared_dir or run_root, os.path.basename(run_root) + "-ckpt")
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     env.pop("TENAX_MTBF", None)
     env.pop("TENAX_NODE_MTBF", None)
@@ -88,7 +96,7 @@ def one_run(args, data, name, interval, work, rng):
         local_dir = tempfile.mkdtemp(prefix="tenax-goodput-", dir="/dev/shm")
         env["TENAX_CKPT_LOCAL_DIR"] = local_dir
     command = [os.path.join(args.build, "launcher", "src", "tenax-launch"), "-n", str(args.ranks),
-               "--run-dir", os.path.join(run_root, "run"), "--checkpoint-dir", os.path.join(run_root, "ckpt"),
+               "--run-dir", os.path.join(run_root, "run"), "--checkpoint-dir", checkpoint_dir,
                "--max-restarts", "100000", "--no-progress-limit", "100000", "--backoff", "100ms",
                "--heartbeat-interval", "100ms", "--kill-grace", "500ms", "--",
                *(["env", "-u", "TENAX_RUN_SHARED_MTBF"] if args.no_shared_mtbf else []),
@@ -132,7 +140,8 @@ def one_run(args, data, name, interval, work, rng):
     if not args.keep:
         # The checkpoints and heartbeats go; the launcher's output and the ledger stay (kilobytes), so that a run whose
         # figures stand out can still be read afterwards.
-        for bulky in ("ckpt", os.path.join("run", "heartbeat"), os.path.join("run", "metrics")):
+        shutil.rmtree(checkpoint_dir, ignore_errors=True)
+        for bulky in (os.path.join("run", "heartbeat"), os.path.join("run", "metrics")):
             shutil.rmtree(os.path.join(run_root, bulky), ignore_errors=True)
     return {"goodput": float(m.group(1)), "wall": float(m.group(3)), "kills": kills, "failures": failures,
             "lost": rows.get("work lost (rollback)", 0.0), "stall": rows.get("checkpoint stalls", 0.0),
@@ -153,6 +162,8 @@ def main():
                         help="run the program without TENAX_RUN_SHARED_MTBF, so that the shared tier's automatic "
                              "interval assumes every failure needs it (the single-level interval, for before/after "
                              "comparisons of the two-level one)")
+    parser.add_argument("--shared-dir", default=None,
+                        help="where the shared tier's checkpoints go (default: the scratch directory)")
     parser.add_argument("--keep", action="store_true",
                         help="keep each run's whole directory under --work (by default only its output and ledger)")
     args = parser.parse_args()
@@ -163,6 +174,10 @@ def main():
     print(f"# goodput under failures: {args.ranks} ranks, {args.duration:.0f} s per run, seed {args.seed}; "
           f"CPU {cpu} x {os.cpu_count()}; load average {os.getloadavg()[0]:.2f}"
           f"{'; without TENAX_RUN_SHARED_MTBF' if args.no_shared_mtbf else ''}", flush=True)
+    shared = args.shared_dir or work
+    fs_type = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "-T", shared], capture_output=True,
+                             text=True).stdout.strip()
+    print(f"# shared tier: {shared} ({fs_type or '?'}); node-local tier: /dev/shm", flush=True)
     print(f"{'failure every':>13} {'configuration':>27} {'goodput':>8} {'failures':>8} {'lost s':>7} {'stalls s':>8} "
           f"{'recovery s':>10} {'shared saves':>12} {'local saves':>11}", flush=True)
     for interval in (float(t) for t in args.intervals.split(",")):
