@@ -129,17 +129,29 @@ TEST(CheckpointLocalTier, ARestartReadsItsOwnCopyAndNothingShared) {
   EXPECT_TRUE(r.rejected.empty()) << r.rejected.front();
 }
 
+// A checkpointer of both tiers whose shared save of step 10 (values 10) is in flight: no call has looked at it since.
+struct SharedSaveInFlight {
+  SharedSaveInFlight(Communicator& world, const std::string& dir, const std::string& local)
+      : layout(layout_for(world.size())),
+        model(make_model(layout, world.rank())),
+        ckpt(world, tiered(dir, local, layout), model.shards) {
+    fill(model, 10);
+    ckpt.save(10, step_blob(10));
+  }
+  ParallelLayout layout;
+  TestModel model;
+  Checkpointer ckpt;
+};
+
 // A node-local copy taken while a shared write is still in flight neither waits for that write (on a slow shared
 // directory, seconds) nor disturbs the bytes it is writing: each tier holds its own step's values.
 TEST(CheckpointLocalTier, ACopyTakenWhileASharedWriteIsInFlightNeitherWaitsForItNorChangesIt) {
   Communicator& world = tenax::test::world();
   SharedTempDir dir(world, "tier1"), local(world, "tier0");
-  const ParallelLayout layout = layout_for(world.size());
   {
-    TestModel model = make_model(layout, world.rank());
-    Checkpointer ckpt(world, tiered(dir.path(), local.path(), layout), model.shards);
-    fill(model, 10);
-    ckpt.save(10, step_blob(10));
+    SharedSaveInFlight run(world, dir.path(), local.path());
+    TestModel& model = run.model;
+    Checkpointer& ckpt = run.ckpt;
     fill(model, 12);  // training goes on
     // No call since save() has looked at the shared write: it is in flight here on every rank, however fast the disk.
     ckpt.save_local(12, step_blob(12));
@@ -157,7 +169,8 @@ TEST(CheckpointLocalTier, ACopyTakenWhileASharedWriteIsInFlightNeitherWaitsForIt
   EXPECT_TRUE(newest.loaded && newest.node_local);
   EXPECT_EQ(newest.step, 12u);
   EXPECT_EQ(get_value<int>(newest.blobs, "step"), 12);
-  LoadResult shared = load_fresh_model(world, tiered(dir.path(), "", layout), 10);  // the shared tier alone
+  // The shared tier alone.
+  LoadResult shared = load_fresh_model(world, tiered(dir.path(), "", layout_for(world.size())), 10);
   EXPECT_TRUE(shared.loaded && !shared.node_local);
   EXPECT_EQ(shared.step, 10u);
   EXPECT_EQ(get_value<int>(shared.blobs, "step"), 10);
@@ -169,11 +182,9 @@ TEST(CheckpointLocalTier, ACopyTakenWhileASharedWriteIsInFlightNeitherWaitsForIt
 TEST(CheckpointLocalTier, ASharedCheckpointCommitsWhileNodeLocalCopiesAreSavedAtEveryStep) {
   Communicator& world = tenax::test::world();
   SharedTempDir dir(world, "tier1"), local(world, "tier0");
-  const ParallelLayout layout = layout_for(world.size());
-  TestModel model = make_model(layout, world.rank());
-  Checkpointer ckpt(world, tiered(dir.path(), local.path(), layout), model.shards);
-  fill(model, 10);
-  ckpt.save(10, step_blob(10));
+  SharedSaveInFlight run(world, dir.path(), local.path());
+  TestModel& model = run.model;
+  Checkpointer& ckpt = run.ckpt;
   // The bound only turns a commit that never comes into a failure instead of a hang.
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   std::uint64_t step = 10;

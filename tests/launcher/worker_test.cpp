@@ -161,27 +161,21 @@ TEST_F(WorkerProtocol, HeartbeatsCarryStepTimingAndTheExitCode) {
 
 // A checkpoint that blocked training for longer than a step (a save waiting for the previous write to a slow shared
 // directory) is reported with its commit, after the heartbeats that counted its time: all of it comes off the
-// productive time, not only as much as the next step took.
+// productive time, not only as much as the next step took. The stall here is longer than the whole test, so once it
+// is taken off whole nothing is left productive; taken off the next step only, the steps before it would remain.
 TEST_F(WorkerProtocol, AStallLongerThanAStepComesOffTheProductiveTimeWhole) {
-  const auto started = std::chrono::steady_clock::now();
   Worker worker(3);
   worker.resumed_from(20, 0.0);
-  constexpr auto kStep = std::chrono::milliseconds(20);
-  for (int step = 21; step <= 23; ++step) {
-    std::this_thread::sleep_for(kStep);  // step time to account (at least kStep each), not synchronisation
+  for (int step = 21; step <= 23; ++step)
     worker.heartbeat(step);
-  }
-  constexpr double kStall = 0.045;  // more than the one step that follows
+  constexpr double kStall = 1000.0;
   worker.checkpoint_committed(23, kStall);
-  std::this_thread::sleep_for(kStep);
   worker.heartbeat(24);
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   EXPECT_EQ(worker.finish(0), 0);
   const json::Value last = record(beat_file(3));
-  const double productive = last.at("productive_s").number();
   EXPECT_DOUBLE_EQ(last.at("checkpoint_stall_s").number(), kStall);
-  EXPECT_LE(productive, wall - kStall) << "the stall must come off whole";
-  EXPECT_GE(productive, 4 * 0.020 - kStall - 1e-9);
+  EXPECT_EQ(last.at("productive_s").number(), 0.0) << "the stall must come off whole";
+  EXPECT_EQ(last.at("steps_done").i64(), 4);
 }
 
 TEST_F(WorkerProtocol, PreemptionSignalsOnlySetTheFlagAndAreReportedAtOnce) {
