@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
+#include <vector>
 
 #include "engine/checkpoint_interval.hpp"
 #include "tenax/engine.hpp"
@@ -108,7 +110,8 @@ TEST(CheckpointInterval, TheMtbfIsTheProgramsThenTheRunsThenTheJobsThenTheSitesP
   unsetenv("TENAX_NODE_MTBF");
 }
 
-// A shared save's cost: its call and the progress() calls while it was in flight, known at its commit.
+// A shared save's cost: its call and the progress() calls while it was in flight, known at its commit, with the
+// number of those calls (the steps it was in flight).
 TEST(SaveCost, ASharedSaveCostsItsCallAndThePollsUntilItsCommit) {
   SharedSaveCost meter;
   EXPECT_FALSE(meter.polled(0.5, false, false)) << "nothing measured before the first save";
@@ -116,33 +119,38 @@ TEST(SaveCost, ASharedSaveCostsItsCallAndThePollsUntilItsCommit) {
   meter.saved(0.010);
   EXPECT_FALSE(meter.polled(0.002, true, true)) << "still in flight";
   EXPECT_FALSE(meter.polled(0.003, true, true));
-  const std::optional<double> cost = meter.polled(0.004, true, false);
-  ASSERT_TRUE(cost);
-  EXPECT_DOUBLE_EQ(*cost, 0.019) << "the call and the three polls that carried it";
+  const std::optional<SaveMeasure> measure = meter.polled(0.004, true, false);
+  ASSERT_TRUE(measure);
+  EXPECT_DOUBLE_EQ(measure->cost_s, 0.019) << "the call and the three polls that carried it";
+  EXPECT_EQ(measure->steps_to_commit, 3) << "known committed at the third step's poll";
   EXPECT_FALSE(meter.polled(0.1, false, false)) << "known once";
   EXPECT_FALSE(meter.before_save()) << "nothing left to measure at the next save";
 
-  // A save done within its call (nothing in flight afterwards): the call alone, at the next poll.
+  // A save done within its call (nothing in flight afterwards): the call alone, at the next poll, in no step.
   meter.saved(0.030);
-  const std::optional<double> at_once = meter.polled(0.2, false, false);
+  const std::optional<SaveMeasure> at_once = meter.polled(0.2, false, false);
   ASSERT_TRUE(at_once);
-  EXPECT_DOUBLE_EQ(*at_once, 0.030) << "a poll with nothing in flight carries nothing";
+  EXPECT_DOUBLE_EQ(at_once->cost_s, 0.030) << "a poll with nothing in flight carries nothing";
+  EXPECT_EQ(at_once->steps_to_commit, 0);
 }
 
-// An interval shorter than a write and commit: the next save comes while the previous one is in flight. Its cost so
-// far decides then, so that the interval still adapts; the new save is measured from its own call.
+// An interval shorter than a write and commit: the next save comes while the previous one is in flight. Its measure
+// so far decides then (it needed more steps than it had), so that the interval still adapts; the new save is measured
+// from its own call.
 TEST(SaveCost, ASharedSaveStillInFlightAtTheNextSaveCountsItsCostSoFar) {
   SharedSaveCost meter;
   meter.saved(0.010);
   EXPECT_FALSE(meter.polled(0.002, true, true));
   EXPECT_FALSE(meter.polled(0.003, true, true));
-  const std::optional<double> so_far = meter.before_save();
+  const std::optional<SaveMeasure> so_far = meter.before_save();
   ASSERT_TRUE(so_far);
-  EXPECT_DOUBLE_EQ(*so_far, 0.015);
+  EXPECT_DOUBLE_EQ(so_far->cost_s, 0.015);
+  EXPECT_EQ(so_far->steps_to_commit, 3) << "two steps in flight and still not committed: at least three";
   meter.saved(0.040);  // blocked by what was left of the previous save: counted as this one's
-  const std::optional<double> next = meter.polled(0.001, true, false);
+  const std::optional<SaveMeasure> next = meter.polled(0.001, true, false);
   ASSERT_TRUE(next);
-  EXPECT_DOUBLE_EQ(*next, 0.041) << "the new save's call and its own poll, not the previous save's polls";
+  EXPECT_DOUBLE_EQ(next->cost_s, 0.041) << "the new save's call and its own poll, not the previous save's polls";
+  EXPECT_EQ(next->steps_to_commit, 1);
 }
 
 TEST(SaveCost, AFailedSharedSaveIsNoMeasure) {
@@ -153,20 +161,95 @@ TEST(SaveCost, AFailedSharedSaveIsNoMeasure) {
   EXPECT_FALSE(meter.polled(0.003, true, false));
   EXPECT_FALSE(meter.before_save());
   meter.saved(0.020);
-  EXPECT_DOUBLE_EQ(meter.polled(0.001, true, false).value_or(-1), 0.021) << "the next save is measured again";
+  const std::optional<SaveMeasure> next = meter.polled(0.001, true, false);
+  ASSERT_TRUE(next) << "the next save is measured again";
+  EXPECT_DOUBLE_EQ(next->cost_s, 0.021);
+  EXPECT_EQ(next->steps_to_commit, 1);
 }
 
-// A node-local save's cost: its call and the node-local tier's polls up to the next save, known at that save.
+// A node-local save's cost: its call and the node-local tier's polls up to the next save, known at that save, with
+// the steps until every rank was known to have committed it.
 TEST(SaveCost, ANodeLocalSaveCostsItsCallAndThePollsUpToTheNextSave) {
   LocalSaveCost meter;
   meter.polled(0.5);  // before any save: nobody's
+  meter.stepped(false);
   EXPECT_FALSE(meter.saved(0.010)) << "the first save: nothing to report yet";
   meter.polled(0.002);
+  meter.stepped(false);
   meter.polled(0.003);
-  const std::optional<double> cost = meter.saved(0.020);
-  ASSERT_TRUE(cost);
-  EXPECT_DOUBLE_EQ(*cost, 0.015) << "the first save's call and the two polls after it, not the one before it";
-  EXPECT_DOUBLE_EQ(meter.saved(0.007).value_or(-1), 0.020) << "no polls in between: the call alone";
+  meter.stepped(true);
+  meter.stepped(true);  // committed already: no more steps count
+  const std::optional<SaveMeasure> measure = meter.saved(0.020);
+  ASSERT_TRUE(measure);
+  EXPECT_DOUBLE_EQ(measure->cost_s, 0.015) << "the first save's call and the two polls after it, not the one before";
+  EXPECT_EQ(measure->steps_to_commit, 2) << "known committed at the second step after it";
+  meter.stepped(false);
+  const std::optional<SaveMeasure> uncommitted = meter.saved(0.007);
+  ASSERT_TRUE(uncommitted);
+  EXPECT_DOUBLE_EQ(uncommitted->cost_s, 0.020) << "no polls in between: the call alone";
+  EXPECT_EQ(uncommitted->steps_to_commit, 2) << "one step and still not committed: at least two";
+}
+
+TEST(CheckpointInterval, NeverShorterThanTheStepsASaveTakesToCommit) {
+  // C = 2 ms, M = 60 s: Daly 0.4882 s, 8 steps of 60 ms.
+  EXPECT_EQ(automatic_interval_steps(0.002, 60, 0.06, 100000, 0), 8);
+  EXPECT_EQ(automatic_interval_steps(0.002, 60, 0.06, 100000, 5), 8) << "a write shorter than the optimum: no change";
+  EXPECT_EQ(automatic_interval_steps(0.002, 60, 0.06, 100000, 20), 20);
+  EXPECT_EQ(automatic_interval_steps(0.002, 60, 0.06, 15, 20), 15) << "at most the run";
+  EXPECT_EQ(automatic_interval_steps(0.002, 60, 0.0, 100, 20), 100)
+      << "steps of no measured time: as rarely as allowed";
+}
+
+// The closed loop on a slow shared tier: a write takes 20 steps to commit, a save's call costs 2 ms, or blocks for
+// what is left of the previous write when one is still in flight after the one interval of grace. With the steps to
+// commit as the interval's floor, the choice settles at 20 steps and no save blocks; without it (the floor dropped:
+// the same loop choosing Daly's optimum alone) the interval swings between a few steps and tens, and saves block.
+struct SlowTierRun {
+  std::vector<int> intervals;  // every choice, in order
+  double blocked_s = 0;        // save calls' time beyond their own 2 ms
+  int saves = 0;
+};
+
+SlowTierRun run_slow_tier(bool floor_at_commit) {
+  constexpr int kWriteSteps = 20, kSteps = 4000;
+  constexpr double kStepS = 0.06, kCallS = 0.002, kMtbfS = 60;
+  SlowTierRun run;
+  SharedSaveCost meter;
+  int every = 50, last_saved = 0, write_left = 0;  // write_left: steps until the write in flight commits
+  auto choose = [&](const SaveMeasure& m) {
+    every = automatic_interval_steps(m.cost_s, kMtbfS, kStepS, kSteps, floor_at_commit ? m.steps_to_commit : 0);
+    run.intervals.push_back(every);
+  };
+  for (int step = 1; step <= kSteps; ++step) {
+    if (automatic_save_now(step - last_saved, every, write_left > 0)) {
+      if (const std::optional<SaveMeasure> m = meter.before_save()) choose(*m);
+      const double blocked = write_left * kStepS;  // save() finishes the previous write first
+      run.blocked_s += blocked;
+      meter.saved(kCallS + blocked);
+      write_left = kWriteSteps;
+      last_saved = step;
+      ++run.saves;
+    }
+    const bool before = write_left > 0;
+    if (write_left > 0) --write_left;
+    if (const std::optional<SaveMeasure> m = meter.polled(0, before, write_left > 0)) choose(*m);
+  }
+  return run;
+}
+
+TEST(CheckpointInterval, OnASlowTierTheIntervalSettlesAtTheWritesLengthAndNoSaveBlocks) {
+  const SlowTierRun run = run_slow_tier(true);
+  ASSERT_GT(run.intervals.size(), 100u);
+  for (std::size_t i = 1; i < run.intervals.size(); ++i)
+    EXPECT_EQ(run.intervals[i], 20) << "choice " << i << " after the first";
+  EXPECT_EQ(run.blocked_s, 0) << "every save found the previous one committed";
+
+  // The loop without the floor, to show what this test tells apart: saves block, and the interval swings.
+  const SlowTierRun unfloored = run_slow_tier(false);
+  EXPECT_GT(unfloored.blocked_s, 10.0) << "without the floor saves block on the previous write";
+  const auto [shortest, longest] = std::minmax_element(unfloored.intervals.begin(), unfloored.intervals.end());
+  EXPECT_LT(*shortest, 20);
+  EXPECT_GT(*longest, 40);
 }
 
 TEST(CheckpointInterval, TheCommandLineTakesStepsOrAuto) {

@@ -25,6 +25,12 @@ int interval_in_steps(double interval_s, double step_s, long max_steps) {
   return static_cast<int>(std::clamp<double>(steps, 1, static_cast<double>(std::min<long>(cap, 1L << 30))));
 }
 
+int automatic_interval_steps(double cost_s, double mtbf_s, double step_s, long max_steps, int steps_to_commit) {
+  const int optimum = interval_in_steps(daly_interval_s(cost_s, mtbf_s), step_s, max_steps);
+  const long floor = std::min<long>(std::max(1L, max_steps), std::min(steps_to_commit, 1 << 30));
+  return static_cast<int>(std::max<long>(optimum, floor));
+}
+
 bool automatic_save_now(long steps_since, int every, bool previous_in_flight) {
   if (steps_since < every) return false;
   return !previous_in_flight || steps_since >= 2L * every;
@@ -49,37 +55,49 @@ MtbfChoice choose_mtbf(double configured_s, int nodes, FailuresCovered covered) 
   return {seconds("TENAX_MTBF"), "TENAX_MTBF's default"};
 }
 
-std::optional<double> SharedSaveCost::before_save() {
+std::optional<SaveMeasure> SharedSaveCost::before_save() {
   if (call_s_ < 0) return std::nullopt;
-  const double cost = call_s_ + polls_s_;
+  const SaveMeasure so_far{.cost_s = call_s_ + polls_s_, .steps_to_commit = polls_ + 1};
   call_s_ = -1;
-  return cost;
+  return so_far;
 }
 
 void SharedSaveCost::saved(double call_s) {
   call_s_ = call_s;
   polls_s_ = 0;
+  polls_ = 0;
 }
 
-std::optional<double> SharedSaveCost::polled(double poll_s, bool in_flight_before, bool in_flight_after) {
+std::optional<SaveMeasure> SharedSaveCost::polled(double poll_s, bool in_flight_before, bool in_flight_after) {
   if (call_s_ < 0) return std::nullopt;
-  if (in_flight_before) polls_s_ += poll_s;
+  if (in_flight_before) {
+    polls_s_ += poll_s;
+    ++polls_;
+  }
   if (in_flight_after) return std::nullopt;
-  const double cost = call_s_ + polls_s_;
+  const SaveMeasure measure{.cost_s = call_s_ + polls_s_, .steps_to_commit = polls_};
   call_s_ = -1;
-  return cost;
+  return measure;
 }
 
 void SharedSaveCost::failed() {
   call_s_ = -1;
 }
 
-std::optional<double> LocalSaveCost::saved(double call_s) {
-  std::optional<double> previous;
-  if (call_s_ >= 0) previous = call_s_ + polls_s_;
+std::optional<SaveMeasure> LocalSaveCost::saved(double call_s) {
+  std::optional<SaveMeasure> previous;
+  if (call_s_ >= 0) previous = SaveMeasure{.cost_s = call_s_ + polls_s_, .steps_to_commit = steps_ + !committed_};
   call_s_ = call_s;
   polls_s_ = 0;
+  steps_ = 0;
+  committed_ = false;
   return previous;
+}
+
+void LocalSaveCost::stepped(bool committed) {
+  if (call_s_ < 0 || committed_) return;
+  ++steps_;
+  committed_ = committed;
 }
 
 }  // namespace tenax

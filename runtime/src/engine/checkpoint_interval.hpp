@@ -21,6 +21,16 @@ double daly_interval_s(double cost_s, double mtbf_s);
 // That interval in whole steps of `step_s` seconds, rounded to the nearest, at least 1 and at most `max_steps`.
 int interval_in_steps(double interval_s, double step_s, long max_steps);
 
+// The automatic interval of a tier in steps: Daly's optimum for the blocking cost `cost_s` and the MTBF (in steps of
+// `step_s`), but never fewer than the `steps_to_commit` steps the tier's last save was in flight (from its call to the
+// progress() call that knew it committed), and at most `max_steps`. Saves no further apart than their writes take
+// cannot all be written: on a slow shared file system (12 MB across a 100 Mbit/s link: about 20 steps of 60 ms) a
+// cheap save (2 ms) gave Daly 8 steps, each next save then waited for the previous write, its cost measured 0.3 s gave
+// 68 steps, cheap again, 6 steps: the interval swung between the two and training stalled at every short one. The
+// write's time does not change the optimum otherwise: it delays each checkpoint's usefulness by the same amount
+// whatever the interval.
+int automatic_interval_steps(double cost_s, double mtbf_s, double step_s, long max_steps, int steps_to_commit);
+
 // Whether an automatic shared save is taken at a step `steps_since` steps after the previous one, for an interval of
 // `every` steps, while that previous save is or is not still in flight. A save due while it is (its write or commit
 // outlasted the interval, as on a slow shared file system) waits for it to commit instead of blocking training on it
@@ -58,41 +68,52 @@ MtbfChoice choose_mtbf(double configured_s, int nodes, FailuresCovered covered =
 // What a save costs training, as the automatic interval counts it: the save() call and the progress() calls that carry
 // the save afterwards (they agree on its write and commit; the node-local tier's also carry its partner copy). Counting
 // the call alone made the node-local interval too short (2 steps where the tier's blocking time was 4 times the
-// call's). The engine feeds each tier's meter the times it measured; a meter returns a save's cost once it is known,
-// for the tier's next choice. Both tiers count alike; they differ in when the cost is known.
+// call's). The engine feeds each tier's meter the times it measured; a meter returns a save's measure once it is
+// known, for the tier's next choice. Both tiers count alike; they differ in when the measure is known.
+struct SaveMeasure {
+  double cost_s = 0;        // training time the save blocked
+  int steps_to_commit = 0;  // steps (progress() calls) it was in flight; a lower bound when it still was at the next
+};
 
 // The shared tier: at the save's commit (the first progress() call after which it is no longer in flight), or at the
-// next save if it is still in flight then (an interval shorter than a write and commit): its cost so far, so that the
-// interval still adapts; what is left of it blocks the next save's call and counts as that one's.
+// next save if it is still in flight then (an interval shorter than a write and commit): its cost and steps so far
+// (and one step more: it needs more than those), so that the interval still adapts; what is left of it blocks the
+// next save's call and counts as that one's.
 class SharedSaveCost {
  public:
-  // Called just before a shared save: the cost so far of the previous save, when it is still being measured.
-  std::optional<double> before_save();
+  // Called just before a shared save: the measure so far of the previous save, when it is still being measured.
+  std::optional<SaveMeasure> before_save();
   // The save's call returned after `call_s` seconds.
   void saved(double call_s);
   // A progress() call took `poll_s` seconds; a checkpoint was in flight before it (`in_flight_before`) and still is
   // after it (`in_flight_after`). Returns the measured save's cost once it has committed.
-  std::optional<double> polled(double poll_s, bool in_flight_before, bool in_flight_after);
+  std::optional<SaveMeasure> polled(double poll_s, bool in_flight_before, bool in_flight_after);
   // A save or its write failed: no measure of a save's cost.
   void failed();
 
  private:
   double call_s_ = -1;  // the save being measured: its call; -1 when none is
   double polls_s_ = 0;  // progress() time while it was in flight
+  int polls_ = 0;       // progress() calls while it was in flight
 };
 
 // The node-local tier: at the next node-local save, from the call and the progress() calls in between that were the
-// node-local tier's (the engine leaves out those with a shared save or write in flight: they are the shared tier's).
+// node-local tier's (the engine leaves out those with a shared save or write in flight: they are the shared tier's),
+// and the steps until every rank was known to have committed it (all steps count).
 class LocalSaveCost {
  public:
-  // A node-local save's call returned after `call_s` seconds: the previous save's cost, if there was one.
-  std::optional<double> saved(double call_s);
+  // A node-local save's call returned after `call_s` seconds: the previous save's measure, if there was one.
+  std::optional<SaveMeasure> saved(double call_s);
   // A progress() call of the node-local tier took `poll_s` seconds.
   void polled(double poll_s) { polls_s_ += poll_s; }
+  // A step's progress() returned; `committed`: the last save is known committed on every rank.
+  void stepped(bool committed);
 
  private:
-  double call_s_ = -1;  // the last save's call; -1 before the first
-  double polls_s_ = 0;  // progress() time since it
+  double call_s_ = -1;      // the last save's call; -1 before the first
+  double polls_s_ = 0;      // progress() time since it
+  int steps_ = 0;           // steps it was in flight so far
+  bool committed_ = false;  // known committed
 };
 
 }  // namespace tenax

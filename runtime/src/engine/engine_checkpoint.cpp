@@ -166,8 +166,8 @@ void Engine::Impl::after_step_checkpoint(double step_seconds) {
     const std::optional<long> saved_before = last_saved;
     if (config.checkpoint.automatic) {
       if (automatic_save_now(step - last_saved.value_or(0), shared_interval.every, writer->in_flight())) {
-        if (const std::optional<double> cost = shared_cost.before_save())
-          choose_interval(shared_interval, *cost, "checkpoint interval");
+        if (const std::optional<SaveMeasure> measure = shared_cost.before_save())
+          choose_interval(shared_interval, *measure, "checkpoint interval");
         const auto start = Clock::now();
         save_checkpoint(false);
         shared_cost.saved(seconds_since(start));
@@ -196,13 +196,16 @@ void Engine::Impl::after_step_checkpoint(double step_seconds) {
     writer->progress();
     // Every rank learns of a commit at the same call, so every rank chooses at the same step.
     if (config.checkpoint.automatic)
-      if (const std::optional<double> cost =
+      if (const std::optional<SaveMeasure> measure =
               shared_cost.polled(seconds_since(poll_start), shared_in_flight, writer->in_flight()))
-        choose_interval(shared_interval, *cost, "checkpoint interval");
+        choose_interval(shared_interval, *measure, "checkpoint interval");
     if (config.checkpoint.local_automatic) {
+      const std::optional<std::uint64_t> local_step = writer->last_local_step();
+      local_cost.stepped(local_step && last_local_saved &&
+                         *local_step >= static_cast<std::uint64_t>(*last_local_saved));
       if (local_save_s >= 0)
-        if (const std::optional<double> cost = local_cost.saved(local_save_s))
-          choose_interval(local_interval, *cost, "node-local checkpoint interval");
+        if (const std::optional<SaveMeasure> measure = local_cost.saved(local_save_s))
+          choose_interval(local_interval, *measure, "node-local checkpoint interval");
       // Steps with a shared save or write in flight are left out: their progress() is the shared tier's. The time
       // runs to here: a choice's agreement waits for the slowest rank too.
       if (!saved_shared && !shared_in_flight) local_cost.polled(seconds_since(poll_start));
@@ -286,16 +289,18 @@ std::string CheckpointPolicy::local_every_default(std::string_view built_in) {
   return value.empty() ? std::string(built_in) : value;
 }
 
-void Engine::Impl::choose_interval(TierInterval& tier, double save_seconds, std::string_view what) {
-  // The slowest rank's cost and step decide: every rank computes the same interval from the same agreed numbers.
-  double measured[2] = {save_seconds, tier.steps > 0 ? tier.step_seconds / tier.steps : 0};
-  world.all_reduce(measured, measured, 2, DType::F64, ReduceOp::Max).wait();
+void Engine::Impl::choose_interval(TierInterval& tier, const SaveMeasure& save, std::string_view what) {
+  // The slowest rank's cost, step and write decide: every rank computes the same interval from the same agreed numbers.
+  double measured[3] = {save.cost_s, tier.steps > 0 ? tier.step_seconds / tier.steps : 0,
+                        static_cast<double>(save.steps_to_commit)};
+  world.all_reduce(measured, measured, 3, DType::F64, ReduceOp::Max).wait();
   tier.step_seconds = 0;
   tier.steps = 0;
   const double cost = std::max(measured[0], 1e-6), step_s = measured[1];
+  const int steps_to_commit = static_cast<int>(measured[2]);
   const long max_steps = std::max(1L, config.steps);
   MtbfChoice mtbf = choose_mtbf(config.checkpoint.mtbf_s, nodes);
-  int chosen = interval_in_steps(daly_interval_s(cost, mtbf.seconds), step_s, max_steps);
+  int chosen = automatic_interval_steps(cost, mtbf.seconds, step_s, max_steps, steps_to_commit);
   // A failure the node-local tier covers loses only the work since its newest copy, provided it saves at least as
   // often as the shared tier would for every failure: automatically (from its own cost and every failure), or every
   // local_every steps with local_every no longer than that interval. The shared tier then has to cover only the
@@ -304,13 +309,17 @@ void Engine::Impl::choose_interval(TierInterval& tier, double save_seconds, std:
   if (&tier == &shared_interval && !writer->options().local_dir.empty() &&
       (policy.local_automatic || (policy.local_every > 0 && policy.local_every <= chosen))) {
     mtbf = choose_mtbf(policy.mtbf_s, nodes, FailuresCovered::BeyondNodeLocal);
-    chosen = interval_in_steps(daly_interval_s(cost, mtbf.seconds), step_s, max_steps);
+    chosen = automatic_interval_steps(cost, mtbf.seconds, step_s, max_steps, steps_to_commit);
   }
+  const int optimum = interval_in_steps(daly_interval_s(cost, mtbf.seconds), step_s, max_steps);
   // The MTBF in milliseconds where they matter (a short test run's failures), in tenths where they do not.
   std::ostringstream note;
   note << what << " (automatic, Young/Daly): " << chosen << " steps = " << std::fixed << std::setprecision(2)
-       << chosen * step_s << " s, from a save's blocking cost of " << std::setprecision(4) << cost << " s, steps of "
-       << step_s << " s and an MTBF of " << std::setprecision(mtbf.seconds < 100 ? 3 : 1) << mtbf.seconds << " s from "
+       << chosen * step_s << " s";
+  if (chosen > optimum)
+    note << " (the " << steps_to_commit << " steps a save took to write and commit; the optimum was " << optimum << ")";
+  note << ", from a save's blocking cost of " << std::setprecision(4) << cost << " s, steps of " << step_s
+       << " s and an MTBF of " << std::setprecision(mtbf.seconds < 100 ? 3 : 1) << mtbf.seconds << " s from "
        << mtbf.source;
   if (chosen != tier.every && world.rank() == 0) TENAX_LOG(Info, "engine") << note.str();
   tier.every = chosen;

@@ -80,9 +80,9 @@ struct Engine::Impl {
   void save_checkpoint(bool emergency);
   // Periodic save and commits, with the failure policy; step_seconds: the step just taken (automatic interval).
   void after_step_checkpoint(double step_seconds);
-  // Automatic interval: a tier's next interval from its save's blocking time (agreed over the ranks); `what` names the
-  // tier in the note ("checkpoint interval", "node-local checkpoint interval").
-  void choose_interval(TierInterval& tier, double save_seconds, std::string_view what);
+  // Automatic interval: a tier's next interval from its save's blocking time and the steps it was in flight (agreed
+  // over the ranks); `what` names the tier in the note ("checkpoint interval", "node-local checkpoint interval").
+  void choose_interval(TierInterval& tier, const SaveMeasure& save, std::string_view what);
   // The summary's lines on the automatic intervals ("" when neither is automatic).
   std::string interval_notes() const;
 
