@@ -17,8 +17,11 @@ checkpoint, exit 75) and its goodput summary (from the run's ledger) is read. Co
                    the same with TENAX_MTBF set to T: a site that configured its failure rate, so that the first
                    attempt does not run on the 24 h default until the run's own failures give a rate
 
-The table gives goodput, the failures seen, the time lost to rollback (steps redone) and the mean recovery per failure
-(detection + teardown + relaunch + load, from the ledger). With ranks on one host there is no partner node: the
+The table gives goodput, the failures seen, the time lost to rollback (steps redone), the periodic checkpoints' stalls,
+the final checkpoints' (the emergency checkpoint of the stop: the ledger's own row) and the mean recovery per failure
+(detection + teardown + relaunch + load, from the ledger). "without stop" is the goodput with the stop's checkpoint
+left out of the wall time: what the failure schedule and the intervals cost, which a run of any length pays at the
+same rate; the stop's checkpoint is paid once per run and weighs more the shorter the run. With ranks on one host there is no partner node: the
 node-local rows measure tier 0 alone.
 
 The shared tier is a directory in the scratch area (the machine's own disk) unless --shared-dir names another, such as
@@ -145,6 +148,7 @@ def one_run(args, data, name, interval, work, rng):
             shutil.rmtree(os.path.join(run_root, bulky), ignore_errors=True)
     return {"goodput": float(m.group(1)), "wall": float(m.group(3)), "kills": kills, "failures": failures,
             "lost": rows.get("work lost (rollback)", 0.0), "stall": rows.get("checkpoint stalls", 0.0),
+            "final": rows.get("final checkpoints", 0.0), "productive": float(m.group(2)),
             "recovery": recovery / failures if failures else 0.0, "exit": code,
             "shared_saves": int(saves.group(1)) if saves else -1, "local_saves": int(saves.group(2)) if saves else -1}
 
@@ -178,16 +182,18 @@ def main():
     fs_type = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "-T", shared], capture_output=True,
                              text=True).stdout.strip()
     print(f"# shared tier: {shared} ({fs_type or '?'}); node-local tier: /dev/shm", flush=True)
-    print(f"{'failure every':>13} {'configuration':>27} {'goodput':>8} {'failures':>8} {'lost s':>7} {'stalls s':>8} "
-          f"{'recovery s':>10} {'shared saves':>12} {'local saves':>11}", flush=True)
+    print(f"{'failure every':>13} {'configuration':>27} {'goodput':>8} {'without stop':>12} {'failures':>8} "
+          f"{'lost s':>7} {'stalls s':>8} {'final s':>7} {'recovery s':>10} {'shared saves':>12} {'local saves':>11}",
+          flush=True)
     for interval in (float(t) for t in args.intervals.split(",")):
         for name in args.configs.split(","):
             rng = random.Random(f"{args.seed}-{interval}")  # the same failure schedule for every configuration
             r = one_run(args, data, name, interval, work, rng)
             if r:
-                print(f"{interval:>11.0f} s {name:>27} {r['goodput']:>7.1f}% {r['failures']:>8} {r['lost']:>7.2f} "
-                      f"{r['stall']:>8.2f} {r['recovery']:>10.3f} {r['shared_saves']:>12} {r['local_saves']:>11}",
-                      flush=True)
+                steady = 100 * r["productive"] / (r["wall"] - r["final"]) if r["wall"] > r["final"] else 0.0
+                print(f"{interval:>11.0f} s {name:>27} {r['goodput']:>7.1f}% {steady:>11.1f}% {r['failures']:>8} "
+                      f"{r['lost']:>7.2f} {r['stall']:>8.2f} {r['final']:>7.2f} {r['recovery']:>10.3f} "
+                      f"{r['shared_saves']:>12} {r['local_saves']:>11}", flush=True)
     print(f"# load average at the end {os.getloadavg()[0]:.2f}; each run's output and ledger: {work}/goodput-*",
           flush=True)
     return 0

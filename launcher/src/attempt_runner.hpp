@@ -37,6 +37,7 @@ struct AttemptReport {
   std::int64_t checkpoint_step = -1;
   std::int64_t steps_done = 0;
   double productive_s = 0, load_s = 0, checkpoint_stall_s = 0;
+  double final_checkpoint_s = 0;  // of checkpoint_stall_s: the checkpoint that ended the attempt
   // Checkpoints committed per tier, as the ranks' last heartbeats say (the largest count of any rank: a rank whose
   // last beat predates the attempt's last commit counts it one short).
   std::int64_t shared_saves = 0, local_saves = 0;

@@ -134,6 +134,7 @@ Heartbeat parse_heartbeat(const std::string& text, const std::string& origin) {
     h.steps_done = f.integer("steps_done", 0, 0, kI64);
     h.checkpoint_step = record.i64_or("checkpoint_step", -1);
     h.checkpoint_stall_s = record.number_or("checkpoint_stall_s", 0);
+    h.final_checkpoint_s = record.number_or("final_checkpoint_s", 0);
     h.shared_saves = f.integer("shared_saves", 0, 0, kI64);
     h.local_saves = f.integer("local_saves", 0, 0, kI64);
     h.preempt_signal = static_cast<int>(f.integer("preempt_signal", 0, 0, kInt));

@@ -24,6 +24,7 @@ struct Heartbeat {
   std::int64_t steps_done = 0;
   std::int64_t checkpoint_step = -1;
   double checkpoint_stall_s = 0;
+  double final_checkpoint_s = 0;                   // of checkpoint_stall_s: the checkpoint that ended the attempt
   std::int64_t shared_saves = 0, local_saves = 0;  // checkpoints committed per tier in this attempt
   int preempt_signal = 0;
   int exit_code = -1;

@@ -195,6 +195,8 @@ GoodputSummary summarize_ledger(std::istream& in, const std::string& path) {
       s.relaunch_s += r.number_or("relaunch_s", 0);
       s.load_s += r.number_or("load_s", 0);
       s.checkpoint_stall_s += r.number_or("checkpoint_stall_s", 0);
+      s.final_checkpoint_s +=
+          std::clamp(r.number_or("final_checkpoint_s", 0), 0.0, std::max(0.0, r.number_or("checkpoint_stall_s", 0)));
       s.shared_saves += std::max<std::int64_t>(0, r.i64_or("shared_saves", 0));
       s.local_saves += std::max<std::int64_t>(0, r.i64_or("local_saves", 0));
       s.backoff_s += r.number_or("backoff_s", 0);
@@ -229,7 +231,8 @@ std::string format_summary(const GoodputSummary& s) {
   std::snprintf(saves, sizeof saves, "checkpoints committed: %lld shared, %lld node-local\n", s.shared_saves,
                 s.local_saves);
   return std::string(head) + saves + row("productive steps", s.productive_s) +
-         row("checkpoint stalls", s.checkpoint_stall_s) + row("work lost (rollback)", s.work_lost_s) +
+         row("checkpoint stalls", s.checkpoint_stall_s - s.final_checkpoint_s) +
+         row("final checkpoints", s.final_checkpoint_s) + row("work lost (rollback)", s.work_lost_s) +
          row("failure detection", s.detect_s) + row("teardown", s.teardown_s) + row("relaunch", s.relaunch_s) +
          row("checkpoint load", s.load_s) + row("backoff", s.backoff_s) + row("requeue wait", s.requeue_wait_s) +
          row("other", s.other_s);

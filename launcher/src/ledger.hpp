@@ -26,6 +26,9 @@ struct GoodputSummary {
   double productive_s = 0;  // step time that was kept (lost work subtracted)
   double detect_s = 0, teardown_s = 0, relaunch_s = 0, load_s = 0;
   double work_lost_s = 0, checkpoint_stall_s = 0, backoff_s = 0, requeue_wait_s = 0;
+  // Of checkpoint_stall_s: the checkpoints that ended attempts (the last of training, the emergency ones on
+  // preemption), shown apart: paid once per end or preemption, whatever the interval.
+  double final_checkpoint_s = 0;
   double other_s = 0;  // the rest: launcher start-up, final teardown, time not attributed
   int invocations = 0, attempts = 0, failures = 0, preemptions = 0;
   // Failures after which the run resumed from the shared tier: the first attempt after them that resumed read it

@@ -122,6 +122,10 @@ TEST(ExampleFaultTolerance, SigtermTakesAnEmergencyCheckpointAndASecondInvocatio
     ASSERT_EQ(attempts.size(), 1u) << output;
     EXPECT_EQ(json_string(attempts[0], "outcome"), "preempted");
     EXPECT_EQ(json_number(attempts[0], "checkpoint_step"), static_cast<double>(stop_step));
+    // The emergency checkpoint's stall is shown apart from the periodic ones, and is one of them.
+    EXPECT_GT(json_number(attempts[0], "final_checkpoint_s"), 0) << attempts[0];
+    EXPECT_LE(json_number(attempts[0], "final_checkpoint_s"), json_number(attempts[0], "checkpoint_stall_s"));
+    EXPECT_NE(output.find("final checkpoints"), std::string::npos) << output;
     const auto saved = checkpoint_steps(dir / "ckpt");
     ASSERT_FALSE(saved.empty());
     EXPECT_EQ(saved.back(), "step_" + std::to_string(stop_step));
@@ -132,6 +136,9 @@ TEST(ExampleFaultTolerance, SigtermTakesAnEmergencyCheckpointAndASecondInvocatio
   EXPECT_EQ(final_checksum(output), expected) << output;
   EXPECT_NE(output.find("at step " + std::to_string(stop_step) + " (saved with layout"), std::string::npos) << output;
   EXPECT_EQ(losses(output).begin()->first, stop_step + 1) << "nothing is recomputed after an emergency checkpoint";
+  const auto attempts = ledger_lines(dir / "run", "attempt");
+  ASSERT_EQ(attempts.size(), 2u) << output;
+  EXPECT_GT(json_number(attempts[1], "final_checkpoint_s"), 0) << "the last checkpoint of training: " << attempts[1];
 }
 
 // Train 10 steps with tp=2 x dp=2 (with `first_options`), then resume the same checkpoint with other layouts. The sums

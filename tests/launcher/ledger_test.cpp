@@ -188,6 +188,38 @@ TEST_F(LedgerTest, CheckpointsCommittedAddUpPerTierOverEveryAttempt) {
   EXPECT_NE(table.find("checkpoints committed: 6 shared, 13 node-local"), std::string::npos) << table;
 }
 
+// The checkpoints that ended attempts are a row of their own, taken out of the periodic stalls (the rows still add up
+// to the wall time); a record whose final checkpoint claims more than its stalls counts its stalls only.
+TEST_F(LedgerTest, FinalCheckpointsAreARowOfTheirOwnWithinTheStalls) {
+  auto stalled = [](const char* outcome, double start, double stall, double final_s) {
+    return json::ObjectWriter()
+        .add("event", "attempt")
+        .add("outcome", outcome)
+        .add("start", start)
+        .add("end", start + 10)
+        .add("productive_s", 8.0)
+        .add("checkpoint_stall_s", stall)
+        .add("final_checkpoint_s", final_s)
+        .str();
+  };
+  {
+    Ledger ledger(path_);
+    ledger.append(start(1000));
+    ledger.append(stalled("crash", 1000, 0.5, 0));
+    ledger.append(stalled("preempted", 1010, 1.75, 1.5));
+    ledger.append(end(1020, 75));
+    ledger.append(start(1020));
+    ledger.append(stalled("success", 1020, 0.25, 4.0));  // claims more than its stalls
+    ledger.append(end(1030, 0));
+  }
+  const GoodputSummary s = summarize_ledger(path_);
+  EXPECT_NEAR(s.checkpoint_stall_s, 2.5, 1e-9);
+  EXPECT_NEAR(s.final_checkpoint_s, 1.75, 1e-9) << "1.5, and 0.25 of the claimed 4";
+  const std::string table = format_summary(s);
+  EXPECT_NE(table.find("checkpoint stalls            0.75 s"), std::string::npos) << table;
+  EXPECT_NE(table.find("final checkpoints            1.75 s"), std::string::npos) << table;
+}
+
 // The failures whose restart had to read the shared tier: judged by the first attempt after them that got as far as
 // resuming (every failure since the previous resume counts); an attempt that does not say which tier it read counts as
 // shared (a program that keeps its own checkpoints), and a fresh start after a failure (nothing saved yet) needed no

@@ -178,6 +178,27 @@ TEST_F(WorkerProtocol, AStallLongerThanAStepComesOffTheProductiveTimeWhole) {
   EXPECT_EQ(last.at("steps_done").i64(), 4);
 }
 
+// The checkpoint that ends an attempt (the emergency one, the last of training) is reported within the stalls and
+// apart from them; a program that says it took longer than the whole stall reported is held to the stall.
+TEST_F(WorkerProtocol, TheCheckpointThatEndsAnAttemptIsReportedApartWithinTheStalls) {
+  Worker worker(3);
+  worker.resumed_from(20, 0.0);
+  worker.heartbeat(21);
+  worker.checkpoint_committed(21, 0.25);
+  EXPECT_EQ(worker.finish(-1), -1);
+  EXPECT_DOUBLE_EQ(record(beat_file(3)).at("final_checkpoint_s").number(), 0.0) << "a periodic stall only";
+
+  Worker second(3);
+  second.resumed_from(21, 0.0);
+  second.heartbeat(22);
+  second.checkpoint_committed(22, 0.5, 0.375);
+  second.checkpoint_committed(22, 0.125, 2.0);  // more than the stall it is part of
+  EXPECT_EQ(second.finish(kExitPreempted), kExitPreempted);
+  const json::Value last = record(beat_file(3));
+  EXPECT_DOUBLE_EQ(last.at("checkpoint_stall_s").number(), 0.625);
+  EXPECT_DOUBLE_EQ(last.at("final_checkpoint_s").number(), 0.5) << "0.375, and 0.125 of the claimed 2 s";
+}
+
 TEST_F(WorkerProtocol, PreemptionSignalsOnlySetTheFlagAndAreReportedAtOnce) {
   // The flag is process-wide and cannot be cleared: only the first run in a process can see it change.
   if (preemption_requested()) GTEST_SKIP() << "a preemption signal was already recorded by an earlier run";

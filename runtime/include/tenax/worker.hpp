@@ -10,7 +10,7 @@
 //       train_one_step();
 //       worker.heartbeat(step + 1);                         // cheap: an uncontended lock and a clock read
 //       if (agree_on_any_rank(worker.preemption_requested())) {   // every rank must stop at the same step
-//         save_checkpoint(); worker.checkpoint_committed(step + 1, stall_seconds);
+//         save_checkpoint(); worker.checkpoint_committed(step + 1, stall_seconds, final_seconds);
 //         return worker.finish(tenax::kExitPreempted);
 //       }
 //     }
@@ -84,8 +84,11 @@ class Worker {
   // heartbeat (or resumed_from) is counted as productive step time; the checkpoint stalls reported since the previous
   // heartbeat come off the total, whichever earlier steps they fell in.
   void heartbeat(std::int64_t step);
-  // A checkpoint of `step` is complete and durable; training was blocked for `stall_seconds` by it.
-  void checkpoint_committed(std::int64_t step, double stall_seconds);
+  // A checkpoint of `step` is complete and durable; training was blocked for `stall_seconds` by checkpoints since the
+  // previous call, of which `final_seconds` by the checkpoint that ends the attempt (the last one of training, or the
+  // emergency one on preemption). The goodput summary shows that one apart: a run pays it once per end or preemption,
+  // whatever its checkpoint interval, and on a slow shared file system it is the largest single stall.
+  void checkpoint_committed(std::int64_t step, double stall_seconds, double final_seconds = 0);
   // How many checkpoints this attempt has committed so far to the shared tier and to the node-local tier (running
   // totals, not increments; Checkpointer::commit_counts). tenax-launch adds them up over the run (the goodput
   // summary's "checkpoints committed"). A program that never calls this reports none.

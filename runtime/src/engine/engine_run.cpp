@@ -1,5 +1,6 @@
 // The whole fault-tolerant run under tenax-launch (docs/worker-protocol.md): resume, train with periodic checkpoints,
 // heartbeats and commits, the emergency checkpoint on preemption, the final checkpoint and the summary.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -45,16 +46,18 @@ int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCal
   double stall = 0;  // training time blocked by checkpoints since the last commit reported
   // The newest commit told to the launcher (the resumed step counts as told).
   std::uint64_t reported = resume.resumed ? static_cast<std::uint64_t>(resume.step) : 0;
-  auto report_commits = [&] {
+  // `final_s`: the checkpoint that ends the attempt took that long (in `stall`); reported even without a new commit
+  // (a step saved already is not saved again), so that no stall goes unreported.
+  auto report_commits = [&](double final_s = -1) {
     if (!e.writer) return;
     const Checkpointer::CommitCounts counts = e.writer->commit_counts();
     worker.checkpoint_counts(static_cast<std::int64_t>(counts.shared), static_cast<std::int64_t>(counts.node_local));
     // A step every rank holds a node-local copy of is a checkpoint to resume from, as much as a shared one.
     std::optional<std::uint64_t> committed = e.writer->last_committed_step();
     if (const auto local = e.writer->last_local_step(); local && (!committed || *local > *committed)) committed = local;
-    if (committed && *committed != reported) {
-      reported = *committed;
-      worker.checkpoint_committed(static_cast<std::int64_t>(*committed), stall);
+    if ((committed && *committed != reported) || (final_s >= 0 && reported > 0)) {
+      if (committed) reported = *committed;
+      worker.checkpoint_committed(static_cast<std::int64_t>(reported), stall, std::max(0.0, final_s));
       stall = 0;
     }
   };
@@ -88,8 +91,9 @@ int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCal
       if (e.writer) {
         const Clock::time_point start = Clock::now();
         e.save_checkpoint(true);
-        stall += seconds_since(start);
-        report_commits();
+        const double took = seconds_since(start);
+        stall += took;
+        report_commits(took);
         if (e.world.rank() == 0) {
           std::printf("preempted: emergency checkpoint of step %ld committed\n", e.step);
           std::fflush(stdout);
@@ -108,8 +112,9 @@ int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCal
     const Clock::time_point start = Clock::now();
     e.save_checkpoint(false);
     e.writer->wait();
-    stall += seconds_since(start);
-    report_commits();
+    const double took = seconds_since(start);
+    stall += took;
+    report_commits(took);
   }
   e.summary = metrics.finish().table + e.interval_notes();
   return worker.finish(kExitSuccess);

@@ -26,6 +26,7 @@ std::string format_heartbeat(const HeartbeatRecord& r) {
       .add("steps_done", r.steps_done)
       .add("checkpoint_step", r.checkpoint_step)
       .add("checkpoint_stall_s", r.checkpoint_stall_s)
+      .add("final_checkpoint_s", r.final_checkpoint_s)
       .add("shared_saves", r.shared_saves)
       .add("local_saves", r.local_saves)
       .add("preempt_signal", r.preempt_signal)

@@ -21,6 +21,7 @@ struct HeartbeatRecord {
   std::int64_t steps_done = 0;        // steps completed in this attempt
   std::int64_t checkpoint_step = -1;  // newest checkpoint committed in this attempt; -1: none yet
   double checkpoint_stall_s = 0;      // total time training was blocked by checkpoints in this attempt
+  double final_checkpoint_s = 0;      // of which by the checkpoint that ended it (end of training, preemption)
   std::int64_t shared_saves = 0;      // checkpoints committed to the shared directory in this attempt
   std::int64_t local_saves = 0;       // checkpoints committed to the node-local tier (every rank) in this attempt
   int preempt_signal = 0;             // the signal that requested preemption, 0 when none

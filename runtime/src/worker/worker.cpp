@@ -93,10 +93,11 @@ class Worker::Impl {
     }
   }
 
-  void checkpoint_committed(std::int64_t step, double stall_seconds) {
+  void checkpoint_committed(std::int64_t step, double stall_seconds, double final_seconds) {
     std::lock_guard lock(mutex_);
     record_.checkpoint_step = step;
     record_.checkpoint_stall_s += stall_seconds;
+    record_.final_checkpoint_s += std::clamp(final_seconds, 0.0, std::max(0.0, stall_seconds));
     if (stall_seconds > 0) stall_not_deducted_ += stall_seconds;
   }
 
@@ -202,8 +203,8 @@ void Worker::heartbeat(std::int64_t step) {
   impl_->heartbeat(step);
 }
 
-void Worker::checkpoint_committed(std::int64_t step, double stall_seconds) {
-  impl_->checkpoint_committed(step, stall_seconds);
+void Worker::checkpoint_committed(std::int64_t step, double stall_seconds, double final_seconds) {
+  impl_->checkpoint_committed(step, stall_seconds, final_seconds);
 }
 
 void Worker::checkpoint_counts(std::int64_t shared, std::int64_t node_local) {
