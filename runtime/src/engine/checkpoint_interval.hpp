@@ -86,7 +86,7 @@ class SharedSaveCost {
   // The save's call returned after `call_s` seconds.
   void saved(double call_s);
   // A progress() call took `poll_s` seconds; a checkpoint was in flight before it (`in_flight_before`) and still is
-  // after it (`in_flight_after`). Returns the measured save's cost once it has committed.
+  // after it (`in_flight_after`). Returns the save's measure once it has committed.
   std::optional<SaveMeasure> polled(double poll_s, bool in_flight_before, bool in_flight_after);
   // A save or its write failed: no measure of a save's cost.
   void failed();
