@@ -25,6 +25,9 @@
 //                                                               emergency checkpoint (rank 0: after writing the data,
 //                                                               before the manifest or rename; others: before the
 //                                                               barrier that commits it)
+//                        [--linger-after-preemption 1]          after the exit record 75, every rank stays alive
+//                                                               (pause(), signals recorded) as a rank held in
+//                                                               MPI_Finalize behind mpirun's abort would
 // Prints "final parameters checksum: <16 hex digits>" (rank 0) and exits 0; 75 after a preemption checkpoint;
 // 64 for a bad argument.
 #include <dirent.h>
@@ -72,6 +75,7 @@ struct Config {
   long long die_in_emergency_checkpoint = -1;  // this rank is killed while the emergency checkpoint is written
   long long say_at_step = -1;                  // first attempt only: rank 0 prints `say` as a line of its own
   std::string say;
+  bool linger_after_preemption = false;
 };
 
 Config parse(int argc, char** argv) {
@@ -108,6 +112,8 @@ Config parse(int argc, char** argv) {
       c.crash_rank = tenax::env::parse_int("--crash-rank", value, 0, 100000);
     } else if (name == "--crash-step-growth") {
       c.crash_step_growth = tenax::env::parse_int("--crash-step-growth", value, 0, 100000000);
+    } else if (name == "--linger-after-preemption") {
+      c.linger_after_preemption = tenax::env::parse_int("--linger-after-preemption", value, 0, 1) == 1;
     } else if (name == "--checkpoint-layout") {
       if (value != "files" && value != "dirs") {
         throw tenax::UsageError("--checkpoint-layout " + value + ": expected files or dirs");
@@ -347,13 +353,18 @@ int main(int argc, char** argv) {
   try {
     tenax::Runtime runtime(argc, argv);
     tenax::worker::Worker worker(runtime.rank());
+    bool linger = false;
     try {
-      code = train(runtime, worker, parse(argc, argv));
+      const Config config = parse(argc, argv);
+      linger = config.linger_after_preemption;
+      code = train(runtime, worker, config);
     } catch (const std::exception& error) {
       std::fprintf(stderr, "deterministic_worker rank %d: %s\n", runtime.rank(), error.what());
       code = tenax::worker::exit_code_for(error);
     }
     worker.finish(code);
+    while (linger && code == tenax::kExitPreempted)
+      pause();  // until SIGKILL
   } catch (const std::exception& error) {
     std::fprintf(stderr, "deterministic_worker: %s\n", error.what());
     return tenax::worker::exit_code_for(error);

@@ -167,6 +167,28 @@ TEST(LauncherFaults, SigtermToTheLauncherCheckpointsExits75AndASecondRunResumes)
   EXPECT_EQ(ledger_lines(dir / "run", "start").size(), 2u);
 }
 
+// Once every rank's exit record says 75 the attempt is over, whatever its processes still do: mpirun, when the first
+// rank exits 75, takes it for an abort and holds the ranks still in MPI_Finalize for its 1 s kill timeout once or
+// twice. Here no rank exits at all after its record (all linger); the launcher must still end the attempt as a clean
+// preemption instead of waiting out --preempt-grace (120 s; the wait below gives up after 60 s) and calling the
+// ranks killed.
+TEST(LauncherFaults, AnAttemptEndsOnceEveryRankRecordedExit75WhateverItsProcessesStillDo) {
+  const int ranks = 2;
+  ScratchDir dir("preempt-linger");
+  Launch launch(launcher_args(dir, ranks),
+                {"--steps", "400", "--checkpoint-every", "7", "--step-ms", "30", "--linger-after-preemption", "1"},
+                dir / "out.txt");
+  ASSERT_TRUE(wait_for_step(dir / "run", 0, 1, 5, seconds(40)).has_value()) << launch.output();
+  ASSERT_EQ(kill(launch.pid(), SIGTERM), 0);
+  ASSERT_EQ(launch.wait(seconds(60)), 75) << launch.output();
+  const std::string output = launch.output();
+  const auto attempts = ledger_lines(dir / "run", "attempt");
+  ASSERT_EQ(attempts.size(), 1u) << output;
+  EXPECT_EQ(json_string(attempts[0], "outcome"), "preempted") << attempts[0];
+  EXPECT_EQ(output.find("--preempt-grace were killed"), std::string::npos) << output;
+  EXPECT_NE(output.find("2 of 2 ranks exited with the preempted code 75"), std::string::npos) << output;
+}
+
 // A preemption during which a rank is killed in the middle of the emergency checkpoint (rank 0, after writing the data
 // and before the commit: step_<N>.tmp is left) is no clean preemption: the attempt is a crash of that rank in the
 // ledger and the summary. Once every such ending was reported as "preempted after the emergency checkpoint", with 0

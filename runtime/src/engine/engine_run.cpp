@@ -19,6 +19,15 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// Before the exit record: finish() is a rank's last call, after which tenax-launch may end the attempt (a preempted
+// one half a second after every rank's record, docs/worker-protocol.md). On stderr: stdout carries only what is
+// reproducible bit for bit (losses, checksums), and timings never are.
+void print_summary(const Engine::Impl& e) {
+  if (e.world.rank() != 0 || e.summary.empty()) return;
+  std::fprintf(stderr, "%s\n", e.summary.c_str());
+  std::fflush(stderr);
+}
+
 int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCallback& on_step) {
   const ResumeInfo resume = e.resume();
   if (e.world.rank() == 0) {
@@ -105,6 +114,7 @@ int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCal
       // No rank may exit before every rank's part of the checkpoint is committed: mpirun kills the rest at once.
       e.world.barrier();
       e.summary = metrics.finish().table + e.interval_notes();
+      print_summary(e);
       return worker.finish(kExitPreempted);
     }
   }
@@ -117,6 +127,7 @@ int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCal
     report_commits(took);
   }
   e.summary = metrics.finish().table + e.interval_notes();
+  print_summary(e);
   return worker.finish(kExitSuccess);
 }
 
@@ -125,13 +136,7 @@ int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCal
 int Engine::run(const StepCallback& on_step) {
   worker::Worker worker(impl_->world.rank());
   try {
-    const int code = train(*this, *impl_, worker, on_step);
-    // On stderr: stdout carries only what is reproducible bit for bit (losses, checksums), and timings never are.
-    if (impl_->world.rank() == 0 && !impl_->summary.empty()) {
-      std::fprintf(stderr, "%s\n", impl_->summary.c_str());
-      std::fflush(stderr);
-    }
-    return code;
+    return train(*this, *impl_, worker, on_step);
   } catch (const std::exception& error) {
     // The exit record tells tenax-launch what happened (a usage error is never retried); the error still propagates
     // to tenax::run_main, which reports it and exits with the same code.
