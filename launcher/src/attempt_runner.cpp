@@ -168,12 +168,13 @@ class AttemptWatch {
   }
 
   // Every rank's exit record says 75: the emergency checkpoint is committed and each rank is done (finish() is its
-  // last call, docs/worker-protocol.md). mpirun takes the first non-zero exit for an abort, and the ranks still in
-  // MPI_Finalize then wait for it while it waits Open MPI's odls_base_sigkill_timeout (1 s) once or twice. Measured
-  // with a bare MPI program whose 4 ranks leave MPI_Finalize together: mpirun took 0.39-0.41 s with exit code 0 every
-  // time, 0.39 s, 1.40 s or 2.40 s with 75; the GPT under tenax-launch ended 1.0-2.1 s after SIGTERM in 2 of 15
-  // preemptions (0.11-0.17 s in the others, the exit records 0.02-0.07 s after it), and 3 of the goodput benchmark's
-  // 16 preempted attempts ended 1-2 s late. So the attempt ends a grace after the last record, whatever is left.
+  // last call, docs/worker-protocol.md). mpirun takes the first non-zero exit for an abort and then waits Open MPI's
+  // odls_base_sigkill_timeout (1 s) once or twice, and ranks that have not exited yet stay alive through it (waiting
+  // for every rank to be gone never cut the wait short). Measured with a bare MPI program whose 4 ranks leave
+  // MPI_Finalize together: mpirun took 0.39-0.41 s with exit code 0 every time, 0.39 s, 1.40 s or 2.40 s with 75; the
+  // GPT under tenax-launch ended 1.1-2.1 s after SIGTERM in 2 of 15 preemptions (0.11-0.16 s in the others, the exit
+  // records 0.02-0.07 s after it), and 3 of the goodput benchmark's 16 preempted attempts ended 1-2 s late. So the
+  // attempt ends a grace after the last record, whatever is left.
   // Only for 75: a success is judged by mpirun's own exit code, which must not be a kill.
   void end_abort_wait(double now) {
     const bool all_preempted = static_cast<int>(beats_.size()) == plan_.world_size &&

@@ -26,8 +26,8 @@
 //                                                               before the manifest or rename; others: before the
 //                                                               barrier that commits it)
 //                        [--linger-after-preemption 1]          after the exit record 75, every rank stays alive
-//                                                               (pause(), signals recorded) as a rank held in
-//                                                               MPI_Finalize behind mpirun's abort would
+//                                                               (pause(), signals recorded) as a rank not yet
+//                                                               exited while mpirun waits after an exit 75 does
 // Prints "final parameters checksum: <16 hex digits>" (rank 0) and exits 0; 75 after a preemption checkpoint;
 // 64 for a bad argument.
 #include <dirent.h>

@@ -168,8 +168,8 @@ TEST(LauncherFaults, SigtermToTheLauncherCheckpointsExits75AndASecondRunResumes)
 }
 
 // Once every rank's exit record says 75 the attempt is over, whatever its processes still do: mpirun, when the first
-// rank exits 75, takes it for an abort and holds the ranks still in MPI_Finalize for its 1 s kill timeout once or
-// twice. Here no rank exits at all after its record (all linger); the launcher must still end the attempt as a clean
+// rank exits 75, takes it for an abort and waits its 1 s kill timeout once or twice while ranks not yet exited stay
+// alive. Here no rank exits at all after its record (all linger); the launcher must still end the attempt as a clean
 // preemption instead of waiting out --preempt-grace (120 s; the wait below gives up after 60 s) and calling the
 // ranks killed.
 TEST(LauncherFaults, AnAttemptEndsOnceEveryRankRecordedExit75WhateverItsProcessesStillDo) {
