@@ -268,8 +268,11 @@ class AttemptWatch {
       report_.steps_done = std::max(report_.steps_done, h.steps_done);
       report_.productive_s = std::max(report_.productive_s, h.productive_s);
       report_.load_s = std::max(report_.load_s, h.load_s);
-      report_.checkpoint_stall_s = std::max(report_.checkpoint_stall_s, h.checkpoint_stall_s);
-      report_.final_checkpoint_s = std::max(report_.final_checkpoint_s, h.final_checkpoint_s);
+      // The stalls of the rank that stalled longest, and its final checkpoint's part of them: one rank's figures.
+      if (h.checkpoint_stall_s > report_.checkpoint_stall_s) {
+        report_.checkpoint_stall_s = h.checkpoint_stall_s;
+        report_.final_checkpoint_s = h.final_checkpoint_s;
+      }
       report_.shared_saves = std::max(report_.shared_saves, h.shared_saves);
       report_.local_saves = std::max(report_.local_saves, h.local_saves);
       report_.max_step = std::max(report_.max_step, h.step);

@@ -178,6 +178,29 @@ TEST_F(WorkerProtocol, AStallLongerThanAStepComesOffTheProductiveTimeWhole) {
   EXPECT_EQ(last.at("steps_done").i64(), 4);
 }
 
+// A stall reported with the final commit, after the last heartbeat: the part that fell in the steps still comes off
+// their time (in finish()), the final checkpoint's own part does not (no step time counted it). Stalls longer than
+// the whole test make both visible: taken off, nothing productive is left; not taken off, the steps' time is.
+TEST_F(WorkerProtocol, AStallReportedWithTheFinalCommitComesOffTheStepsButNotTheFinalCheckpoint) {
+  Worker worker(3);
+  worker.resumed_from(20, 0.0);
+  worker.heartbeat(21);
+  worker.heartbeat(22);
+  worker.checkpoint_committed(22, 1000.0 + 2000.0, 2000.0);  // 1000 s in the steps, 2000 s the final checkpoint
+  EXPECT_EQ(worker.finish(kExitPreempted), kExitPreempted);
+  const json::Value last = record(beat_file(3));
+  EXPECT_DOUBLE_EQ(last.at("checkpoint_stall_s").number(), 3000.0);
+  EXPECT_DOUBLE_EQ(last.at("final_checkpoint_s").number(), 2000.0);
+  EXPECT_EQ(last.at("productive_s").number(), 0.0) << "the steps' part must come off in finish()";
+
+  Worker only_final(3);
+  only_final.resumed_from(22, 0.0);
+  only_final.heartbeat(23);
+  only_final.checkpoint_committed(23, 2000.0, 2000.0);
+  EXPECT_EQ(only_final.finish(kExitPreempted), kExitPreempted);
+  EXPECT_GT(record(beat_file(3)).at("productive_s").number(), 0.0) << "the final checkpoint is no step's time";
+}
+
 // The checkpoint that ends an attempt (the emergency one, the last of training) is reported within the stalls and
 // apart from them; a program that says it took longer than the whole stall reported is held to the stall.
 TEST_F(WorkerProtocol, TheCheckpointThatEndsAnAttemptIsReportedApartWithinTheStalls) {

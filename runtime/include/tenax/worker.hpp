@@ -97,6 +97,9 @@ class Worker {
   bool preemption_requested() const noexcept { return tenax::worker::preemption_requested(); }
 
   // Writes the final heartbeat carrying `exit_code`, stops the heartbeat thread and returns `exit_code` (for main()).
+  // The rank's last act of the attempt: under tenax-launch (local mode), once every rank's record says 75, the attempt
+  // ends half a second later and what is still running is killed (docs/launcher.md, Preemption). Print and flush
+  // what must be seen before calling it.
   int finish(int exit_code);
 
  private:

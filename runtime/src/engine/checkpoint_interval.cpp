@@ -86,18 +86,10 @@ void SharedSaveCost::failed() {
 
 std::optional<SaveMeasure> LocalSaveCost::saved(double call_s) {
   std::optional<SaveMeasure> previous;
-  if (call_s_ >= 0) previous = SaveMeasure{.cost_s = call_s_ + polls_s_, .steps_to_commit = steps_ + !committed_};
+  if (call_s_ >= 0) previous = SaveMeasure{.cost_s = call_s_ + polls_s_};
   call_s_ = call_s;
   polls_s_ = 0;
-  steps_ = 0;
-  committed_ = false;
   return previous;
-}
-
-void LocalSaveCost::stepped(bool committed) {
-  if (call_s_ < 0 || committed_) return;
-  ++steps_;
-  committed_ = committed;
 }
 
 }  // namespace tenax

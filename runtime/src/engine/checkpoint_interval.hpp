@@ -71,8 +71,11 @@ MtbfChoice choose_mtbf(double configured_s, int nodes, FailuresCovered covered =
 // call's). The engine feeds each tier's meter the times it measured; a meter returns a save's measure once it is
 // known, for the tier's next choice. Both tiers count alike; they differ in when the measure is known.
 struct SaveMeasure {
-  double cost_s = 0;        // training time the save blocked
-  int steps_to_commit = 0;  // steps (progress() calls) it was in flight; a lower bound when it still was at the next
+  double cost_s = 0;  // training time the save blocked
+  // The shared tier's: steps (progress() calls) it was in flight; a lower bound when it still was at the next save.
+  // The node-local tier gives none (0): its save settles the previous copy itself, and a copy that failed (a warning)
+  // never commits, which would lengthen the interval by a step at every save.
+  int steps_to_commit = 0;
 };
 
 // The shared tier: at the save's commit (the first progress() call after which it is no longer in flight), or at the
@@ -98,22 +101,17 @@ class SharedSaveCost {
 };
 
 // The node-local tier: at the next node-local save, from the call and the progress() calls in between that were the
-// node-local tier's (the engine leaves out those with a shared save or write in flight: they are the shared tier's),
-// and the steps until every rank was known to have committed it (all steps count).
+// node-local tier's (the engine leaves out those with a shared save or write in flight: they are the shared tier's).
 class LocalSaveCost {
  public:
   // A node-local save's call returned after `call_s` seconds: the previous save's measure, if there was one.
   std::optional<SaveMeasure> saved(double call_s);
   // A progress() call of the node-local tier took `poll_s` seconds.
   void polled(double poll_s) { polls_s_ += poll_s; }
-  // A step's progress() returned; `committed`: the last save is known committed on every rank.
-  void stepped(bool committed);
 
  private:
-  double call_s_ = -1;      // the last save's call; -1 before the first
-  double polls_s_ = 0;      // progress() time since it
-  int steps_ = 0;           // steps it was in flight so far
-  bool committed_ = false;  // known committed
+  double call_s_ = -1;  // the last save's call; -1 before the first
+  double polls_s_ = 0;  // progress() time since it
 };
 
 }  // namespace tenax

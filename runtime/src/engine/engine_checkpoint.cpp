@@ -176,6 +176,9 @@ void Engine::Impl::after_step_checkpoint(double step_seconds) {
       save_checkpoint(false);
     }
     const bool saved_shared = last_saved != saved_before;
+    // Before the node-local save: settling the previous node-local copy may commit the shared checkpoint itself, and
+    // the step it commits at counts as one it was in flight.
+    const bool shared_in_flight_before = writer->in_flight();
     double local_save_s = -1;
     if (!writer->options().local_dir.empty() && last_saved != step) {
       if (config.checkpoint.local_automatic) {
@@ -197,16 +200,12 @@ void Engine::Impl::after_step_checkpoint(double step_seconds) {
     // Every rank learns of a commit at the same call, so every rank chooses at the same step.
     if (config.checkpoint.automatic)
       if (const std::optional<SaveMeasure> measure =
-              shared_cost.polled(seconds_since(poll_start), shared_in_flight, writer->in_flight()))
+              shared_cost.polled(seconds_since(poll_start), shared_in_flight_before, writer->in_flight()))
         choose_interval(shared_interval, *measure, "checkpoint interval");
     if (config.checkpoint.local_automatic) {
       if (local_save_s >= 0)
         if (const std::optional<SaveMeasure> measure = local_cost.saved(local_save_s))
           choose_interval(local_interval, *measure, "node-local checkpoint interval");
-      // After saved(): this step's progress() is the new save's first.
-      const std::optional<std::uint64_t> local_step = writer->last_local_step();
-      local_cost.stepped(local_step && last_local_saved &&
-                         *local_step >= static_cast<std::uint64_t>(*last_local_saved));
       // Steps with a shared save or write in flight are left out: their progress() is the shared tier's. The time
       // runs to here: a choice's agreement waits for the slowest rank too.
       if (!saved_shared && !shared_in_flight) local_cost.polled(seconds_since(poll_start));

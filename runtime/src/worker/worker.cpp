@@ -97,8 +97,11 @@ class Worker::Impl {
     std::lock_guard lock(mutex_);
     record_.checkpoint_step = step;
     record_.checkpoint_stall_s += stall_seconds;
-    record_.final_checkpoint_s += std::clamp(final_seconds, 0.0, std::max(0.0, stall_seconds));
-    if (stall_seconds > 0) stall_not_deducted_ += stall_seconds;
+    const double final_part = std::clamp(final_seconds, 0.0, std::max(0.0, stall_seconds));
+    record_.final_checkpoint_s += final_part;
+    // The final checkpoint comes after the last heartbeat: no step time counted it. The rest of the stall fell in the
+    // steps before and comes off their time (at the next heartbeat, or in finish()).
+    if (stall_seconds > final_part) stall_not_deducted_ += stall_seconds - final_part;
   }
 
   void checkpoint_counts(std::int64_t shared, std::int64_t node_local) {
@@ -113,6 +116,10 @@ class Worker::Impl {
       {
         std::lock_guard lock(mutex_);
         record_.exit_code = exit_code;
+        // A stall reported after the last heartbeat (with the final commit) still comes off the steps it fell in.
+        const double taken = std::min(stall_not_deducted_, record_.productive_s);
+        record_.productive_s -= taken;
+        stall_not_deducted_ -= taken;
       }
       write_now();
     }
