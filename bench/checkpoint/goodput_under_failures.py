@@ -21,8 +21,8 @@ The table gives goodput, the failures seen, the time lost to rollback (steps red
 the final checkpoints' (the emergency checkpoint of the stop: the ledger's own row) and the mean recovery per failure
 (detection + teardown + relaunch + load, from the ledger). "without stop" is the goodput with the stop's checkpoint
 left out of the wall time: what the failure schedule and the intervals cost, which a run of any length pays at the
-same rate; the stop's checkpoint is paid once per run and weighs more the shorter the run. With ranks on one host there is no partner node: the
-node-local rows measure tier 0 alone.
+same rate; the stop's checkpoint is paid once per run and weighs more the shorter the run. With ranks on one host
+there is no partner node: the node-local rows measure tier 0 alone.
 
 The shared tier is a directory in the scratch area (the machine's own disk) unless --shared-dir names another, such as
 a remote mount made by slow_shared_dir.sh beside this script:

@@ -279,7 +279,7 @@ class Supervisor {
     add_time("first_step", r.first_step_unix);
     add_time("failure_noticed", r.noticed_unix);
     line.add("productive_s", r.productive_s).add("checkpoint_stall_s", r.checkpoint_stall_s);
-    line.add("final_checkpoint_s", std::min(r.final_checkpoint_s, r.checkpoint_stall_s));
+    line.add("final_checkpoint_s", r.final_checkpoint_s);
     line.add("shared_saves", static_cast<long long>(r.shared_saves))
         .add("local_saves", static_cast<long long>(r.local_saves));
     line.add("relaunch_s", r.relaunch_s).add("load_s", r.load_s).add("detect_s", r.detect_s);

@@ -69,7 +69,7 @@ MtbfChoice choose_mtbf(double configured_s, int nodes, FailuresCovered covered =
 // the save afterwards (they agree on its write and commit; the node-local tier's also carry its partner copy). Counting
 // the call alone made the node-local interval too short (2 steps where the tier's blocking time was 4 times the
 // call's). The engine feeds each tier's meter the times it measured; a meter returns a save's measure once it is
-// known, for the tier's next choice. Both tiers count alike; they differ in when the measure is known.
+// known, for the tier's next choice. Both tiers count the cost alike; they differ in when it is known.
 struct SaveMeasure {
   double cost_s = 0;  // training time the save blocked
   // The shared tier's: steps (progress() calls) it was in flight; a lower bound when it still was at the next save.
