@@ -37,6 +37,10 @@ std::string remove_node_local_copies(const std::string& job_id) {
     line = "removed this run's node-local checkpoint copies from " + dir + " (" + std::to_string(report.removed) +
            " folder(s), " + mebibytes(report.bytes) + ")";
   }
+  for (const auto& path : report.in_use) {
+    line += std::string(line.empty() ? "" : "; ") + "left " + path +
+            ": a process still uses it (another part of the same job on this node, or a rank that outlived the run)";
+  }
   for (const auto& error : report.errors) {
     line += std::string(line.empty() ? "" : "; ") + "warning: could not remove a node-local copy: " + error;
   }

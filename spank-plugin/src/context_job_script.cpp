@@ -75,7 +75,8 @@ void write_text(int fd, const std::string& text) {
 }
 
 // In the child: drop to the job's user for good, remove, and write the report as lines (per directory "removed N BYTES
-// DIR", then one line per error) to `out`. Returns the exit status.
+// DIR", then "inuse PATH" per folder a living process holds and one line per error) to `out`. Returns the exit
+// status.
 int remove_as_user(const JobUser& user, const std::vector<std::string>& dirs, const std::vector<std::string>& job_ids,
                    int out) {
   if (::geteuid() == 0 && user.uid != 0) {
@@ -93,6 +94,8 @@ int remove_as_user(const JobUser& user, const std::vector<std::string>& dirs, co
     const ckpt::LocalCleanupReport report = ckpt::remove_job_local_copies(dir, job_ids);
     std::string text =
         "removed " + std::to_string(report.removed) + " " + std::to_string(report.bytes) + " " + dir + "\n";
+    for (const auto& path : report.in_use)
+      text += "inuse " + path + "\n";
     for (const auto& error : report.errors)
       text += "error " + error + "\n";
     write_text(out, text);
@@ -199,6 +202,10 @@ void remove_local_copies(spank_t sp) {
         log_info(where + "removed " + counts.substr(0, space) + " node-local checkpoint folder(s) (" +
                  counts.substr(space + 1, second - space - 1) + " bytes) from " + counts.substr(second + 1));
       }
+    } else if (line.rfind("inuse ", 0) == 0) {
+      // Another component of a heterogeneous job on this node, still running: its own epilog removes the folder.
+      log_info(where + "left the node-local checkpoint folder " + line.substr(6) +
+               ": a running process of the job still uses it (its end removes it)");
     } else if (line.rfind("error ", 0) == 0) {
       report_error(where + "node-local checkpoint copies: " + line.substr(6));
     }

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "checkpoint/local_tier.hpp"
+#include "checkpoint/local_tier_cleanup.hpp"
 #include "checkpoint/manifest.hpp"
 #include "comm/agreement.hpp"
 #include "common/mpi_test.hpp"
@@ -363,6 +364,43 @@ TEST(CheckpointLocalTier, TheCopiesNameTheirJob) {
   }
   ::unsetenv("TENAX_JOB_ID");
   ::unsetenv("SLURM_JOB_ID");
+}
+
+// A rank's checkpointer marks its copies' folder as in use: the end of a job on the same node (another component of a
+// heterogeneous job, whose copies name the leader's id like this one's) leaves them while any rank lives, and
+// removes them once every checkpointer is gone.
+TEST(CheckpointLocalTier, AJobsEndLeavesTheCopiesWhileARankStillUsesThem) {
+  Communicator& world = tenax::test::world();
+  SharedTempDir dir(world, "tier1"), local(world, "tier0");
+  const ParallelLayout layout = layout_for(world.size());
+  TestModel model = make_model(layout, world.rank());
+  ::setenv("TENAX_JOB_ID", "local-00000000000000ce", 1);
+  std::string folder;
+  {
+    Checkpointer ckpt(world, tiered(dir.path(), local.path(), layout), model.shards);
+    ckpt.save_local(1, step_blob(1));
+    ckpt.wait();
+    folder = stdfs::path(local_copy(local.path(), world.rank(), 1)).parent_path().parent_path().string();
+    world.barrier();  // every rank holds the folder
+    if (world.rank() == 0) {
+      const auto report = ckpt::remove_job_local_copies(local.path(), "local-00000000000000ce");
+      EXPECT_TRUE(report.errors.empty()) << report.errors.front();
+      EXPECT_EQ(report.removed, 0);
+      EXPECT_EQ(report.in_use, std::vector<std::string>{folder});
+    }
+    world.barrier();
+    EXPECT_TRUE(stdfs::exists(local_copy(local.path(), world.rank(), 1) + "/manifest.json"));
+  }
+  world.barrier();  // every checkpointer is gone
+  if (world.rank() == 0) {
+    const auto report = ckpt::remove_job_local_copies(local.path(), "local-00000000000000ce");
+    EXPECT_TRUE(report.errors.empty()) << report.errors.front();
+    EXPECT_EQ(report.removed, 1);
+    EXPECT_TRUE(report.in_use.empty());
+    EXPECT_FALSE(stdfs::exists(folder));
+  }
+  world.barrier();
+  ::unsetenv("TENAX_JOB_ID");
 }
 
 // Emulated nodes on one machine: each rank's node name, and a node-local directory per node (<base>/<node>).

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -138,6 +140,67 @@ TEST_F(LocalTierCleanup, ReportsWhatItCannotRemoveAndNeverThrows) {
   EXPECT_EQ(remove_job_local_copies(local_.string(), "").errors.size(), 1u);
   EXPECT_EQ(remove_job_local_copies(local_.string(), std::string(65, '7')).errors.size(), 1u);
   EXPECT_TRUE(stdfs::exists(mine / "job-id"));
+}
+
+// Two components of a heterogeneous job on one node: the first to end must not remove the folder the other still
+// uses (its copies name the leader's id too). A living process holds it (here a child, as a rank would); once that
+// process is gone the same removal takes it.
+TEST_F(LocalTierCleanup, AFolderALivingProcessHoldsIsLeftUntilThatProcessEnds) {
+  const auto held = tier("00000000000000aa", "4242");
+  const auto free = tier("00000000000000bb", "4242");
+  int locked[2], release[2];
+  ASSERT_EQ(::pipe(locked), 0);
+  ASSERT_EQ(::pipe(release), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(locked[0]);
+    ::close(release[1]);
+    const char ok = tenax::ckpt::hold_local_tier_folder(held.string()) >= 0 ? '1' : '0';
+    if (::write(locked[1], &ok, 1) != 1) ::_exit(2);
+    char byte;
+    while (::read(release[0], &byte, 1) > 0) {  // until the parent closes its end
+    }
+    ::_exit(0);  // the lock goes with the process
+  }
+  ::close(locked[1]);
+  ::close(release[0]);
+  char ok = 0;
+  ASSERT_EQ(::read(locked[0], &ok, 1), 1);
+  ASSERT_EQ(ok, '1') << "the child could not take the folder's lock";
+
+  const auto report = remove_job_local_copies(local_.string(), "4242");
+  EXPECT_TRUE(report.errors.empty()) << report.errors.front();
+  EXPECT_EQ(report.removed, 1);
+  ASSERT_EQ(report.in_use.size(), 1u);
+  EXPECT_EQ(report.in_use[0], held.string());
+  EXPECT_FALSE(stdfs::exists(free));
+  EXPECT_TRUE(stdfs::exists(held / "rank_0" / "step_10" / "rank_0.h5"));
+  EXPECT_TRUE(stdfs::exists(held / "job-id"));
+
+  ::close(release[1]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ::close(locked[0]);
+  const auto after = remove_job_local_copies(local_.string(), "4242");
+  EXPECT_TRUE(after.errors.empty()) << after.errors.front();
+  EXPECT_EQ(after.removed, 1);
+  EXPECT_TRUE(after.in_use.empty());
+  EXPECT_FALSE(stdfs::exists(held));
+}
+
+// The in-use file is the user's: a link planted in its place is neither followed nor taken for a holder.
+TEST_F(LocalTierCleanup, AnInUseLinkIsNoHolder) {
+  const int holder = tenax::ckpt::hold_local_tier_folder(outside_.string());  // the link's target, held
+  ASSERT_GE(holder, 0);
+  const auto mine = tier("00000000000000aa", "4242");
+  stdfs::create_symlink(outside_ / "in-use", mine / "in-use");
+  const auto report = remove_job_local_copies(local_.string(), "4242");
+  EXPECT_EQ(report.removed, 1);
+  EXPECT_TRUE(report.in_use.empty());
+  EXPECT_FALSE(stdfs::exists(stdfs::symlink_status(mine)));
+  EXPECT_TRUE(stdfs::exists(outside_ / "in-use"));
+  ::close(holder);
 }
 
 TEST(LocalTierPaths, ExpandsTheNodeName) {

@@ -2,8 +2,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 #include "checkpoint/checkpointer_state.hpp"
@@ -185,6 +187,14 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
           if (!job.empty()) {
             fs::replace_file_atomically(fs::join(fs::parent_of(s.local_root), ckpt::kLocalTierJobFile), job + "\n",
                                         fs::Durability::None);
+          }
+          // While this rank lives, no job's end removes the folder (another component of a heterogeneous job on this
+          // node may end first). Without the lock that protection is gone, nothing else: a warning, not an error.
+          s.local_in_use.reset(ckpt::hold_local_tier_folder(fs::parent_of(s.local_root)));
+          if (s.local_in_use.get() < 0) {
+            TENAX_LOG(Warn, "ckpt") << "rank " << world.rank() << ": could not mark " << fs::parent_of(s.local_root)
+                                    << " as in use (" << std::strerror(errno)
+                                    << "): a job ending on this node while this one runs could remove its copies";
           }
         } catch (const std::exception& e) {
           throw UsageError("the node-local checkpoint directory " + s.options.local_dir + " cannot hold copies (rank " +

@@ -19,6 +19,7 @@
 #include "checkpoint/staging.hpp"
 #include "checkpoint/staging_pass.hpp"
 #include "comm/agreement.hpp"
+#include "core/unique_fd.hpp"
 #include "tenax/checkpoint.hpp"
 
 namespace tenax {
@@ -47,6 +48,9 @@ struct Checkpointer::State {
   const int rank;       // copies for the I/O thread, which never touches the communicator
   const int world_size;
   CheckpointOptions options;
+  // The node-local tier folder's in-use lock (local_tier_cleanup.hpp): a job's end leaves the folder while this rank
+  // lives. Declared before the I/O threads, so released only after they are gone.
+  UniqueFd local_in_use;
   std::vector<TensorShard> shards;
   ckpt::Plan plan;
   std::vector<LocalWrite> writes;  // in plan block order

@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -120,7 +121,35 @@ std::string folder_job(int folder_fd, const std::string& path, LocalCleanupRepor
   return id;
 }
 
+// Whether a living process holds the tier folder (hold_local_tier_folder). On `false`, `lock` holds the folder's
+// in-use file locked exclusively, when it has one, so that no process takes it up while it is being removed.
+bool held_by_a_process(int folder_fd, const std::string& path, UniqueFd& lock, LocalCleanupReport& report) {
+  lock = UniqueFd(::openat(folder_fd, kLocalTierInUseFile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (lock.get() < 0) return false;  // none (a folder of an older tenax, or a link: the walk removes it as a link)
+  struct stat st {};
+  if (::fstat(lock.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  if (::flock(lock.get(), LOCK_EX | LOCK_NB) == 0) return false;
+  if (errno == EWOULDBLOCK) return true;
+  // A file system without flock (none the tier is meant for): nothing can be known, the folder is the job's.
+  report.errors.push_back(describe(path + "/" + kLocalTierInUseFile, "flock", errno) +
+                          " (removed anyway: it names the job)");
+  return false;
+}
+
 }  // namespace
+
+int hold_local_tier_folder(const std::string& folder) {
+  const std::string path = folder + "/" + kLocalTierInUseFile;
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644));
+  if (fd.get() < 0) return -1;
+  if (::flock(fd.get(), LOCK_SH | LOCK_NB) != 0) {
+    const int error = errno;
+    fd.reset();
+    errno = error;
+    return -1;
+  }
+  return fd.release();
+}
 
 std::string expand_node(const std::string& local_dir, const std::string& node) {
   std::string out;
@@ -184,6 +213,11 @@ LocalCleanupReport remove_job_local_copies(const std::string& local_dir, const s
       const std::string owner = folder_job(folder.get(), path, report);
       if (std::find(job_ids.begin(), job_ids.end(), owner) == job_ids.end()) {
         ++report.kept;
+        continue;
+      }
+      UniqueFd lock;
+      if (held_by_a_process(folder.get(), path, lock, report)) {
+        report.in_use.push_back(path);
         continue;
       }
       if (remove_entry(root.get(), local_dir, name, 0, report)) ++report.removed;

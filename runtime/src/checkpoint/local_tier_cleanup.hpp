@@ -11,6 +11,14 @@
 // a removed folder are removed as links, never followed, so a link planted in the tree cannot make the caller delete
 // what it points to. The code is plain POSIX on the standard library (no libtenax, no exceptions escape) because the
 // plugin runs it inside Slurm's root daemons.
+//
+// A folder still in use is never removed: every process that uses a tier folder (each rank's Checkpointer, for its
+// lifetime) holds a shared flock(2) on its `in-use` file (hold_local_tier_folder), and the removal first takes that
+// lock exclusively without waiting. When it cannot, a living process still uses the folder (another component of a
+// heterogeneous job on the same node, whose copies name the leader's id too, or a rank that outlived its job's
+// processes) and the folder is left and listed: the still-running component's own epilog removes it when that ends.
+// The lock, not the job's state in Slurm, decides: the epilog needs no call to slurmctld, and the kernel drops the
+// lock with the last process.
 #pragma once
 
 #include <cstdint>
@@ -22,12 +30,14 @@ namespace tenax::ckpt {
 
 inline constexpr const char* kLocalTierPrefix = "tenax-";
 inline constexpr const char* kLocalTierJobFile = "job-id";
+inline constexpr const char* kLocalTierInUseFile = "in-use";
 // The longest job id the file may hold (Slurm's are 10 digits, tenax-launch's own "local-" and 16 hex digits).
 inline constexpr std::size_t kMaxJobIdLength = 64;
 
 struct LocalCleanupReport {
   int removed = 0;                  // tier folders of the job removed
   int kept = 0;                     // tier folders of other jobs (or without a job-id file) left alone
+  std::vector<std::string> in_use;  // the job's folders left because a living process holds them (their paths)
   std::uint64_t bytes = 0;          // size of the files removed
   std::vector<std::string> errors;  // what could not be read or removed, each naming the path and the reason
 };
@@ -41,8 +51,15 @@ std::string expand_node(const std::string& local_dir, const std::string& node);
 // Whether `name` is a tier folder's name (tenax- and 16 lower-case hex digits).
 bool is_local_tier_folder(std::string_view name);
 
+// Marks the tier folder `folder` (<local_dir>/tenax-<key>, existing) as used by this process until the returned
+// descriptor is closed: opens (creating it) its in-use file and takes a shared flock on it without waiting. Returns
+// -1 with errno set when the file cannot be opened or locked (EWOULDBLOCK: a removal holds it right now); the caller
+// decides what that means. The descriptor is close-on-exec.
+int hold_local_tier_folder(const std::string& folder);
+
 // Removes every tier folder of job `job_id` directly under `local_dir` (already expanded: no %n). A missing local_dir
-// is not an error (the job never wrote there). Never throws; problems are listed in the report's errors.
+// is not an error (the job never wrote there). A folder of the job that a living process holds is left and listed in
+// the report's in_use. Never throws; problems are listed in the report's errors.
 LocalCleanupReport remove_job_local_copies(const std::string& local_dir, std::string_view job_id);
 
 // The same for a job known by several ids: a folder is removed when its `job-id` holds any of them. A component of a

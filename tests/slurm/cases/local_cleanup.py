@@ -8,6 +8,10 @@ folder is gone; the root-owned file and the link's target are intact, which only
 leaves (root may remove both), and the folder that could not be removed whole still names its job; slurmd's log
 names what failed and why; the other job's folder is untouched. Without the privilege drop the first check fails.
 
+A third folder of the job is held by a living process of nobody's, as a rank's checkpointer holds its folder (a shared
+flock on the folder's in-use file; here another component of a heterogeneous job on the same node, still running,
+would hold it): the epilog leaves it whole and says so in slurmd's log.
+
 Then a heterogeneous job: its second component's epilog removes the copies named after the leader's job id as well as
 its own (heterogeneous_job below).
 """
@@ -16,6 +20,8 @@ import os
 import pwd
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 
 from slurm_lab import expect, read_text
@@ -34,6 +40,25 @@ def chown_tree(path, owner):
         os.chown(root, owner.pw_uid, owner.pw_gid)
         for name in files:
             os.chown(os.path.join(root, name), owner.pw_uid, owner.pw_gid)
+
+
+# Holds a folder as a rank does (a shared flock on its in-use file) until its standard input closes.
+HOLDER = """import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.flock(fd, fcntl.LOCK_SH)
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def hold_folder(folder, owner):
+    """A process of `owner` holding `folder` (it has taken the lock when this returns)."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, os.path.join(folder, "in-use")], user=owner.pw_uid,
+                              group=owner.pw_gid, extra_groups=[], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    line = holder.stdout.readline()
+    expect(line.strip() == "held", f"the holder of {folder} did not take its lock: {line!r}")
+    return holder
 
 
 def heterogeneous_job(lab, base, nobody):
@@ -94,14 +119,22 @@ def run(tools):
             write(os.path.join(guarded, "job-id"), f"{job}\n")
             write(os.path.join(foreign, "rank_0", "step_5", "rank_0.h5"), "x")
             write(os.path.join(foreign, "job-id"), "999999\n")
+            held = os.path.join(node_dir, "tenax-00000000000000dd")
+            write(os.path.join(held, "rank_0", "step_5", "rank_0.h5"), "x" * 1000)
+            write(os.path.join(held, "job-id"), f"{job}\n")
             chown_tree(node_dir, nobody)
+            holder = hold_folder(held, nobody)
             write(os.path.join(guarded, "rootdir", "secret"), "root's")  # root-owned, mode 0755: nobody cannot unlink
             write(os.path.join(outside, "precious"), "root's")
             os.symlink(outside, os.path.join(guarded, "escape"))
             os.lchown(os.path.join(guarded, "escape"), nobody.pw_uid, nobody.pw_gid)
 
-            lab.check(["scontrol", "release", str(job)])
-            lab.wait_job(job, timeout=60)
+            try:
+                lab.check(["scontrol", "release", str(job)])
+                lab.wait_job(job, timeout=60)
+            finally:
+                holder.stdin.close()
+                holder.wait(timeout=30)
 
             left = sorted(os.listdir(node_dir))
             expect(not os.path.exists(plain), f"the job's folder should be removed: {left}")
@@ -115,14 +148,19 @@ def run(tools):
                                                   f"{sorted(os.listdir(guarded))}")
             expect(os.path.exists(os.path.join(foreign, "rank_0", "step_5", "rank_0.h5")),
                    "another job's folder was touched")
+            expect(os.path.exists(os.path.join(held, "rank_0", "step_5", "rank_0.h5")),
+                   f"a folder of the job that a living process holds was removed: {left}")
             log = read_text(lab.path("log", "slurmd-n1.log"))
+            expect(re.search(rf"tenax: job {job} on n1: left the node-local checkpoint folder {re.escape(held)}: a "
+                             r"running process of the job still uses it", log),
+                   f"slurmd's log should say which folder was left in use:\n{log[-3000:]}")
             expect(re.search(rf"tenax: job {job} on n1: removed 1 node-local checkpoint folder", log),
                    f"slurmd's log should say what the epilog removed:\n{log[-3000:]}")
             expect(re.search(rf"tenax: job {job} on n1: node-local checkpoint copies: .*secret: unlink failed: "
                              r"Permission denied", log), f"slurmd's log should name what could not be removed:\n"
                                                          f"{log[-3000:]}")
             print(f"job {job} of nobody: its folder removed, the root-owned file and the link's target kept, "
-                  f"the failure logged", flush=True)
+                  f"the failure logged, the folder in use left and named", flush=True)
             heterogeneous_job(lab, base, nobody)
     finally:
         shutil.rmtree(base, ignore_errors=True)
