@@ -13,7 +13,8 @@ trial, from the run's ledger and heartbeat files:
   in the ledger: what the process manager (mpirun, srun) and the launcher add once the ranks are done;
 - "signal -> end": from the signal to the launcher's end record;
 - "final ckpt": the emergency checkpoint's blocking time (the ledger's final_checkpoint_s);
-- whether the attempt was a clean preemption and rank 0's step-metrics summary reached the output.
+- whether the attempt was a clean preemption ("clean"), whether all four ranks' exit records say 75 ("all-75"), and
+  whether rank 0's step-metrics summary reached the output.
 """
 
 import argparse
@@ -61,15 +62,22 @@ def committed_steps(checkpoint_dir):
 
 def measure(run_dir, output, signalled_unix):
     """The trial's figures from its ledger (first attempt, end record) and heartbeat files."""
-    records = [json.loads(line) for line in open(os.path.join(run_dir, "ledger.jsonl"))]
+    with open(os.path.join(run_dir, "ledger.jsonl")) as f:
+        records = [json.loads(line) for line in f]
     attempt = next(r for r in records if r.get("event") == "attempt")
     end = next(r for r in records if r.get("event") == "end")
     beats = glob.glob(os.path.join(run_dir, "heartbeat", "attempt-1", "rank-*.json"))
+    if not beats:
+        raise RuntimeError(f"no heartbeat files of attempt 1 under {run_dir}")
+    exits_75 = 0
+    for beat in beats:
+        with open(beat) as f:
+            exits_75 += json.load(f).get("exit") == 75
     last_record = max(os.path.getmtime(b) for b in beats)
     text = read_text(output)
     return {"records_to_end": attempt["end"] - last_record, "signal_to_end": end["time"] - signalled_unix,
             "final": attempt.get("final_checkpoint_s", 0.0), "clean": attempt["outcome"] == "preempted",
-            "summary": "tenax step metrics" in text}
+            "exits_75": exits_75, "summary": "tenax step metrics" in text}
 
 
 def local_trial(args, data, work, trial):
@@ -85,12 +93,16 @@ def local_trial(args, data, work, trial):
     try:
         wait_until(lambda: any(s >= 20 for s in committed_steps(checkpoint_dir)) or launcher.poll() is not None, 120,
                    f"a checkpoint past step 20 in {checkpoint_dir}")
+        if launcher.poll() is not None:
+            raise RuntimeError(f"tenax-launch ended (exit {launcher.returncode}) before it was asked to stop:\n"
+                               f"{read_text(output)}")
         signalled = time.time()
         launcher.send_signal(signal.SIGTERM)
         launcher.wait(timeout=120)
     finally:
         if launcher.poll() is None:
             launcher.kill()
+            launcher.wait()
     return measure(run_dir, output, signalled)
 
 
@@ -120,12 +132,17 @@ def slurm_trial(args, lab, data, trial):
 
 
 def report(mode, how, results):
+    if not results:
+        return
+
     def stats(key):
         values = [r[key] for r in results]
         return f"{min(values):6.3f} {statistics.median(values):6.3f} {max(values):6.3f}"
     print(f"{mode:>6} {how:<28} {len(results):6d} | {stats('records_to_end')} | {stats('signal_to_end')} | "
-          f"{stats('final')} | {sum(r['clean'] for r in results):5d} {sum(r['summary'] for r in results):7d}",
-          flush=True)
+          f"{stats('final')} | {sum(r['clean'] for r in results):5d} {sum(r['exits_75'] == 4 for r in results):8d} "
+          f"{sum(r['summary'] for r in results):7d}", flush=True)
+    each = " ".join(f"{r['records_to_end']:.3f}" for r in results)
+    print(f"#        records -> end, each trial: {each}", flush=True)
 
 
 def main():
@@ -143,7 +160,7 @@ def main():
     print(f"# preemption end: GPT 2 layers hidden 64, tp=2 pp=2 on 4 ranks, {args.trials} trials per mode; "
           f"load average {os.getloadavg()[0]:.2f}")
     print("#   mode how                          trials | records -> end s (min med max) | signal -> end s "
-          "(min med max) | final ckpt s (min med max) | clean summary")
+          "(min med max) | final ckpt s (min med max) | clean all-75 summary")
     if "local" in modes:
         results = [local_trial(args, data, work, t) for t in range(args.trials)]
         report("local", "SIGTERM to tenax-launch", results)

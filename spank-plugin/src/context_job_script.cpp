@@ -203,9 +203,16 @@ void remove_local_copies(spank_t sp) {
                  counts.substr(space + 1, second - space - 1) + " bytes) from " + counts.substr(second + 1));
       }
     } else if (line.rfind("inuse ", 0) == 0) {
-      // Another component of a heterogeneous job on this node, still running: its own epilog removes the folder.
-      log_info(where + "left the node-local checkpoint folder " + line.substr(6) +
-               ": a running process of the job still uses it (its end removes it)");
+      // In a heterogeneous job, another component on this node still running: its own epilog removes the folder.
+      // Otherwise every process of the job is gone, and the holder outlived it: the folder stays, which is news.
+      const std::string left = where + "left the node-local checkpoint folder " + line.substr(6) + ": ";
+      if (job_ids.size() > 1) {
+        log_info(left + "a process holds it (another component of this heterogeneous job, whose epilog removes it)");
+      } else {
+        report_error(left +
+                     "a process still holds it after the job ended (stuck, or a child the job left behind); "
+                     "it stays until that process is gone and the folder is removed by hand");
+      }
     } else if (line.rfind("error ", 0) == 0) {
       report_error(where + "node-local checkpoint copies: " + line.substr(6));
     }

@@ -7,9 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -148,25 +151,36 @@ TEST_F(LocalTierCleanup, ReportsWhatItCannotRemoveAndNeverThrows) {
 TEST_F(LocalTierCleanup, AFolderALivingProcessHoldsIsLeftUntilThatProcessEnds) {
   const auto held = tier("00000000000000aa", "4242");
   const auto free = tier("00000000000000bb", "4242");
-  int locked[2], release[2];
-  ASSERT_EQ(::pipe(locked), 0);
-  ASSERT_EQ(::pipe(release), 0);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::close(locked[0]);
-    ::close(release[1]);
+  // A child holding `held` until the parent closes its end of `release`; reaped on every way out of the test.
+  struct Holder {
+    int locked[2] = {-1, -1}, release[2] = {-1, -1};
+    pid_t pid = -1;
+    void let_go() {
+      if (release[1] >= 0) ::close(std::exchange(release[1], -1));
+      if (pid > 0) ::waitpid(std::exchange(pid, -1), nullptr, 0);
+    }
+    ~Holder() {
+      let_go();
+      for (int fd : {locked[0], locked[1], release[0]})
+        if (fd >= 0) ::close(fd);
+    }
+  } holder;
+  ASSERT_EQ(::pipe(holder.locked), 0);
+  ASSERT_EQ(::pipe(holder.release), 0);
+  holder.pid = ::fork();
+  ASSERT_GE(holder.pid, 0);
+  if (holder.pid == 0) {
     const char ok = tenax::ckpt::hold_local_tier_folder(held.string()) >= 0 ? '1' : '0';
-    if (::write(locked[1], &ok, 1) != 1) ::_exit(2);
+    if (::write(holder.locked[1], &ok, 1) != 1) ::_exit(2);
+    ::close(holder.release[1]);
     char byte;
-    while (::read(release[0], &byte, 1) > 0) {  // until the parent closes its end
+    while (::read(holder.release[0], &byte, 1) > 0) {  // until the parent closes its end
     }
     ::_exit(0);  // the lock goes with the process
   }
-  ::close(locked[1]);
-  ::close(release[0]);
+  ::close(std::exchange(holder.release[0], -1));
   char ok = 0;
-  ASSERT_EQ(::read(locked[0], &ok, 1), 1);
+  ASSERT_EQ(::read(holder.locked[0], &ok, 1), 1);
   ASSERT_EQ(ok, '1') << "the child could not take the folder's lock";
 
   const auto report = remove_job_local_copies(local_.string(), "4242");
@@ -178,15 +192,29 @@ TEST_F(LocalTierCleanup, AFolderALivingProcessHoldsIsLeftUntilThatProcessEnds) {
   EXPECT_TRUE(stdfs::exists(held / "rank_0" / "step_10" / "rank_0.h5"));
   EXPECT_TRUE(stdfs::exists(held / "job-id"));
 
-  ::close(release[1]);
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ::close(locked[0]);
+  holder.let_go();
   const auto after = remove_job_local_copies(local_.string(), "4242");
   EXPECT_TRUE(after.errors.empty()) << after.errors.front();
   EXPECT_EQ(after.removed, 1);
   EXPECT_TRUE(after.in_use.empty());
   EXPECT_FALSE(stdfs::exists(held));
+}
+
+// Holding a folder makes it (its parent must exist) and an in-use file only its user may open, so that another user
+// cannot keep the copies from being removed; a file an older version left readable to all is narrowed.
+TEST_F(LocalTierCleanup, HoldingMakesTheFolderAndAnInUseFileOnlyItsUserMayOpen) {
+  const stdfs::path folder = local_ / "tenax-00000000000000aa";
+  const int fd = tenax::ckpt::hold_local_tier_folder(folder.string());
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  EXPECT_EQ(stdfs::status(folder).permissions(), stdfs::perms::owner_all);
+  EXPECT_EQ(stdfs::status(folder / "in-use").permissions(), stdfs::perms::owner_read | stdfs::perms::owner_write);
+  ::close(fd);
+  stdfs::permissions(folder / "in-use", stdfs::perms::others_read | stdfs::perms::group_read, stdfs::perm_options::add);
+  const int again = tenax::ckpt::hold_local_tier_folder(folder.string());
+  ASSERT_GE(again, 0) << std::strerror(errno);
+  EXPECT_EQ(stdfs::status(folder / "in-use").permissions(), stdfs::perms::owner_read | stdfs::perms::owner_write);
+  ::close(again);
+  EXPECT_EQ(tenax::ckpt::hold_local_tier_folder((root_ / "no-parent" / "tenax-00000000000000aa").string()), -1);
 }
 
 // The in-use file is the user's: a link planted in its place is neither followed nor taken for a holder.
@@ -196,6 +224,7 @@ TEST_F(LocalTierCleanup, AnInUseLinkIsNoHolder) {
   const auto mine = tier("00000000000000aa", "4242");
   stdfs::create_symlink(outside_ / "in-use", mine / "in-use");
   const auto report = remove_job_local_copies(local_.string(), "4242");
+  EXPECT_TRUE(report.errors.empty()) << report.errors.front();
   EXPECT_EQ(report.removed, 1);
   EXPECT_TRUE(report.in_use.empty());
   EXPECT_FALSE(stdfs::exists(stdfs::symlink_status(mine)));

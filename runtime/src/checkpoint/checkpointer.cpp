@@ -181,21 +181,23 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
       run_agreed(world, [&] {
         const std::string job = ckpt::local_copies_job();
         try {
+          // First the lock: while this rank lives, no job's end removes the folder (another component of a
+          // heterogeneous job on this node may end first), and a removal under way finishes before anything is
+          // written. Without the lock that protection is gone, nothing else: a warning, not an error.
+          const std::string folder = fs::parent_of(s.local_root);
+          fs::make_dirs(s.local_base);
+          s.local_in_use.reset(ckpt::hold_local_tier_folder(folder));
+          if (s.local_in_use.get() < 0) {
+            const int error = errno;
+            TENAX_LOG(Warn, "ckpt") << "rank " << world.rank() << ": could not mark " << folder << " as in use ("
+                                    << std::strerror(error)
+                                    << "): a job ending on this node while this one runs could remove its copies";
+          }
           fs::make_dirs(s.local_root);
           ckpt::remove_local_leftovers(s.local_root);
           // Renewed by every attempt, so that the end of the job that uses the copies now removes them.
-          if (!job.empty()) {
-            fs::replace_file_atomically(fs::join(fs::parent_of(s.local_root), ckpt::kLocalTierJobFile), job + "\n",
-                                        fs::Durability::None);
-          }
-          // While this rank lives, no job's end removes the folder (another component of a heterogeneous job on this
-          // node may end first). Without the lock that protection is gone, nothing else: a warning, not an error.
-          s.local_in_use.reset(ckpt::hold_local_tier_folder(fs::parent_of(s.local_root)));
-          if (s.local_in_use.get() < 0) {
-            TENAX_LOG(Warn, "ckpt") << "rank " << world.rank() << ": could not mark " << fs::parent_of(s.local_root)
-                                    << " as in use (" << std::strerror(errno)
-                                    << "): a job ending on this node while this one runs could remove its copies";
-          }
+          if (!job.empty())
+            fs::replace_file_atomically(fs::join(folder, ckpt::kLocalTierJobFile), job + "\n", fs::Durability::None);
         } catch (const std::exception& e) {
           throw UsageError("the node-local checkpoint directory " + s.options.local_dir + " cannot hold copies (rank " +
                            std::to_string(world.rank()) + "): " + e.what() +

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -121,34 +122,78 @@ std::string folder_job(int folder_fd, const std::string& path, LocalCleanupRepor
   return id;
 }
 
-// Whether a living process holds the tier folder (hold_local_tier_folder). On `false`, `lock` holds the folder's
-// in-use file locked exclusively, when it has one, so that no process takes it up while it is being removed.
-bool held_by_a_process(int folder_fd, const std::string& path, UniqueFd& lock, LocalCleanupReport& report) {
-  lock = UniqueFd(::openat(folder_fd, kLocalTierInUseFile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
-  if (lock.get() < 0) return false;  // none (a folder of an older tenax, or a link: the walk removes it as a link)
+enum class Holder { None, Living, Unknown };
+
+// Whether a living process holds the tier folder (hold_local_tier_folder). On None, `lock` holds the folder's in-use
+// file locked exclusively, when it has one, so that no process takes the folder up while it is being removed.
+// Unknown: the file could not be examined (reported); the folder is kept.
+Holder folder_holder(int folder_fd, const std::string& path, UniqueFd& lock, LocalCleanupReport& report) {
+  const std::string file = path + "/" + kLocalTierInUseFile;
+  // Read-write: where flock is emulated with byte-range locks (NFS), an exclusive lock needs a writable descriptor.
+  lock = UniqueFd(::openat(folder_fd, kLocalTierInUseFile, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (lock.get() < 0 && errno == EACCES)
+    lock = UniqueFd(::openat(folder_fd, kLocalTierInUseFile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (lock.get() < 0) {
+    if (errno == ENOENT || errno == ELOOP) return Holder::None;  // no file (an older tenax), or a link: removed as one
+    report.errors.push_back(describe(file, "open", errno) + " (the folder is kept)");
+    return Holder::Unknown;
+  }
   struct stat st {};
-  if (::fstat(lock.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
-  if (::flock(lock.get(), LOCK_EX | LOCK_NB) == 0) return false;
-  if (errno == EWOULDBLOCK) return true;
+  if (::fstat(lock.get(), &st) != 0) {
+    report.errors.push_back(describe(file, "stat", errno) + " (the folder is kept)");
+    return Holder::Unknown;
+  }
+  if (!S_ISREG(st.st_mode)) return Holder::None;  // nothing a rank made: the walk removes it
+  if (::flock(lock.get(), LOCK_EX | LOCK_NB) == 0) return Holder::None;
+  if (errno == EWOULDBLOCK) return Holder::Living;
   // A file system without flock (none the tier is meant for): nothing can be known, the folder is the job's.
-  report.errors.push_back(describe(path + "/" + kLocalTierInUseFile, "flock", errno) +
-                          " (removed anyway: it names the job)");
-  return false;
+  report.errors.push_back(describe(file, "flock", errno) + " (removed anyway: it names the job)");
+  return Holder::None;
+}
+
+// The in-use file `fd` is open on is still the one at `path` (a removal may have unlinked it in between).
+bool still_linked(int fd, const std::string& path) {
+  struct stat held {
+  }, named{};
+  return ::fstat(fd, &held) == 0 && held.st_nlink > 0 && ::lstat(path.c_str(), &named) == 0 &&
+         held.st_dev == named.st_dev && held.st_ino == named.st_ino;
 }
 
 }  // namespace
 
 int hold_local_tier_folder(const std::string& folder) {
   const std::string path = folder + "/" + kLocalTierInUseFile;
-  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644));
-  if (fd.get() < 0) return -1;
-  if (::flock(fd.get(), LOCK_SH | LOCK_NB) != 0) {
-    const int error = errno;
-    fd.reset();
-    errno = error;
-    return -1;
+  // A removal holds the lock for as long as it takes to delete the folder; it is waited for, within a bound (its
+  // process could be stuck in the kernel on a dead disk).
+  constexpr int kTries = 500;
+  constexpr long kPauseNs = 20'000'000;  // 20 ms: 10 s in all
+  int error = EWOULDBLOCK;
+  for (int attempt = 0; attempt < kTries; ++attempt) {
+    if (attempt > 0) {
+      const timespec pause{0, kPauseNs};
+      ::nanosleep(&pause, nullptr);
+    }
+    if (::mkdir(folder.c_str(), 0700) != 0 && errno != EEXIST) return -1;
+    UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600));
+    if (fd.get() < 0) {
+      if (errno == ENOENT) continue;  // the folder was removed between the two calls
+      return -1;
+    }
+    // Only the job's user may lock it: another user holding it would keep the copies from ever being removed. A file
+    // an older tenax made 0644 is narrowed (fails harmlessly when it is not ours).
+    ::fchmod(fd.get(), 0600);
+    if (::flock(fd.get(), LOCK_SH | LOCK_NB) != 0) {
+      error = errno;
+      if (error == EWOULDBLOCK) continue;  // a removal is under way
+      fd.reset();
+      errno = error;
+      return -1;
+    }
+    if (still_linked(fd.get(), path)) return fd.release();
+    error = ESTALE;  // locked a file the removal had already unlinked: start over with the folder as it is now
   }
-  return fd.release();
+  errno = error;
+  return -1;
 }
 
 std::string expand_node(const std::string& local_dir, const std::string& node) {
@@ -216,10 +261,9 @@ LocalCleanupReport remove_job_local_copies(const std::string& local_dir, const s
         continue;
       }
       UniqueFd lock;
-      if (held_by_a_process(folder.get(), path, lock, report)) {
-        report.in_use.push_back(path);
-        continue;
-      }
+      const Holder holder = folder_holder(folder.get(), path, lock, report);
+      if (holder == Holder::Living) report.in_use.push_back(path);
+      if (holder != Holder::None) continue;
       if (remove_entry(root.get(), local_dir, name, 0, report)) ++report.removed;
     }
   } catch (const std::exception& e) {  // allocation failure: report, never throw into the caller (an epilog)

@@ -12,13 +12,14 @@
 // what it points to. The code is plain POSIX on the standard library (no libtenax, no exceptions escape) because the
 // plugin runs it inside Slurm's root daemons.
 //
-// A folder still in use is never removed: every process that uses a tier folder (each rank's Checkpointer, for its
-// lifetime) holds a shared flock(2) on its `in-use` file (hold_local_tier_folder), and the removal first takes that
-// lock exclusively without waiting. When it cannot, a living process still uses the folder (another component of a
-// heterogeneous job on the same node, whose copies name the leader's id too, or a rank that outlived its job's
-// processes) and the folder is left and listed: the still-running component's own epilog removes it when that ends.
-// The lock, not the job's state in Slurm, decides: the epilog needs no call to slurmctld, and the kernel drops the
-// lock with the last process.
+// A folder a living process holds is not removed: each rank's writable Checkpointer holds a shared flock(2) on the
+// folder's `in-use` file (hold_local_tier_folder) from before it writes `job-id` until it is destroyed, and the
+// removal first takes that lock exclusively without waiting. When it cannot, a living process holds the folder
+// (another component of a heterogeneous job on the same node, whose copies name the leader's id too, or a process that
+// outlived its job) and the folder is left and listed. The lock, not the job's state in Slurm, decides: the epilog
+// needs no call to slurmctld, and the kernel drops the lock with the last process. What it does not cover: the time
+// between two attempts of a run (no rank holds the folder until the next attempt's checkpointer exists) and read-only
+// checkpointers, which never lock.
 #pragma once
 
 #include <cstdint>
@@ -51,10 +52,11 @@ std::string expand_node(const std::string& local_dir, const std::string& node);
 // Whether `name` is a tier folder's name (tenax- and 16 lower-case hex digits).
 bool is_local_tier_folder(std::string_view name);
 
-// Marks the tier folder `folder` (<local_dir>/tenax-<key>, existing) as used by this process until the returned
-// descriptor is closed: opens (creating it) its in-use file and takes a shared flock on it without waiting. Returns
-// -1 with errno set when the file cannot be opened or locked (EWOULDBLOCK: a removal holds it right now); the caller
-// decides what that means. The descriptor is close-on-exec.
+// Marks the tier folder `folder` (<local_dir>/tenax-<key>; created mode 0700 when missing, its parent must exist) as
+// used by this process until the returned descriptor is closed: opens (creating it, mode 0600) its in-use file and
+// takes a shared flock on it. A removal under way is waited for, up to 10 s, and a folder it removed meanwhile is made
+// again. Returns -1 with errno set when the folder or file cannot be made or locked (EWOULDBLOCK: a removal still
+// holds it); the caller decides what that means. The descriptor is close-on-exec.
 int hold_local_tier_folder(const std::string& folder);
 
 // Removes every tier folder of job `job_id` directly under `local_dir` (already expanded: no %n). A missing local_dir

@@ -9,8 +9,8 @@ leaves (root may remove both), and the folder that could not be removed whole st
 names what failed and why; the other job's folder is untouched. Without the privilege drop the first check fails.
 
 A third folder of the job is held by a living process of nobody's, as a rank's checkpointer holds its folder (a shared
-flock on the folder's in-use file; here another component of a heterogeneous job on the same node, still running,
-would hold it): the epilog leaves it whole and says so in slurmd's log.
+flock on the folder's in-use file), which outlives the job: the epilog leaves the folder whole and says so in slurmd's
+log as an error (in a heterogeneous job, another component still running would hold it; that is logged at info).
 
 Then a heterogeneous job: its second component's epilog removes the copies named after the leader's job id as well as
 its own (heterogeneous_job below).
@@ -61,11 +61,23 @@ def hold_folder(folder, owner):
     return holder
 
 
+def release(holder):
+    """Ends a holder (closing its input ends it; killed should it not), never masking an error raised before."""
+    holder.stdin.close()
+    try:
+        holder.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        holder.kill()
+        holder.wait()
+
+
 def heterogeneous_job(lab, base, nobody):
     """Each component of a heterogeneous job has a job id of its own (the leader's, then the next ones), and each
     component's epilog runs under its own id; tenax-launch names its ranks' copies after the id its batch script sees,
     the leader's. The epilog of the second component, on n3, must remove the copies named after the leader too (and
-    after its own id, which ranks started without tenax-launch write), and still leave another job's alone."""
+    after its own id, which ranks started without tenax-launch write), and still leave another job's alone. A folder
+    named after the leader that a process still holds (as the other component's ranks, still running, would) is left,
+    and the epilog says so at info level."""
     het_base = os.path.join(base, "het")
     os.makedirs(het_base)
     os.chmod(het_base, 0o755)
@@ -82,20 +94,31 @@ def heterogeneous_job(lab, base, nobody):
     by_leader = os.path.join(n3, "tenax-00000000000000d1")
     by_component = os.path.join(n3, "tenax-00000000000000d2")
     foreign = os.path.join(n3, "tenax-00000000000000d3")
-    for folder, owner_job in ((by_leader, leader), (by_component, second), (foreign, 999998)):
+    held = os.path.join(n3, "tenax-00000000000000d4")
+    for folder, owner_job in ((by_leader, leader), (by_component, second), (foreign, 999998), (held, leader)):
         write(os.path.join(folder, "rank_1", "step_5", "rank_1.h5"), "x" * 100)
         write(os.path.join(folder, "job-id"), f"{owner_job}\n")
     chown_tree(het_base, nobody)
-    lab.check(["scontrol", "release", str(leader)])
-    lab.wait_job(leader, timeout=60)
-    lab.wait_job(second, timeout=60)
+    holder = hold_folder(held, nobody)
+    try:
+        lab.check(["scontrol", "release", str(leader)])
+        lab.wait_job(leader, timeout=60)
+        lab.wait_job(second, timeout=60)
+    finally:
+        release(holder)
     left = sorted(os.listdir(n3))
+    expect(os.path.exists(os.path.join(held, "rank_1", "step_5", "rank_1.h5")),
+           f"the second component's epilog removed a folder a process still held: {left}")
+    log = read_text(lab.path("log", "slurmd-n3.log"))
+    expect(re.search(rf"tenax: job {second} on n3: left the node-local checkpoint folder {re.escape(held)}: a process "
+                     r"holds it \(another component of this heterogeneous job", log),
+           f"slurmd's log on n3 should say which folder was left to the other component:\n{log[-3000:]}")
     expect(not os.path.exists(by_component), f"the second component's epilog kept a folder of its own id: {left}")
     expect(not os.path.exists(by_leader),
            f"the second component's epilog kept a folder named after the heterogeneous job's leader: {left}")
     expect(os.path.exists(os.path.join(foreign, "rank_1", "step_5", "rank_1.h5")), "another job's folder was touched")
     print(f"heterogeneous job {leader}+{second}: on the second component's node, the folders of either id removed, "
-          f"another job's kept", flush=True)
+          f"another job's kept, a folder still held left and named", flush=True)
 
 
 def run(tools):
@@ -133,8 +156,7 @@ def run(tools):
                 lab.check(["scontrol", "release", str(job)])
                 lab.wait_job(job, timeout=60)
             finally:
-                holder.stdin.close()
-                holder.wait(timeout=30)
+                release(holder)
 
             left = sorted(os.listdir(node_dir))
             expect(not os.path.exists(plain), f"the job's folder should be removed: {left}")
@@ -152,7 +174,7 @@ def run(tools):
                    f"a folder of the job that a living process holds was removed: {left}")
             log = read_text(lab.path("log", "slurmd-n1.log"))
             expect(re.search(rf"tenax: job {job} on n1: left the node-local checkpoint folder {re.escape(held)}: a "
-                             r"running process of the job still uses it", log),
+                             r"process still holds it after the job ended", log),
                    f"slurmd's log should say which folder was left in use:\n{log[-3000:]}")
             expect(re.search(rf"tenax: job {job} on n1: removed 1 node-local checkpoint folder", log),
                    f"slurmd's log should say what the epilog removed:\n{log[-3000:]}")
