@@ -328,6 +328,12 @@ int body(int argc, char** argv) {
                 world.size(), root.c_str(), tenax::bench::file_system_of(root).c_str(), reps, tensors);
     std::printf("%s\n", tenax::bench::machine_line().c_str());
     std::printf("# io: the store path asked for, and the share of the bytes written that went around the page cache\n");
+    // The staging buffer's blocks are 4 KiB-aligned, so the copy takes the CPU's first kernel.
+    std::string kernels;
+    for (const auto& kernel : tenax::ckpt::crc32c_copy_kernels())
+      kernels += (kernels.empty() ? "" : ", ") + std::string(kernel.name);
+    std::printf("# staging copy + CRC32C kernel: %s (this CPU has: %s)\n",
+                tenax::ckpt::crc32c_copy_kernels().front().name, kernels.c_str());
     std::printf("# GiB/s are aggregate over ranks; load/read: page cache hot | cold (cold needs root)\n");
     std::printf("# thr: threads of save()'s copy into staging memory; memcpy: one thread\n");
     std::printf(

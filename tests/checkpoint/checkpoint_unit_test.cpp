@@ -29,15 +29,17 @@ TEST(CheckpointCrc32c, KnownVectors) {
 TEST(CheckpointCrc32c, FastPathsMatchTablesForEveryLengthAndAlignment) {
   std::mt19937_64 rng(42);
   std::vector<std::uint8_t> src(200000 + 64);
-  // A 64-byte aligned destination: offset 0 takes the 64-byte non-temporal path (where the CPU has AVX-512, else the
-  // 32-byte one), offset 32 the 32-byte path, the others the 8-byte one.
+  // A 64-byte aligned destination: crc32c_copy takes its first kernel at offset 0, the 32-byte ones at offset 32, the
+  // 8-byte one or the tables at the others.
   struct FreeDeleter {
     void operator()(std::uint8_t* p) const { std::free(p); }
   };
   std::unique_ptr<std::uint8_t, FreeDeleter> dst(static_cast<std::uint8_t*>(std::aligned_alloc(64, 200000 + 128)));
   for (auto& b : src)
     b = static_cast<std::uint8_t>(rng());
-  for (std::size_t len : {0ul, 1ul, 7ul, 8ul, 9ul, 4095ul, 12287ul, 12288ul, 12289ul, 24576ul, 100001ul, 200000ul}) {
+  // Around the three-stream loops' 12 KiB and the fold's 128- and 256-byte boundaries, and long ones.
+  for (std::size_t len : {0ul,   1ul,   7ul,   8ul,    9ul,     127ul,   128ul,   255ul,   256ul,    257ul,
+                          383ul, 384ul, 385ul, 4095ul, 12287ul, 12288ul, 12289ul, 24576ul, 100001ul, 200000ul}) {
     for (std::size_t align : {0ul, 1ul, 3ul, 8ul}) {
       const std::uint8_t* p = src.data() + align;
       const std::uint32_t want = crc32c_extend_software(0x1234, p, len);
@@ -50,6 +52,12 @@ TEST(CheckpointCrc32c, FastPathsMatchTablesForEveryLengthAndAlignment) {
             << "len " << len << " destination offset " << dst_offset;
         EXPECT_EQ(std::memcmp(dst.get() + dst_offset, p, len), 0) << "copy of len " << len;
       }
+      // Every kernel this CPU has, not only those crc32c_copy prefers here.
+      for (const Crc32cCopyKernel& kernel : crc32c_copy_kernels()) {
+        std::memset(dst.get(), 0, 200000 + 128);
+        EXPECT_EQ(kernel.copy(dst.get(), p, len, 0x1234), want) << kernel.name << " len " << len;
+        EXPECT_EQ(std::memcmp(dst.get(), p, len), 0) << kernel.name << " copy of len " << len;
+      }
     }
   }
   // Extending piecewise equals one pass.
@@ -57,6 +65,24 @@ TEST(CheckpointCrc32c, FastPathsMatchTablesForEveryLengthAndAlignment) {
   for (std::size_t at = 0; at < 100000; at += 7777)
     c = crc32c_extend(c, src.data() + at, std::min<std::size_t>(7777, 100000 - at));
   EXPECT_EQ(c, crc32c_extend(0, src.data(), 100000));
+}
+
+TEST(CheckpointCrc32c, CopyKernelsAreListedInOrderOfPreferenceAndTheTablesTakeAnyDestination) {
+  const auto kernels = crc32c_copy_kernels();
+  ASSERT_FALSE(kernels.empty());
+  EXPECT_STREQ(kernels.back().name, "tables");
+  EXPECT_EQ(kernels.back().destination_alignment, 1u);
+  alignas(64) static std::uint8_t buffer[128];
+  EXPECT_STREQ(crc32c_copy_kernel(buffer), kernels.front().name);
+  for (const Crc32cCopyKernel& kernel : kernels) {
+    ASSERT_NE(kernel.destination_alignment, 0u) << kernel.name;
+    EXPECT_EQ(64 % kernel.destination_alignment, 0u) << kernel.name;
+  }
+  // A destination at an odd address goes to the first kernel that takes any alignment.
+  const char* any = nullptr;
+  for (const Crc32cCopyKernel& kernel : kernels)
+    if (kernel.destination_alignment == 1 && any == nullptr) any = kernel.name;
+  EXPECT_STREQ(crc32c_copy_kernel(buffer + 1), any);
 }
 
 TEST(CheckpointJson, ParsesWhatTheManifestWrites) {

@@ -2,12 +2,15 @@
 //
 // Hardware path (SSE4.2 crc32 instruction, chosen at run time): three independent streams per iteration hide the
 // instruction's 3-cycle latency, and their results are merged with precomputed "append n zero bytes" tables, so one
-// core checksums at close to memory speed. Software fallback: slice-by-8 tables. Whole-buffer checksums delegate to
-// ISA-L when it is installed (measured faster); the fused copy + checksum of the staging pass is ours alone.
+// core checksums at close to memory speed. The fused copy + checksum of the staging pass also has a folding kernel
+// (carry-less multiplication, VPCLMULQDQ) for CPUs whose crc32 instruction is barely faster than their memory (AMD
+// Zen 3). Software fallback: slice-by-8 tables. Whole-buffer checksums delegate to ISA-L when it is installed
+// (measured faster); the fused copy + checksum of the staging pass is ours alone.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 namespace tenax::ckpt {
 
@@ -22,6 +25,18 @@ bool crc32c_uses_isal();
 // non-temporal stores: dst is staging memory the I/O thread reads later, and bypassing the cache avoids reading dst's
 // old contents from memory first (the same trick memcpy uses for large sizes).
 std::uint32_t crc32c_copy(void* dst, const void* src, std::size_t size, std::uint32_t crc);
+
+// The fused copy + checksum kernels this CPU can run, in crc32c_copy's order of preference: it takes the first whose
+// destination alignment the call meets (the staging buffer's blocks are 4 KiB-aligned, so the first). Tests check
+// every one against the tables; benchmarks print the one in use, so that a figure names the code that made it.
+struct Crc32cCopyKernel {
+  const char* name;
+  std::size_t destination_alignment;
+  std::uint32_t (*copy)(void* dst, const void* src, std::size_t size, std::uint32_t crc);  // as crc32c_copy
+};
+std::span<const Crc32cCopyKernel> crc32c_copy_kernels();
+// The name of the kernel crc32c_copy uses for this destination.
+const char* crc32c_copy_kernel(const void* dst);
 
 // The CRC32C of A followed by B, from crc32c_extend(0, A) and crc32c_extend(0, B) and B's length alone: what lets
 // pieces of one buffer be checksummed on different threads (staging_pass.hpp). Logarithmic in len_b.
