@@ -89,8 +89,9 @@ Buffers make_buffers(const std::vector<std::size_t>& sizes, std::uint32_t seed) 
 void expect_exact(const Buffers& b, const std::string& what) {
   for (std::size_t i = 0; i < b.copies.size(); ++i) {
     const StagingCopy& c = b.copies[i];
-    if (c.bytes > 0)  // an empty source vector's data() may be null, which memcmp must not be given
+    if (c.bytes > 0) {  // an empty source vector's data() may be null, which memcmp must not be given
       EXPECT_EQ(std::memcmp(c.dst, c.src, c.bytes), 0) << what << ": copy " << i << " (" << c.bytes << " bytes)";
+    }
     EXPECT_EQ(b.crcs[i], crc32c_extend(0, c.src, c.bytes)) << what << ": copy " << i << " (" << c.bytes << " bytes)";
   }
 }
