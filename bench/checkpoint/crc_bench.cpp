@@ -21,12 +21,6 @@
 
 namespace {
 
-std::size_t parse_size(const std::string& text) {
-  const char unit = text.empty() ? ' ' : text.back();
-  const std::size_t scale = unit == 'K' ? 1ul << 10 : unit == 'M' ? 1ul << 20 : unit == 'G' ? 1ul << 30 : 1;
-  return std::stoul(scale == 1 ? text : text.substr(0, text.size() - 1)) * scale;
-}
-
 template <class F>
 double median_gbps(std::size_t bytes, F checksum) {
   const std::size_t reps = std::max<std::size_t>(1, (std::size_t{256} << 20) / bytes);
@@ -42,16 +36,6 @@ double median_gbps(std::size_t bytes, F checksum) {
   if (sink == 0x5eed) std::printf(" ");  // keeps the checksums from being optimised away
   std::sort(rates.begin(), rates.end());
   return rates[rates.size() / 2];
-}
-
-std::vector<std::size_t> parse_sizes(const std::string& list) {
-  std::vector<std::size_t> sizes;
-  for (std::size_t at = 0; at <= list.size();) {
-    const std::size_t comma = std::min(list.find(',', at), list.size());
-    sizes.push_back(parse_size(list.substr(at, comma - at)));
-    at = comma + 1;
-  }
-  return sizes;
 }
 
 // Page-aligned (the staging buffer's blocks are 4 KiB-aligned) and touched, as a training state and staging memory are.
@@ -77,44 +61,51 @@ double seconds_of(auto&& work) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Each kernel against memcpy, alternating within every repetition so that a busy host slows all alike.
-int compare_copy_kernels(const std::vector<std::size_t>& sizes) {
+// Each kernel against memcpy, in turns within every repetition (the first of the turn rotating) so that a busy host
+// or the previous turn's cache state weighs on all alike.
+int compare_copy_kernels(const std::vector<std::uint64_t>& sizes) {
   const auto kernels = tenax::ckpt::crc32c_copy_kernels();
-  std::printf("# fused copy + CRC32C kernels against memcpy (time ratio, 15 alternating reps, median)\n");
+  std::printf("# fused copy + CRC32C kernels against memcpy (time ratio, 15 rotating reps, median); save() uses %s\n",
+              kernels.front().name);
   std::printf("%12s %10s", "bytes", "memcpy s");
   for (const auto& kernel : kernels)
     std::printf(" %22s", kernel.name);
   std::printf("\n");
-  for (const std::size_t bytes : sizes) {
+  for (const std::uint64_t bytes : sizes) {
+    if (bytes < (std::uint64_t{1} << 20)) {
+      std::fprintf(stderr, "tenax-bench-crc: copy size %llu is below 1M: one call is too short to time\n",
+                   static_cast<unsigned long long>(bytes));
+      return 2;
+    }
     Pages src(bytes), dst(bytes);
     if (src.data == nullptr || dst.data == nullptr) {
-      std::fprintf(stderr, "tenax-bench-crc: cannot map 2 x %zu bytes\n", bytes);
+      std::fprintf(stderr, "tenax-bench-crc: cannot map 2 x %llu bytes\n", static_cast<unsigned long long>(bytes));
       return 1;
     }
     const std::uint32_t want = tenax::ckpt::crc32c_extend(0, src.data, bytes);
-    std::vector<double> copy;
-    std::vector<std::vector<double>> fused(kernels.size());
-    for (int rep = 0; rep < 15; ++rep) {
-      copy.push_back(seconds_of([&] { std::memcpy(dst.data, src.data, bytes); }));
-      for (std::size_t k = 0; k < kernels.size(); ++k) {
+    // Turn 0 is memcpy, turn k the kernel k - 1.
+    std::vector<std::vector<double>> times(kernels.size() + 1);
+    for (std::size_t rep = 0; rep < 15; ++rep) {
+      for (std::size_t t = 0; t < times.size(); ++t) {
+        const std::size_t turn = (rep + t) % times.size();
+        if (turn == 0) {
+          times[0].push_back(seconds_of([&] { std::memcpy(dst.data, src.data, bytes); }));
+          continue;
+        }
+        const auto& kernel = kernels[turn - 1];
         std::uint32_t crc = 0;
-        fused[k].push_back(seconds_of([&] { crc = kernels[k].copy(dst.data, src.data, bytes, 0); }));
+        times[turn].push_back(seconds_of([&] { crc = kernel.copy(dst.data, src.data, bytes, 0); }));
         if (crc != want || std::memcmp(dst.data, src.data, bytes) != 0) {
-          std::fprintf(stderr, "tenax-bench-crc: kernel %s copied or checksummed %zu bytes wrongly\n", kernels[k].name,
-                       bytes);
+          std::fprintf(stderr, "tenax-bench-crc: kernel %s copied or checksummed %llu bytes wrongly\n", kernel.name,
+                       static_cast<unsigned long long>(bytes));
           return 1;
         }
       }
     }
-    const double reference = median(copy);
-    std::printf("%12zu %10.4f", bytes, reference);
-    for (const auto& times : fused)
-      std::printf(" %21.2fx", median(times) / reference);
+    const double reference = tenax::bench::median(times[0]);
+    std::printf("%12llu %10.4f", static_cast<unsigned long long>(bytes), reference);
+    for (std::size_t k = 1; k < times.size(); ++k)
+      std::printf(" %21.2fx", tenax::bench::median(times[k]) / reference);
     std::printf("\n");
   }
   return 0;
@@ -135,7 +126,16 @@ int main(int argc, char** argv) {
   std::printf("%s\n", tenax::bench::machine_line().c_str());
   std::printf("# crc32c_extend is %s\n", tenax::ckpt::crc32c_uses_isal() ? "ISA-L crc32_iscsi" : "the in-house loop");
   std::printf("%12s %18s %18s %8s\n", "bytes", "crc32c_extend GB/s", "in-house GB/s", "ratio");
-  for (const std::size_t bytes : parse_sizes(args["sizes"].as<std::string>())) {
+  std::vector<std::uint64_t> sizes, copy_sizes;
+  try {
+    sizes = tenax::bench::parse_sizes(args["sizes"].as<std::string>());
+    if (args["copy-sizes"].as<std::string>() != "none")
+      copy_sizes = tenax::bench::parse_sizes(args["copy-sizes"].as<std::string>());
+  } catch (const std::exception&) {
+    std::fprintf(stderr, "tenax-bench-crc: sizes are comma-separated numbers of bytes with an optional K, M or G\n");
+    return 2;
+  }
+  for (const std::uint64_t bytes : sizes) {
     std::vector<unsigned char> buffer(bytes);
     for (std::size_t i = 0; i < bytes; ++i)
       buffer[i] = static_cast<unsigned char>(i * 131 + 7);
@@ -149,7 +149,6 @@ int main(int argc, char** argv) {
         median_gbps(bytes, [&] { return tenax::ckpt::crc32c_extend_in_house(0, buffer.data(), bytes); });
     std::printf("%12zu %18.1f %18.1f %7.2fx\n", bytes, library, in_house, library / in_house);
   }
-  const std::string copy_sizes = args["copy-sizes"].as<std::string>();
-  if (copy_sizes != "none") return compare_copy_kernels(parse_sizes(copy_sizes));
+  if (!copy_sizes.empty()) return compare_copy_kernels(copy_sizes);
   return 0;
 }

@@ -1,10 +1,12 @@
 // Pure unit tests of the checkpoint internals: CRC32C, the manifest's JSON, block geometry and the write plan.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
 
 #include "checkpoint/crc32c.hpp"
 #include "checkpoint/geometry.hpp"
@@ -46,20 +48,42 @@ TEST(CheckpointCrc32c, FastPathsMatchTablesForEveryLengthAndAlignment) {
       EXPECT_EQ(crc32c_extend(0x1234, p, len), want)
           << "len " << len << " align " << align << (crc32c_uses_isal() ? " (ISA-L)" : " (in-house)");
       EXPECT_EQ(crc32c_extend_in_house(0x1234, p, len), want) << "len " << len << " align " << align;
+      // Around each copy, bytes no kernel may touch.
+      auto untouched_around = [&](std::size_t offset) {
+        const std::uint8_t* d = dst.get();
+        for (std::size_t i = 0; i < offset; ++i)
+          if (d[i] != 0xA5) return false;
+        for (std::size_t i = offset + len; i < offset + len + 64; ++i)
+          if (d[i] != 0xA5) return false;
+        return true;
+      };
       for (std::size_t dst_offset : {0ul, 32ul, align ^ 1, 8ul}) {
-        std::memset(dst.get(), 0, 200000 + 128);
+        std::memset(dst.get(), 0xA5, 200000 + 128);
         EXPECT_EQ(crc32c_copy(dst.get() + dst_offset, p, len, 0x1234), want)
             << "len " << len << " destination offset " << dst_offset;
         EXPECT_EQ(std::memcmp(dst.get() + dst_offset, p, len), 0) << "copy of len " << len;
+        EXPECT_TRUE(untouched_around(dst_offset)) << "len " << len << " destination offset " << dst_offset;
       }
-      // Every kernel this CPU has, not only those crc32c_copy prefers here.
+      // Every kernel this CPU has, not only those crc32c_copy prefers here; a destination a kernel's stores cannot
+      // take (offset 1) is passed on, not faulted on.
       for (const Crc32cCopyKernel& kernel : crc32c_copy_kernels()) {
-        std::memset(dst.get(), 0, 200000 + 128);
-        EXPECT_EQ(kernel.copy(dst.get(), p, len, 0x1234), want) << kernel.name << " len " << len;
-        EXPECT_EQ(std::memcmp(dst.get(), p, len), 0) << kernel.name << " copy of len " << len;
+        for (std::size_t dst_offset : {0ul, 1ul}) {
+          std::memset(dst.get(), 0xA5, 200000 + 128);
+          EXPECT_EQ(kernel.copy(dst.get() + dst_offset, p, len, 0x1234), want)
+              << kernel.name << " len " << len << " destination offset " << dst_offset;
+          EXPECT_EQ(std::memcmp(dst.get() + dst_offset, p, len), 0) << kernel.name << " copy of len " << len;
+          EXPECT_TRUE(untouched_around(dst_offset)) << kernel.name << " len " << len << " offset " << dst_offset;
+        }
       }
     }
   }
+  // Which kernels this host ran: a CPU without one of them tests it nowhere (the CI machines have AVX2 and
+  // VPCLMULQDQ; AVX-512 only some).
+  std::string tested;
+  for (const Crc32cCopyKernel& kernel : crc32c_copy_kernels())
+    tested += std::string(tested.empty() ? "" : ", ") + kernel.name;
+  RecordProperty("copy_kernels", tested);
+  std::printf("copy + CRC32C kernels tested on this CPU: %s\n", tested.c_str());
   // Extending piecewise equals one pass.
   std::uint32_t c = 0;
   for (std::size_t at = 0; at < 100000; at += 7777)

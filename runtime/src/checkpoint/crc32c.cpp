@@ -9,7 +9,6 @@
 
 #include <array>
 #include <cstring>
-#include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -101,6 +100,12 @@ constexpr std::size_t kStride = 4096;
 // Measured on an Intel Xeon (2026-11-26), 256 MiB-1 GiB: 384-768 bytes ahead gave 1.00-1.03x of memcpy, none 1.09x,
 // 2 KiB 1.12x (T0; NTA 1.53x). The 32-byte loop got slower with it (1.22x -> 1.31x) and has none.
 constexpr std::size_t kPrefetchAhead = 512;
+
+// A prefetch may point past the end of the buffer (it never faults); the address is computed as an integer, since a
+// pointer that far past the end would be undefined.
+inline void prefetch_ahead(const std::uint8_t* p, std::size_t ahead) {
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(p) + ahead), _MM_HINT_T0);
+}
 
 // Applying "append n zero bytes" to a raw CRC register is linear over GF(2): tabulate it byte by byte.
 struct ShiftTable {
@@ -265,9 +270,9 @@ __attribute__((target("sse4.2,avx512f"))) std::uint32_t hw_copy_avx512(std::uint
     const std::uint8_t* p1 = p + kStride;
     const std::uint8_t* p2 = p + 2 * kStride;
     for (std::size_t i = 0; i < kStride; i += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(p + i + kPrefetchAhead), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(p1 + i + kPrefetchAhead), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(p2 + i + kPrefetchAhead), _MM_HINT_T0);
+      prefetch_ahead(p, i + kPrefetchAhead);
+      prefetch_ahead(p1, i + kPrefetchAhead);
+      prefetch_ahead(p2, i + kPrefetchAhead);
       const __m512i a = _mm512_loadu_si512(p + i);
       const __m512i b = _mm512_loadu_si512(p1 + i);
       const __m512i c = _mm512_loadu_si512(p2 + i);
@@ -367,11 +372,11 @@ __attribute__((target("sse4.2,avx2,pclmul,vpclmulqdq"))) std::uint32_t hw_copy_f
   // The register so far enters as the first 32 bits of the message (the CRC is linear in both).
   a0 = _mm256_xor_si256(a0, _mm256_set_epi32(0, 0, 0, 0, 0, 0, 0, static_cast<int>(crc)));
   std::size_t i = kBlock;
-  // Two blocks per iteration: their eight loads go out before the first fold needs one (with a 2 KiB prefetch
-  // 0.96-1.01x of memcpy's time, against 1.00-1.06x for one block per iteration; same machine).
+  // Two blocks per iteration: their eight loads go out before the first fold needs one (figures at
+  // kFoldPrefetchAhead).
   for (; i + 2 * kBlock <= n; i += 2 * kBlock) {
     for (std::size_t line = 0; line < 2 * kBlock; line += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(p + i + kFoldPrefetchAhead + line), _MM_HINT_T0);
+      prefetch_ahead(p, i + kFoldPrefetchAhead + line);
     const __m256i b0 = load_32(p + i), b1 = load_32(p + i + 32), b2 = load_32(p + i + 64), b3 = load_32(p + i + 96);
     const __m256i c0 = load_32(p + i + 128), c1 = load_32(p + i + 160), c2 = load_32(p + i + 192),
                   c3 = load_32(p + i + 224);
@@ -505,28 +510,37 @@ std::uint32_t soft_copy(std::uint32_t crc, std::uint8_t* d, const std::uint8_t* 
   return crc;
 }
 
-// A raw-register kernel (no pre/post inversion) as crc32c_copy's signature.
-template <std::uint32_t (*Raw)(std::uint32_t, std::uint8_t*, const std::uint8_t*, std::size_t)>
+// A raw-register kernel (no pre/post inversion) as crc32c_copy's signature. A destination the kernel's stores cannot
+// take goes to crc32c_copy, which picks one that can, rather than faulting.
+template <std::uint32_t (*Raw)(std::uint32_t, std::uint8_t*, const std::uint8_t*, std::size_t), std::size_t Alignment>
 std::uint32_t standard(void* dst, const void* src, std::size_t size, std::uint32_t crc) {
   if (size == 0) return crc;  // an empty copy may come with null pointers, which memcpy must never be given
+  if (reinterpret_cast<std::uintptr_t>(dst) % Alignment != 0) return crc32c_copy(dst, src, size, crc);
   return ~Raw(~crc, static_cast<std::uint8_t*>(dst), static_cast<const std::uint8_t*>(src), size);
 }
 
-std::vector<Crc32cCopyKernel> detect_copy_kernels() {
-  std::vector<Crc32cCopyKernel> kernels;
+// Fixed storage, trivially destructible: a staging thread may still copy while the process exits.
+struct CopyKernels {
+  std::array<Crc32cCopyKernel, 5> kernels{};
+  std::size_t count = 0;
+  void push_back(const Crc32cCopyKernel& kernel) { kernels[count++] = kernel; }
+};
+
+CopyKernels detect_copy_kernels() {
+  CopyKernels kernels;
 #if TENAX_CRC32C_X86
   if (crc32c_hardware()) {
     // Order of preference, from the measurements next to each kernel: 64-byte stores where AVX-512 exists (Intel Xeon
     // 1.01x of memcpy, AMD Zen 4 0.97-0.98x), folding where 256-bit VPCLMULQDQ exists (AMD Zen 3: 0.74-1.01x of
     // memcpy against 0.85-1.19x for the 32-byte three-stream loop, tenax-bench-crc), then the crc32 instruction with
     // 32- and 8-byte stores.
-    if (detect_avx512()) kernels.push_back({"crc32-3x-nt64", 64, standard<hw_copy_avx512>});
-    if (detect_vpclmulqdq()) kernels.push_back({"vpclmulqdq-fold-nt32", 32, standard<hw_copy_fold>});
-    if (detect_avx2()) kernels.push_back({"crc32-3x-nt32", 32, standard<hw_copy_avx2>});
-    kernels.push_back({"crc32-3x-nt8", 1, standard<hw_copy>});
+    if (detect_avx512()) kernels.push_back({"crc32-3x-nt64", 64, standard<hw_copy_avx512, 64>});
+    if (detect_vpclmulqdq()) kernels.push_back({"vpclmulqdq-fold-nt32", 32, standard<hw_copy_fold, 32>});
+    if (detect_avx2()) kernels.push_back({"crc32-3x-nt32", 32, standard<hw_copy_avx2, 32>});
+    kernels.push_back({"crc32-3x-nt8", 1, standard<hw_copy, 1>});
   }
 #endif
-  kernels.push_back({"tables", 1, standard<soft_copy>});
+  kernels.push_back({"tables", 1, standard<soft_copy, 1>});
   return kernels;
 }
 
@@ -540,8 +554,8 @@ const Crc32cCopyKernel& kernel_for(const void* dst) {
 }  // namespace
 
 std::span<const Crc32cCopyKernel> crc32c_copy_kernels() {
-  static const std::vector<Crc32cCopyKernel> kernels = detect_copy_kernels();
-  return kernels;
+  static const CopyKernels detected = detect_copy_kernels();
+  return {detected.kernels.data(), detected.count};
 }
 
 const char* crc32c_copy_kernel(const void* dst) {

@@ -28,11 +28,14 @@ std::uint32_t crc32c_copy(void* dst, const void* src, std::size_t size, std::uin
 
 // The fused copy + checksum kernels this CPU can run, in crc32c_copy's order of preference: it takes the first whose
 // destination alignment the call meets (the staging buffer's blocks are 4 KiB-aligned, so the first). Tests check
-// every one against the tables; benchmarks print the one in use, so that a figure names the code that made it.
+// every one against the tables; benchmarks print the one in use, so that a figure names the code that made it. The
+// order rests on measurements of Intel Xeon (AVX-512), AMD Zen 4 (AVX-512) and AMD Zen 3 (AVX2 + VPCLMULQDQ) only:
+// other CPUs with VPCLMULQDQ and no AVX-512 (Intel's client cores) take the folding kernel unmeasured.
 struct Crc32cCopyKernel {
   const char* name;
   std::size_t destination_alignment;
-  std::uint32_t (*copy)(void* dst, const void* src, std::size_t size, std::uint32_t crc);  // as crc32c_copy
+  // As crc32c_copy; a destination not aligned to destination_alignment is passed on to crc32c_copy.
+  std::uint32_t (*copy)(void* dst, const void* src, std::size_t size, std::uint32_t crc);
 };
 std::span<const Crc32cCopyKernel> crc32c_copy_kernels();
 // The name of the kernel crc32c_copy uses for this destination.
