@@ -291,7 +291,8 @@ void Checkpointer::save(std::uint64_t step, const Blobs& blobs) {
   if (s.writing) s.finish_write();  // at most one checkpoint in flight; its failure surfaces here
   s.settle_local();                 // its staging memory is about to be reused; one partner exchange at a time
   // Inside an agreement: a rank whose blobs are refused, or whose copy fails, must not leave the others to go on
-  // into the next collective alone.
+  // into the next collective alone. Blocking on purpose (docs/checkpoint-format.md, "Saving"): its wait is for the
+  // slowest rank, which the next collective would wait for anyway, and its error belongs to this call.
   run_agreed(s.world, [&] {
     if (s.options.read_only)
       throw UsageError("checkpoint: save() on a read-only checkpointer (CheckpointOptions::read_only) of " +
