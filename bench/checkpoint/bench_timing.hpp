@@ -1,7 +1,9 @@
-// What the checkpoint benchmarks share: a monotonic clock, the median of repetitions, the slowest rank, and the
-// lines that make a figure reproducible (the CPU, the load while it ran, the file system it was written to).
+// What the checkpoint benchmarks share: a monotonic clock, the median of repetitions, the slowest rank, pre-touched
+// memory, and the lines that make a figure reproducible (the CPU, the load while it ran, the file system it was written
+// to).
 #pragma once
 
+#include <sys/mman.h>
 #include <sys/vfs.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 
 #include "common/machine_line.hpp"
 #include "tenax/communicator.hpp"
+#include "tenax/error.hpp"
 
 namespace tenax::bench {
 
@@ -21,6 +24,23 @@ using Clock = std::chrono::steady_clock;
 inline double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
+
+// Page-aligned memory with every page touched, as a training state, staging memory and the references' buffers are (a
+// first touch inside a timed copy would time the page faults).
+struct Buffer {
+  std::uint8_t* data = nullptr;
+  std::size_t size = 0;
+  explicit Buffer(std::size_t n) : size(n) {
+    void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw IoError("bench: cannot map " + std::to_string(n) + " bytes");
+    data = static_cast<std::uint8_t*>(p);
+    for (std::size_t i = 0; i < n; i += 4096)
+      data[i] = static_cast<std::uint8_t>(i * 131 + 7);
+  }
+  ~Buffer() { ::munmap(data, size); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+};
 
 // A comma-separated list of counts or byte sizes with an optional K/M/G suffix ("64M,256M,1G", "4,40,400").
 inline std::vector<std::uint64_t> parse_sizes(const std::string& list) {

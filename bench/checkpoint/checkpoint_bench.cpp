@@ -43,6 +43,7 @@
 
 namespace {
 
+using tenax::bench::Buffer;
 using tenax::bench::Clock;
 using tenax::bench::max_over_ranks;
 using tenax::bench::median;
@@ -52,21 +53,6 @@ std::string size_name(std::uint64_t b) {
   if (b >= (1ull << 30) && b % (1ull << 30) == 0) return std::to_string(b >> 30) + " GiB";
   return std::to_string(b >> 20) + " MiB";
 }
-
-// Pre-touched memory, as the training state and the reference buffers would be.
-struct Buffer {
-  std::uint8_t* data = nullptr;
-  std::size_t size = 0;
-  explicit Buffer(std::size_t n) : size(n) {
-    data = static_cast<std::uint8_t*>(::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-    if (data == MAP_FAILED) throw tenax::IoError("bench: cannot map " + std::to_string(n) + " bytes");
-    for (std::size_t i = 0; i < n; i += 4096)
-      data[i] = static_cast<std::uint8_t>(i * 131 + 7);
-  }
-  ~Buffer() { ::munmap(data, size); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-};
 
 // The references' writer: write(2) in 8 MiB requests (O_DIRECT for the 4 KiB-aligned bulk where `direct` and the file
 // system takes it, as the checkpoint's store path does; buffered otherwise) into a new file, then fsync.

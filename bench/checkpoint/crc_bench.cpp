@@ -12,8 +12,6 @@
 #include <string>
 #include <vector>
 
-#include <sys/mman.h>
-
 #include <cxxopts.hpp>
 
 #include "bench_timing.hpp"
@@ -38,27 +36,10 @@ double median_gbps(std::size_t bytes, F checksum) {
   return rates[rates.size() / 2];
 }
 
-// Page-aligned (the staging buffer's blocks are 4 KiB-aligned) and touched, as a training state and staging memory are.
-struct Pages {
-  unsigned char* data;
-  std::size_t bytes;
-  explicit Pages(std::size_t n) : bytes(n) {
-    void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    data = p == MAP_FAILED ? nullptr : static_cast<unsigned char*>(p);
-    for (std::size_t i = 0; data != nullptr && i < n; ++i)
-      data[i] = static_cast<unsigned char>(i * 131 + 7);
-  }
-  ~Pages() {
-    if (data != nullptr) ::munmap(data, bytes);
-  }
-  Pages(const Pages&) = delete;
-  Pages& operator=(const Pages&) = delete;
-};
-
 double seconds_of(auto&& work) {
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = tenax::bench::Clock::now();
   work();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return tenax::bench::seconds_since(start);
 }
 
 // Each kernel against memcpy, in turns within every repetition (the first of the turn rotating) so that a busy host
@@ -77,11 +58,7 @@ int compare_copy_kernels(const std::vector<std::uint64_t>& sizes) {
                    static_cast<unsigned long long>(bytes));
       return 2;
     }
-    Pages src(bytes), dst(bytes);
-    if (src.data == nullptr || dst.data == nullptr) {
-      std::fprintf(stderr, "tenax-bench-crc: cannot map 2 x %llu bytes\n", static_cast<unsigned long long>(bytes));
-      return 1;
-    }
+    const tenax::bench::Buffer src(bytes), dst(bytes);  // IoError when it cannot map them
     const std::uint32_t want = tenax::ckpt::crc32c_extend(0, src.data, bytes);
     // Turn 0 is memcpy, turn k the kernel k - 1.
     std::vector<std::vector<double>> times(kernels.size() + 1);
@@ -149,6 +126,12 @@ int main(int argc, char** argv) {
         median_gbps(bytes, [&] { return tenax::ckpt::crc32c_extend_in_house(0, buffer.data(), bytes); });
     std::printf("%12zu %18.1f %18.1f %7.2fx\n", bytes, library, in_house, library / in_house);
   }
-  if (!copy_sizes.empty()) return compare_copy_kernels(copy_sizes);
+  if (copy_sizes.empty()) return 0;
+  try {
+    return compare_copy_kernels(copy_sizes);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tenax-bench-crc: %s\n", e.what());
+    return 1;
+  }
   return 0;
 }
