@@ -125,7 +125,7 @@ struct Row {
 };
 
 Row measure(tenax::Communicator& world, const std::string& root, std::uint64_t bytes, int tensors, int reps, int keep,
-            bool direct_io, int staging_threads, Compute& compute) {
+            bool direct_io, int staging_threads, const std::string& staging_kernel, Compute& compute) {
   const int rank = world.rank(), size = world.size();
   const std::string dir = root + "/" + std::to_string(bytes >> 20) + "M";
   const std::uint64_t elems = bytes / 4, per_tensor = elems / static_cast<std::uint64_t>(tensors);
@@ -141,6 +141,7 @@ Row measure(tenax::Communicator& world, const std::string& root, std::uint64_t b
   options.layout = tenax::ParallelLayout{1, 1, size};
   options.direct_io = direct_io;
   options.staging_threads = staging_threads;
+  options.staging_kernel = staging_kernel;
   Row row{};
   row.bytes = total;
   std::vector<double> copy, save, write, raw, load_hot, read_hot;
@@ -296,8 +297,11 @@ int body(int argc, char** argv) {
       cxxopts::value<int>()->default_value("1"))("gemm", "Matrix size of the compute step (single-thread sgemm)",
                                                  cxxopts::value<int>()->default_value("1024"))(
       "staging-threads", "Threads of save()'s copy into staging memory (0: automatic, as TENAX_CKPT_STAGING_THREADS)",
-      cxxopts::value<int>()->default_value("0"))("check", "Exit non-zero when a target is missed")("h,help",
-                                                                                                   "Show this help");
+      cxxopts::value<int>()->default_value("0"))(
+      "staging-kernel",
+      "Copy + CRC32C kernel of that copy, one of those the CPU has (as TENAX_CKPT_STAGING_KERNEL; default: the first)",
+      cxxopts::value<std::string>()->default_value(""))("check", "Exit non-zero when a target is missed")(
+      "h,help", "Show this help");
   auto args = cli.parse(argc, argv);
   if (args.count("help")) {
     if (world.rank() == 0) std::printf("%s\n", cli.help().c_str());
@@ -308,18 +312,32 @@ int body(int argc, char** argv) {
   const int reps = std::max(1, args["reps"].as<int>());
   const int tensors = std::clamp(args["tensors"].as<int>(), 1, 1 << 20);
   const int staging_threads = std::max(0, args["staging-threads"].as<int>());
+  const std::string staging_kernel = args["staging-kernel"].as<std::string>();
+  // What save() will use, resolved (and the options checked, on every rank alike) by a checkpointer of the options.
+  int pass_threads = 0;
+  const tenax::ckpt::Crc32cCopyKernel* kernel = nullptr;
+  {
+    tenax::CheckpointOptions probe;
+    probe.dir = root + "/probe";
+    probe.staging_threads = staging_threads;
+    probe.staging_kernel = staging_kernel;
+    {
+      tenax::Checkpointer resolved(world, probe, {});
+      pass_threads = resolved.staging_threads();
+      kernel = tenax::ckpt::crc32c_find_copy_kernel(resolved.staging_kernel());
+    }
+    world.barrier();
+    if (world.rank() == 0) std::filesystem::remove_all(probe.dir);
+  }
   Compute compute(args["gemm"].as<int>());
   if (world.rank() == 0) {
     std::printf("# tenax-bench-checkpoint: %d ranks, dir %s (%s), %d reps (median), %d f32 tensors per rank\n",
                 world.size(), root.c_str(), tenax::bench::file_system_of(root).c_str(), reps, tensors);
     std::printf("%s\n", tenax::bench::machine_line().c_str());
     std::printf("# io: the store path asked for, and the share of the bytes written that went around the page cache\n");
-    // The staging buffer's blocks are 4 KiB-aligned, so the copy takes the CPU's first kernel.
-    std::string kernels;
-    for (const auto& kernel : tenax::ckpt::crc32c_copy_kernels())
-      kernels += (kernels.empty() ? "" : ", ") + std::string(kernel.name);
-    std::printf("# staging copy + CRC32C kernel: %s (this CPU has: %s)\n",
-                tenax::ckpt::crc32c_copy_kernels().front().name, kernels.c_str());
+    // The staging buffer's blocks are 4 KiB-aligned, so every kernel takes them.
+    std::printf("# staging copy + CRC32C kernel: %s (this CPU has: %s)\n", kernel->name,
+                tenax::ckpt::crc32c_copy_kernel_names().c_str());
     std::printf("# GiB/s are aggregate over ranks; load/read: page cache hot | cold (cold needs root)\n");
     std::printf("# thr: threads of save()'s copy into staging memory; memcpy: one thread\n");
     std::printf(
@@ -331,22 +349,12 @@ int body(int argc, char** argv) {
   }
   bool missed = false;
   // The staging pass alone, outside save(): what the fused copy + CRC32C costs against memcpy with nothing else going
-  // on (15 alternating repetitions, median), on one thread and on the threads save() uses (as many as the first
-  // checkpointer resolves; every rank runs it at once, as every rank saves at once), to separate its own cost from the
-  // in-situ numbers below.
-  int pass_threads = staging_threads;
-  if (pass_threads == 0) {
-    tenax::CheckpointOptions probe;
-    probe.dir = root + "/probe";
-    probe.staging_threads = 0;
-    pass_threads = tenax::Checkpointer(world, probe, {}).staging_threads();
-    world.barrier();
-    if (world.rank() == 0) std::filesystem::remove_all(probe.dir);
-  }
+  // on (15 alternating repetitions, median), on one thread and on the threads save() uses; every rank runs it at once,
+  // as every rank saves at once. It separates its own cost from the in-situ numbers below.
   if (world.rank() == 0)
-    std::printf("# staging pass alone (vs memcpy, 15 reps, median; crc32c_copy on 1 thread | staging pass on %d):",
+    std::printf("# staging pass alone (vs memcpy, 15 reps, median; the kernel on 1 thread | staging pass on %d):",
                 pass_threads);
-  tenax::ckpt::StagingPass pass(pass_threads);
+  tenax::ckpt::StagingPass pass(pass_threads, *kernel);
   for (std::uint64_t bytes : sizes) {
     Buffer src(bytes), dst_copy(bytes), dst_stage(bytes);
     std::vector<double> plain, fused, spread;
@@ -360,7 +368,7 @@ int body(int argc, char** argv) {
       src.data[r] ^= 1;
       world.barrier();
       t0 = Clock::now();
-      volatile std::uint32_t single = tenax::ckpt::crc32c_copy(dst_stage.data, src.data, bytes, 0);
+      volatile std::uint32_t single = kernel->copy(dst_stage.data, src.data, bytes, 0);
       (void)single;
       fused.push_back(seconds_since(t0));
       world.barrier();
@@ -376,7 +384,7 @@ int body(int argc, char** argv) {
   for (std::uint64_t bytes : sizes)
     for (bool direct : {true, false}) {
       Row r = measure(world, root, bytes, tensors, reps, std::max(1, args["keep"].as<int>()), direct, staging_threads,
-                      compute);
+                      staging_kernel, compute);
       const double total = static_cast<double>(r.bytes) * world.size() / (1ull << 30);
       const double save_ratio = r.save_s / r.memcpy_s, write_ratio = r.raw_write_s / r.write_s;
       const double slow = r.step_during_s / r.step_base_s - 1.0;

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "checkpoint/commit.hpp"
+#include "checkpoint/crc32c.hpp"
 #include "checkpoint/manifest.hpp"
 #include "common/mpi_test.hpp"
 #include "core/file_system.hpp"
@@ -392,6 +393,59 @@ TEST(CheckpointMpi, StagingThreadsAreConfiguredAndEveryCountSavesTheSameCheckpoi
     EXPECT_TRUE(r.loaded) << threads << " staging threads";
     std::string first;
     EXPECT_EQ(mismatches(model, 40 + step, &first), 0u) << threads << " staging threads: first wrong " << first;
+  }
+}
+
+// Every copy kernel this CPU has writes the same checkpoint (verified block by block by load()), the one asked for is
+// the one used, and a name the CPU has no kernel of is refused on every rank, naming the ones it has.
+TEST(CheckpointMpi, StagingKernelIsConfiguredAndEveryKernelSavesTheSameCheckpoint) {
+  Communicator& world = tenax::test::world();
+  const ParallelLayout layout{1, 1, world.size()};
+  SharedTempDir dir(world, "staging-kernel");
+  TestModel model = make_model(layout, world.rank(), 3'000'017);  // ~12 MiB a rank: spread over the helpers too
+  CheckpointOptions o = options_for(dir.path(), layout);
+  o.staging_threads = 2;
+  o.staging_kernel = "crc32-3x-nt128";
+  try {
+    Checkpointer refused(world, o, model.shards);
+    ADD_FAILURE() << "staging_kernel crc32-3x-nt128 accepted";
+  } catch (const UsageError& e) {
+    EXPECT_TRUE(has(e.what(), "'crc32-3x-nt128' is not a copy kernel this CPU has")) << e.what();
+    EXPECT_TRUE(has(e.what(), ckpt::crc32c_copy_kernel_names())) << e.what();
+    EXPECT_TRUE(has(e.what(), "(TENAX_CKPT_STAGING_KERNEL)")) << e.what();
+  }
+  {
+    ::setenv("TENAX_CHECKPOINT_DIR", dir.path().c_str(), 1);
+    ::setenv("TENAX_CKPT_STAGING_KERNEL", "tables", 1);
+    CheckpointOptions from_env = CheckpointOptions::from_env(layout);
+    ::unsetenv("TENAX_CKPT_STAGING_KERNEL");
+    ::unsetenv("TENAX_CHECKPOINT_DIR");
+    EXPECT_EQ(from_env.staging_kernel, "tables");
+    o.staging_kernel.clear();
+    Checkpointer automatic(world, o, model.shards);
+    EXPECT_EQ(automatic.staging_kernel(), ckpt::crc32c_copy_kernels().front().name) << "empty: the CPU's first";
+  }
+  std::uint64_t step = 0;
+  for (const ckpt::Crc32cCopyKernel& kernel : ckpt::crc32c_copy_kernels()) {
+    o.staging_kernel = kernel.name;
+    ++step;
+    {
+      Checkpointer ckpt(world, o, model.shards);
+      EXPECT_EQ(ckpt.staging_kernel(), kernel.name);
+      fill(model, 70 + step);
+      ckpt.save(step);
+      ckpt.wait();
+    }
+    scramble(model);
+    CheckpointOptions reader = options_for(dir.path(), layout);
+    reader.read_only = true;
+    reader.staging_kernel = "crc32-3x-nt128";  // a reader copies nothing into staging memory: not checked
+    Checkpointer ckpt(world, reader, model.shards);
+    EXPECT_EQ(ckpt.staging_kernel(), "");
+    LoadResult r = ckpt.load(LoadOptions{.step = step});
+    EXPECT_TRUE(r.loaded) << kernel.name;
+    std::string first;
+    EXPECT_EQ(mismatches(model, 70 + step, &first), 0u) << kernel.name << ": first wrong " << first;
   }
 }
 

@@ -3,6 +3,7 @@
 // pieces) and over repeated saves.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -101,7 +102,7 @@ TEST(CheckpointStagingPass, EveryThreadCountGivesTheSingleThreadedResult) {
   // Above the pass's parallel threshold in total, with copies smaller than, equal to and spanning several pieces.
   const std::vector<std::size_t> sizes = {0, 1, 4095, 4 * MiB, 4 * MiB + 1, 9 * MiB + 17, 333, 13 * MiB};
   for (int threads : {1, 2, 3, 5}) {
-    StagingPass pass(threads);
+    StagingPass pass(threads, crc32c_copy_kernels().front());
     EXPECT_EQ(pass.threads(), threads);
     for (int round = 0; round < 3; ++round) {  // the helpers go through several rounds
       Buffers b = make_buffers(sizes, 100 * threads + round);
@@ -111,8 +112,45 @@ TEST(CheckpointStagingPass, EveryThreadCountGivesTheSingleThreadedResult) {
   }
 }
 
+// CheckpointOptions::staging_kernel: whichever kernel the pass is given (every one this CPU has), on one thread and
+// spread over helpers, the copies and checksums are the same.
+TEST(CheckpointStagingPass, EveryKernelGivesTheSameResult) {
+  constexpr std::size_t MiB = std::size_t{1} << 20;
+  const std::vector<std::size_t> sizes = {0, 4095, 4 * MiB + 1, 9 * MiB + 17};
+  for (const Crc32cCopyKernel& kernel : crc32c_copy_kernels()) {
+    for (int threads : {1, 3}) {
+      StagingPass pass(threads, kernel);
+      EXPECT_STREQ(pass.kernel().name, kernel.name);
+      Buffers b = make_buffers(sizes, threads);
+      pass.run(b.copies);
+      expect_exact(b, std::string(kernel.name) + " on " + std::to_string(threads) + " threads");
+    }
+  }
+}
+
+std::atomic<int> counted_copies{0};
+std::uint32_t counting_copy(void* dst, const void* src, std::size_t size, std::uint32_t crc) {
+  counted_copies.fetch_add(1);
+  return crc32c_copy_kernels().back().copy(dst, src, size, crc);
+}
+
+// The pass calls the kernel it was given, for every piece, on every thread: none goes to crc32c_copy's own choice.
+TEST(CheckpointStagingPass, EveryPieceGoesThroughTheGivenKernel) {
+  constexpr std::size_t MiB = std::size_t{1} << 20;
+  const Crc32cCopyKernel counting{"counting", 1, counting_copy};
+  for (int threads : {1, 3}) {
+    counted_copies = 0;
+    StagingPass pass(threads, counting);
+    Buffers b = make_buffers({1000, 9 * MiB + 17, 4 * MiB}, 11);
+    pass.run(b.copies);
+    expect_exact(b, "counting kernel on " + std::to_string(threads) + " threads");
+    // One call per copy on one thread; in pieces of 4 MiB (1 + 3 + 1) when spread.
+    EXPECT_EQ(counted_copies.load(), threads == 1 ? 3 : 5) << threads << " threads";
+  }
+}
+
 TEST(CheckpointStagingPass, SmallSavesAndNoCopiesAtAll) {
-  StagingPass pass(4);
+  StagingPass pass(4, crc32c_copy_kernels().front());
   Buffers small = make_buffers({10, 5000, 70000}, 7);  // below the parallel threshold: done by the caller alone
   pass.run(small.copies);
   expect_exact(small, "small");

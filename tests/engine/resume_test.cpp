@@ -141,6 +141,14 @@ TEST(EngineResume, TheCheckpointEnvironmentReachesTheEnginesCheckpointer) {
     EXPECT_EQ(threads_named("tenax-ckpt-stg"), 2) << "TENAX_CKPT_STAGING_THREADS=3: two helpers";
     EXPECT_EQ(thread_niceness("tenax-ckpt-io"), std::min(19, base + 5)) << "TENAX_CKPT_IO_NICE=5";
   }
+  ScopedVariable kernel("TENAX_CKPT_STAGING_KERNEL", "no-such-kernel");
+  try {
+    Engine engine(world(), c, test_model(), test_data());
+    ADD_FAILURE() << "TENAX_CKPT_STAGING_KERNEL=no-such-kernel accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("'no-such-kernel' is not a copy kernel this CPU has"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -50,6 +50,7 @@ CheckpointOptions CheckpointOptions::from_env(const ParallelLayout& layout) {
   o.io_nice = static_cast<int>(env::get_int("TENAX_CKPT_IO_NICE"));
   o.direct_io = env::get_bool("TENAX_CKPT_DIRECT_IO");
   o.staging_threads = static_cast<int>(env::get_int("TENAX_CKPT_STAGING_THREADS"));
+  o.staging_kernel = env::get_string("TENAX_CKPT_STAGING_KERNEL");
   o.local_dir = env::get_string("TENAX_CKPT_LOCAL_DIR");
   if (o.local_dir == "none") o.local_dir.clear();  // as the engine and the SPANK plugin read it: no node-local tier
   o.local_keep = static_cast<int>(env::get_int("TENAX_CKPT_LOCAL_KEEP"));
@@ -89,6 +90,10 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
       throw UsageError("checkpoint: staging_threads = " + std::to_string(s.options.staging_threads) +
                        " is out of range; use 1..256 threads, or 0 to size it to the rank's CPUs "
                        "(TENAX_CKPT_STAGING_THREADS)");
+    if (!s.options.read_only && !ckpt::crc32c_find_copy_kernel(s.options.staging_kernel))
+      throw UsageError("checkpoint: staging_kernel = '" + s.options.staging_kernel +
+                       "' is not a copy kernel this CPU has; name one of " + ckpt::crc32c_copy_kernel_names() +
+                       ", or leave it empty for the fastest (TENAX_CKPT_STAGING_KERNEL)");
     if (local_tier && s.options.local_keep < 1)
       throw UsageError("checkpoint: local_keep = " + std::to_string(s.options.local_keep) +
                        " keeps no node-local copy; keep at least 1 (TENAX_CKPT_LOCAL_KEEP)");
@@ -223,12 +228,15 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
     run_agreed(world, [&] {
       const int threads = s.options.staging_threads > 0 ? s.options.staging_threads
                                                         : ckpt::automatic_staging_threads(placements, world.rank());
-      s.staging = std::make_unique<ckpt::StagingPass>(threads);
+      s.staging =
+          std::make_unique<ckpt::StagingPass>(threads, *ckpt::crc32c_find_copy_kernel(s.options.staging_kernel));
     });
   }
   TENAX_LOG(Info, "ckpt") << "checkpointer on " << s.options.dir << ": " << s.plan.tensors.size() << " tensors, "
                           << s.writes.size() << " blocks and " << offset << " staging bytes on this rank"
-                          << (s.staging ? ", copied by " + std::to_string(s.staging->threads()) + " threads" : "");
+                          << (s.staging ? ", copied by " + std::to_string(s.staging->threads()) + " threads (" +
+                                              s.staging->kernel().name + ")"
+                                        : "");
 }
 
 Checkpointer::~Checkpointer() {
@@ -363,6 +371,10 @@ std::uint64_t Checkpointer::staged_bytes() const {
 
 int Checkpointer::staging_threads() const {
   return state_->staging ? state_->staging->threads() : 0;
+}
+
+std::string Checkpointer::staging_kernel() const {
+  return state_->staging ? state_->staging->kernel().name : "";
 }
 
 Checkpointer::WriteTotals Checkpointer::write_totals() const {

@@ -562,6 +562,21 @@ const char* crc32c_copy_kernel(const void* dst) {
   return kernel_for(dst).name;
 }
 
+const Crc32cCopyKernel* crc32c_find_copy_kernel(std::string_view name) {
+  const std::span<const Crc32cCopyKernel> kernels = crc32c_copy_kernels();
+  if (name.empty()) return &kernels.front();
+  for (const Crc32cCopyKernel& kernel : kernels)
+    if (name == kernel.name) return &kernel;
+  return nullptr;
+}
+
+std::string crc32c_copy_kernel_names() {
+  std::string names;
+  for (const Crc32cCopyKernel& kernel : crc32c_copy_kernels())
+    names += (names.empty() ? "" : ", ") + std::string(kernel.name);
+  return names;
+}
+
 std::uint32_t crc32c_copy(void* dst, const void* src, std::size_t size, std::uint32_t crc) {
   return kernel_for(dst).copy(dst, src, size, crc);
 }

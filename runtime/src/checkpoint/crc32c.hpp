@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
+#include <string_view>
 
 namespace tenax::ckpt {
 
@@ -40,6 +42,11 @@ struct Crc32cCopyKernel {
 std::span<const Crc32cCopyKernel> crc32c_copy_kernels();
 // The name of the kernel crc32c_copy uses for this destination.
 const char* crc32c_copy_kernel(const void* dst);
+// The kernel of this name in crc32c_copy_kernels() (CheckpointOptions::staging_kernel), or nullptr when this CPU has
+// none of that name; "" names the first. The entries live as long as the process.
+const Crc32cCopyKernel* crc32c_find_copy_kernel(std::string_view name);
+// The names of crc32c_copy_kernels(), comma-separated, for messages.
+std::string crc32c_copy_kernel_names();
 
 // The CRC32C of A followed by B, from crc32c_extend(0, A) and crc32c_extend(0, B) and B's length alone: what lets
 // pieces of one buffer be checksummed on different threads (staging_pass.hpp). Logarithmic in len_b.

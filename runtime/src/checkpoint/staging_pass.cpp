@@ -24,7 +24,7 @@ constexpr int kMaxAutomaticThreads = 8;
 
 }  // namespace
 
-StagingPass::StagingPass(int threads) {
+StagingPass::StagingPass(int threads, const Crc32cCopyKernel& kernel) : kernel_(kernel) {
   helpers_.reserve(threads > 1 ? threads - 1 : 0);
   try {
     for (int i = 1; i < threads; ++i) {
@@ -60,7 +60,7 @@ void StagingPass::run(const std::vector<StagingCopy>& copies) {
     total += c.bytes;
   if (helpers_.empty() || total < kParallelBytes) {
     for (const StagingCopy& c : copies)
-      *c.crc = crc32c_copy(c.dst, c.src, c.bytes, 0);
+      *c.crc = kernel_.copy(c.dst, c.src, c.bytes, 0);
     return;
   }
   {

@@ -3,8 +3,9 @@
 //
 // While it runs the training thread waits, so the cores it and its math library use are free: one thread alone leaves
 // most of a node's memory bandwidth unused (on a 2-core VM one core copies at about half the rate two do). Large
-// copies are cut into pieces that threads take in turn; each piece's CRC is computed with its copy (crc32c_copy) and
-// the pieces' CRCs are joined in order with crc32c_combine, so the result is bit-for-bit the single-threaded one.
+// copies are cut into pieces that threads take in turn; each piece's CRC is computed with its copy (a crc32c_copy
+// kernel) and the pieces' CRCs are joined in order with crc32c_combine, so the result is bit-for-bit the
+// single-threaded one.
 //
 // Who calls what: the Checkpointer constructs one (threads - 1 helpers start and park), its training thread calls
 // run() for each save; run() returns when every copy is done. Not for concurrent use by several threads.
@@ -18,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "checkpoint/crc32c.hpp"
+
 namespace tenax::ckpt {
 
 struct StagingCopy {
@@ -29,13 +32,15 @@ struct StagingCopy {
 
 class StagingPass {
  public:
-  // threads >= 1: the caller of run() and threads - 1 helpers. IoError when the helpers cannot be started.
-  explicit StagingPass(int threads);
+  // threads >= 1: the caller of run() and threads - 1 helpers. IoError when the helpers cannot be started. kernel: one
+  // of crc32c_copy_kernels() (a destination it cannot take goes to crc32c_copy's choice).
+  StagingPass(int threads, const Crc32cCopyKernel& kernel);
   ~StagingPass();
   StagingPass(const StagingPass&) = delete;
   StagingPass& operator=(const StagingPass&) = delete;
 
   int threads() const { return static_cast<int>(helpers_.size()) + 1; }
+  const Crc32cCopyKernel& kernel() const { return kernel_; }
   void run(const std::vector<StagingCopy>& copies);
 
  private:
@@ -48,6 +53,7 @@ class StagingPass {
   void stop_helpers() noexcept;
   void take_pieces();
 
+  const Crc32cCopyKernel& kernel_;
   std::vector<std::thread> helpers_;
   std::mutex mutex_;
   std::condition_variable wake_;  // helpers: a new round (or stop)
