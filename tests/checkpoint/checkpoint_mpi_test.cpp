@@ -421,9 +421,12 @@ TEST(CheckpointMpi, StagingKernelIsConfiguredAndEveryKernelSavesTheSameCheckpoin
     ::unsetenv("TENAX_CKPT_STAGING_KERNEL");
     ::unsetenv("TENAX_CHECKPOINT_DIR");
     EXPECT_EQ(from_env.staging_kernel, "tables");
-    o.staging_kernel.clear();
-    Checkpointer automatic(world, o, model.shards);
-    EXPECT_EQ(automatic.staging_kernel(), ckpt::crc32c_copy_kernels().front().name) << "empty: the CPU's first";
+    for (const char* automatic_name : {"", "auto"}) {
+      o.staging_kernel = automatic_name;
+      Checkpointer automatic(world, o, model.shards);
+      EXPECT_EQ(automatic.staging_kernel(), ckpt::crc32c_copy_kernels().front().name)
+          << "'" << automatic_name << "': the CPU's first";
+    }
   }
   std::uint64_t step = 0;
   for (const ckpt::Crc32cCopyKernel& kernel : ckpt::crc32c_copy_kernels()) {

@@ -1,6 +1,7 @@
 // Pure unit tests of the checkpoint internals: CRC32C, the manifest's JSON, block geometry and the write plan.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/shard_plan.hpp"
 #include "core/json.hpp"
+#include "tenax/env.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax::ckpt {
@@ -107,6 +109,25 @@ TEST(CheckpointCrc32c, CopyKernelsAreListedInOrderOfPreferenceAndTheTablesTakeAn
   for (const Crc32cCopyKernel& kernel : kernels)
     if (kernel.destination_alignment == 1 && any == nullptr) any = kernel.name;
   EXPECT_STREQ(crc32c_copy_kernel(buffer + 1), any);
+}
+
+// TENAX_CKPT_STAGING_KERNEL is checked at start-up against the names of every kernel tenax has: each this CPU has must
+// be one of them, so that none can be named in code and refused in the environment; another name is refused.
+TEST(CheckpointCrc32c, EveryKernelCanBeNamedInTheEnvironment) {
+  const auto& vars = env::registry();
+  const auto var =
+      std::find_if(vars.begin(), vars.end(), [](const env::Var& v) { return v.name == "TENAX_CKPT_STAGING_KERNEL"; });
+  ASSERT_NE(var, vars.end());
+  EXPECT_EQ(var->default_value, "auto");
+  EXPECT_NE(crc32c_find_copy_kernel(var->default_value), nullptr);
+  for (const Crc32cCopyKernel& kernel : crc32c_copy_kernels()) {
+    EXPECT_NE(std::find(var->choices.begin(), var->choices.end(), kernel.name), var->choices.end()) << kernel.name;
+    EXPECT_EQ(crc32c_find_copy_kernel(kernel.name), &kernel);
+  }
+  EXPECT_EQ(crc32c_find_copy_kernel("tables "), nullptr);
+  ::setenv("TENAX_CKPT_STAGING_KERNEL", "crc32-3x-nt128", 1);
+  EXPECT_THROW(env::validate(), UsageError);
+  ::unsetenv("TENAX_CKPT_STAGING_KERNEL");
 }
 
 TEST(CheckpointJson, ParsesWhatTheManifestWrites) {

@@ -118,10 +118,10 @@ struct CheckpointOptions {
   // staging_threads - 1 helpers, which copy while the training thread waits anyway. 0: the CPUs this rank may use,
   // divided among the ranks of its host whose CPU affinity overlaps its own (all of them when unbound), at most 8.
   int staging_threads = 0;
-  // The fused copy + CRC32C kernel of that copy (TENAX_CKPT_STAGING_KERNEL): "" takes the fastest this CPU has; else
-  // the name of one it has (crc32-3x-nt64 with AVX-512, vpclmulqdq-fold-nt32 with VPCLMULQDQ, crc32-3x-nt32 with AVX2,
-  // crc32-3x-nt8 with SSE4.2, tables everywhere; tenax-bench-checkpoint lists the CPU's). The files are the same
-  // whichever runs: for reproducing a measurement on another kernel, or avoiding one that is slow on some machine.
+  // The fused copy + CRC32C kernel of that copy (TENAX_CKPT_STAGING_KERNEL): "" or "auto" takes the fastest this CPU
+  // has; else the name of one it has (crc32-3x-nt64 with AVX-512, vpclmulqdq-fold-nt32 with VPCLMULQDQ, crc32-3x-nt32
+  // with AVX2, crc32-3x-nt8 with SSE4.2, tables everywhere; tenax-bench-checkpoint lists the CPU's). The files are the
+  // same whichever runs: for reproducing a measurement on another kernel, or avoiding one that is slow on some machine.
   std::string staging_kernel;
   ParallelLayout layout;        // recorded in the manifest (informational: loading never needs the saved layout)
   void* cuda_stream = nullptr;  // cudaStream_t that produces the Device shards; copies are ordered on it

@@ -93,7 +93,7 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
     if (!s.options.read_only && !ckpt::crc32c_find_copy_kernel(s.options.staging_kernel))
       throw UsageError("checkpoint: staging_kernel = '" + s.options.staging_kernel +
                        "' is not a copy kernel this CPU has; name one of " + ckpt::crc32c_copy_kernel_names() +
-                       ", or leave it empty for the fastest (TENAX_CKPT_STAGING_KERNEL)");
+                       ", or auto for the fastest (TENAX_CKPT_STAGING_KERNEL)");
     if (local_tier && s.options.local_keep < 1)
       throw UsageError("checkpoint: local_keep = " + std::to_string(s.options.local_keep) +
                        " keeps no node-local copy; keep at least 1 (TENAX_CKPT_LOCAL_KEEP)");

@@ -564,7 +564,7 @@ const char* crc32c_copy_kernel(const void* dst) {
 
 const Crc32cCopyKernel* crc32c_find_copy_kernel(std::string_view name) {
   const std::span<const Crc32cCopyKernel> kernels = crc32c_copy_kernels();
-  if (name.empty()) return &kernels.front();
+  if (name.empty() || name == "auto") return &kernels.front();
   for (const Crc32cCopyKernel& kernel : kernels)
     if (name == kernel.name) return &kernel;
   return nullptr;

@@ -43,7 +43,7 @@ std::span<const Crc32cCopyKernel> crc32c_copy_kernels();
 // The name of the kernel crc32c_copy uses for this destination.
 const char* crc32c_copy_kernel(const void* dst);
 // The kernel of this name in crc32c_copy_kernels() (CheckpointOptions::staging_kernel), or nullptr when this CPU has
-// none of that name; "" names the first. The entries live as long as the process.
+// none of that name; "" and "auto" name the first. The entries live as long as the process.
 const Crc32cCopyKernel* crc32c_find_copy_kernel(std::string_view name);
 // The names of crc32c_copy_kernels(), comma-separated, for messages.
 std::string crc32c_copy_kernel_names();

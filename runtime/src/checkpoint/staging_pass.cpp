@@ -104,7 +104,7 @@ void StagingPass::take_pieces() {
     }
     const Piece& piece = pieces_[p];
     const StagingCopy& c = (*copies_)[piece.copy];
-    piece_crcs_[p] = crc32c_copy(c.dst + piece.offset, c.src + piece.offset, piece.bytes, 0);
+    piece_crcs_[p] = kernel_.copy(c.dst + piece.offset, c.src + piece.offset, piece.bytes, 0);
   }
 }
 

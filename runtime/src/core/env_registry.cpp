@@ -137,10 +137,12 @@ const std::vector<Var>& registry() {
        {},
        0,
        256},
-      {"TENAX_CKPT_STAGING_KERNEL", String, "",
-       "The fused copy + CRC32C kernel of that copy: empty, the fastest the CPU has; else one it has (crc32-3x-nt64, "
-       "vpclmulqdq-fold-nt32, crc32-3x-nt32, crc32-3x-nt8, tables; tenax-bench-checkpoint lists the CPU's). The files "
-       "are the same whichever runs."},
+      {"TENAX_CKPT_STAGING_KERNEL",
+       Enum,
+       "auto",
+       "The fused copy + CRC32C kernel of that copy: auto, the fastest the CPU has; else one it has (a checkpointer "
+       "refuses one it has not; tenax-bench-checkpoint lists the CPU's). The files are the same whichever runs.",
+       {"auto", "crc32-3x-nt64", "vpclmulqdq-fold-nt32", "crc32-3x-nt32", "crc32-3x-nt8", "tables"}},
       {"TENAX_CKPT_LOCAL_DIR", Path, "",
        "Node-local checkpoint tier: a directory on each node's own storage (/dev/shm, a local SSD) where every rank "
        "also keeps its own copy of each checkpoint, read instead of the shared directory when a restart finds a valid "

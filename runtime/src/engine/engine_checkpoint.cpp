@@ -86,6 +86,7 @@ void Engine::Impl::open_checkpoints() {
   o.io_nice = static_cast<int>(env::get_int("TENAX_CKPT_IO_NICE"));
   o.direct_io = env::get_bool("TENAX_CKPT_DIRECT_IO");
   o.staging_threads = static_cast<int>(env::get_int("TENAX_CKPT_STAGING_THREADS"));
+  o.staging_kernel = env::get_string("TENAX_CKPT_STAGING_KERNEL");
   o.local_dir =
       config.checkpoint.local_dir.empty() ? env::get_string("TENAX_CKPT_LOCAL_DIR") : config.checkpoint.local_dir;
   if (o.local_dir == "none") o.local_dir.clear();
