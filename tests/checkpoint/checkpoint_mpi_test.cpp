@@ -17,6 +17,7 @@
 #include "checkpoint/crc32c.hpp"
 #include "checkpoint/manifest.hpp"
 #include "common/mpi_test.hpp"
+#include "common/scoped_env.hpp"
 #include "core/file_system.hpp"
 #include "tenax/build_config.hpp"
 #include "test_dirs.hpp"
@@ -414,19 +415,26 @@ TEST(CheckpointMpi, StagingKernelIsConfiguredAndEveryKernelSavesTheSameCheckpoin
     EXPECT_TRUE(has(e.what(), ckpt::crc32c_copy_kernel_names())) << e.what();
     EXPECT_TRUE(has(e.what(), "(TENAX_CKPT_STAGING_KERNEL)")) << e.what();
   }
+  // Ranks that disagree (another CPU, another setting) fail together, each naming the rank whose name was refused,
+  // and stay in step for what follows.
+  o.staging_kernel = world.rank() == world.size() - 1 ? "crc32-3x-nt128" : "auto";
+  try {
+    Checkpointer refused(world, o, model.shards);
+    ADD_FAILURE() << "staging_kernel crc32-3x-nt128 on the last rank accepted";
+  } catch (const UsageError& e) {
+    EXPECT_TRUE(has(e.what(), "rank " + std::to_string(world.size() - 1) + ": checkpoint: staging_kernel")) << e.what();
+  }
+  world.barrier();
   {
-    ::setenv("TENAX_CHECKPOINT_DIR", dir.path().c_str(), 1);
-    ::setenv("TENAX_CKPT_STAGING_KERNEL", "tables", 1);
-    CheckpointOptions from_env = CheckpointOptions::from_env(layout);
-    ::unsetenv("TENAX_CKPT_STAGING_KERNEL");
-    ::unsetenv("TENAX_CHECKPOINT_DIR");
-    EXPECT_EQ(from_env.staging_kernel, "tables");
-    for (const char* automatic_name : {"", "auto"}) {
-      o.staging_kernel = automatic_name;
-      Checkpointer automatic(world, o, model.shards);
-      EXPECT_EQ(automatic.staging_kernel(), ckpt::crc32c_copy_kernels().front().name)
-          << "'" << automatic_name << "': the CPU's first";
-    }
+    const ScopedEnv checkpoint_dir("TENAX_CHECKPOINT_DIR", dir.path().c_str());
+    const ScopedEnv kernel("TENAX_CKPT_STAGING_KERNEL", "tables");
+    EXPECT_EQ(CheckpointOptions::from_env(layout).staging_kernel, "tables");
+  }
+  for (const char* automatic_name : {"", "auto"}) {
+    o.staging_kernel = automatic_name;
+    Checkpointer automatic(world, o, model.shards);
+    EXPECT_EQ(automatic.staging_kernel(), ckpt::crc32c_copy_kernels().front().name)
+        << "'" << automatic_name << "': the CPU's first";
   }
   std::uint64_t step = 0;
   for (const ckpt::Crc32cCopyKernel& kernel : ckpt::crc32c_copy_kernels()) {

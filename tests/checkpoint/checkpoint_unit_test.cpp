@@ -13,6 +13,7 @@
 #include "checkpoint/geometry.hpp"
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/shard_plan.hpp"
+#include "common/scoped_env.hpp"
 #include "core/json.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
@@ -125,9 +126,23 @@ TEST(CheckpointCrc32c, EveryKernelCanBeNamedInTheEnvironment) {
     EXPECT_EQ(crc32c_find_copy_kernel(kernel.name), &kernel);
   }
   EXPECT_EQ(crc32c_find_copy_kernel("tables "), nullptr);
-  ::setenv("TENAX_CKPT_STAGING_KERNEL", "crc32-3x-nt128", 1);
-  EXPECT_THROW(env::validate(), UsageError);
-  ::unsetenv("TENAX_CKPT_STAGING_KERNEL");
+  // The variable's values are exactly "auto" and every kernel tenax has on any CPU, in order of preference.
+  std::vector<std::string_view> every{"auto"};
+  for (const char* name : crc32c_every_copy_kernel_name())
+    every.push_back(name);
+  EXPECT_EQ(var->choices, every);
+  for (std::string_view value : every) {
+    const test::ScopedEnv set("TENAX_CKPT_STAGING_KERNEL", std::string(value).c_str());
+    EXPECT_NO_THROW(env::validate()) << value;
+  }
+  const test::ScopedEnv set("TENAX_CKPT_STAGING_KERNEL", "crc32-3x-nt128");
+  try {
+    env::validate();
+    ADD_FAILURE() << "TENAX_CKPT_STAGING_KERNEL=crc32-3x-nt128 accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("TENAX_CKPT_STAGING_KERNEL='crc32-3x-nt128' is not valid"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(CheckpointJson, ParsesWhatTheManifestWrites) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "common/scoped_env.hpp"
 #include "engine_test_util.hpp"
 #include "tenax/error.hpp"
 #include "tenax/execution.hpp"
@@ -16,16 +17,6 @@
 
 namespace tenax::test {
 namespace {
-
-// Sets an environment variable for the scope's lifetime.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
-  ~ScopedEnv() { ::unsetenv(name_); }
-
- private:
-  const char* name_;
-};
 
 // calls/step per op name (summed over shapes) from a profile table; the header line in `header`.
 std::map<std::string, double> calls_per_step(const std::string& path, std::string& header) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "common/scoped_env.hpp"
 #include "engine_test_util.hpp"
 #include "test_dirs.hpp"
 #include "thread_stats.hpp"
@@ -127,11 +128,7 @@ TEST(EngineResume, TheCheckpointEnvironmentReachesTheEnginesCheckpointer) {
   SharedTempDir dir(world(), "engine-env");
   EngineConfig c = small_config({1, 1, 4});
   c.checkpoint.dir = dir.path();
-  struct ScopedVariable {  // unset again however the test ends, so that no later test inherits it
-    const char* name;
-    ScopedVariable(const char* n, const char* value) : name(n) { ::setenv(n, value, 1); }
-    ~ScopedVariable() { ::unsetenv(name); }
-  } threads("TENAX_CKPT_STAGING_THREADS", "3"), nice("TENAX_CKPT_IO_NICE", "5");
+  const ScopedEnv threads("TENAX_CKPT_STAGING_THREADS", "3"), nice("TENAX_CKPT_IO_NICE", "5");
   const int base = ::getpriority(PRIO_PROCESS, 0);
   {
     Engine engine(world(), c, test_model(), test_data());
@@ -141,7 +138,7 @@ TEST(EngineResume, TheCheckpointEnvironmentReachesTheEnginesCheckpointer) {
     EXPECT_EQ(threads_named("tenax-ckpt-stg"), 2) << "TENAX_CKPT_STAGING_THREADS=3: two helpers";
     EXPECT_EQ(thread_niceness("tenax-ckpt-io"), std::min(19, base + 5)) << "TENAX_CKPT_IO_NICE=5";
   }
-  ScopedVariable kernel("TENAX_CKPT_STAGING_KERNEL", "no-such-kernel");
+  const ScopedEnv kernel("TENAX_CKPT_STAGING_KERNEL", "no-such-kernel");
   try {
     Engine engine(world(), c, test_model(), test_data());
     ADD_FAILURE() << "TENAX_CKPT_STAGING_KERNEL=no-such-kernel accepted";

@@ -5,21 +5,14 @@
 #include <set>
 #include <string>
 
+#include "common/scoped_env.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax {
 namespace {
 
-// Sets a variable for the duration of a test.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+using test::ScopedEnv;
 
 std::string validate_error() {
   try {

@@ -118,10 +118,13 @@ struct CheckpointOptions {
   // staging_threads - 1 helpers, which copy while the training thread waits anyway. 0: the CPUs this rank may use,
   // divided among the ranks of its host whose CPU affinity overlaps its own (all of them when unbound), at most 8.
   int staging_threads = 0;
-  // The fused copy + CRC32C kernel of that copy (TENAX_CKPT_STAGING_KERNEL): "" or "auto" takes the fastest this CPU
-  // has; else the name of one it has (crc32-3x-nt64 with AVX-512, vpclmulqdq-fold-nt32 with VPCLMULQDQ, crc32-3x-nt32
-  // with AVX2, crc32-3x-nt8 with SSE4.2, tables everywhere; tenax-bench-checkpoint lists the CPU's). The files are the
-  // same whichever runs: for reproducing a measurement on another kernel, or avoiding one that is slow on some machine.
+  // The fused copy + CRC32C kernel of that copy (TENAX_CKPT_STAGING_KERNEL, whose values are auto and the names):
+  // "" or "auto" takes the first this CPU has in tenax's order of preference; else the exact name of one it has
+  // (crc32-3x-nt64 with AVX-512, vpclmulqdq-fold-nt32 with VPCLMULQDQ, crc32-3x-nt32 with AVX2, crc32-3x-nt8 with
+  // SSE4.2, tables on every CPU and the only one off x86; tenax-bench-checkpoint lists the CPU's). Each rank checks the
+  // name against its own CPU, and a writing checkpointer's constructor raises UsageError on every rank when one rank's
+  // CPU lacks it (a read_only one ignores it). The files are the same whichever kernel ran (ranks on different CPUs may
+  // run different ones under auto): for reproducing a measurement, or avoiding a kernel that is slow on some machine.
   std::string staging_kernel;
   ParallelLayout layout;        // recorded in the manifest (informational: loading never needs the saved layout)
   void* cuda_stream = nullptr;  // cudaStream_t that produces the Device shards; copies are ordered on it
@@ -145,9 +148,10 @@ struct CheckpointOptions {
   // the ranks span several, so that a lost switch does not take a node's copies and their partner copies together.
   std::string failure_domain;
 
-  // dir, keep, io_nice, direct_io, staging_threads, local_dir and local_keep from TENAX_CHECKPOINT_DIR /
-  // TENAX_CKPT_KEEP / TENAX_CKPT_IO_NICE / TENAX_CKPT_DIRECT_IO / TENAX_CKPT_STAGING_THREADS / TENAX_CKPT_LOCAL_DIR /
-  // TENAX_CKPT_LOCAL_KEEP. Throws UsageError if TENAX_CHECKPOINT_DIR is unset.
+  // dir, keep, io_nice, direct_io, staging_threads, staging_kernel, local_dir and local_keep from TENAX_CHECKPOINT_DIR
+  // / TENAX_CKPT_KEEP / TENAX_CKPT_IO_NICE / TENAX_CKPT_DIRECT_IO / TENAX_CKPT_STAGING_THREADS /
+  // TENAX_CKPT_STAGING_KERNEL / TENAX_CKPT_LOCAL_DIR / TENAX_CKPT_LOCAL_KEEP. Throws UsageError if TENAX_CHECKPOINT_DIR
+  // is unset.
   static CheckpointOptions from_env(const ParallelLayout& layout = {});
 };
 

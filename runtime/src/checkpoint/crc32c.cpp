@@ -519,6 +519,11 @@ std::uint32_t standard(void* dst, const void* src, std::size_t size, std::uint32
   return ~Raw(~crc, static_cast<std::uint8_t*>(dst), static_cast<const std::uint8_t*>(src), size);
 }
 
+// Every kernel's name, in the order of preference below; crc32c_every_copy_kernel_name() gives them to the test that
+// holds TENAX_CKPT_STAGING_KERNEL's values to them.
+constexpr std::array<const char*, 5> kCopyKernelNames = {"crc32-3x-nt64", "vpclmulqdq-fold-nt32", "crc32-3x-nt32",
+                                                         "crc32-3x-nt8", "tables"};
+
 // Fixed storage, trivially destructible: a staging thread may still copy while the process exits.
 struct CopyKernels {
   std::array<Crc32cCopyKernel, 5> kernels{};
@@ -534,13 +539,13 @@ CopyKernels detect_copy_kernels() {
     // 1.01x of memcpy, AMD Zen 4 0.97-0.98x), folding where 256-bit VPCLMULQDQ exists (AMD Zen 3, from 256 MiB up:
     // 0.92-1.03x of memcpy against 1.12-1.20x for the 32-byte three-stream loop, tenax-bench-crc), then the crc32
     // instruction with 32- and 8-byte stores.
-    if (detect_avx512()) kernels.push_back({"crc32-3x-nt64", 64, standard<hw_copy_avx512, 64>});
-    if (detect_vpclmulqdq()) kernels.push_back({"vpclmulqdq-fold-nt32", 32, standard<hw_copy_fold, 32>});
-    if (detect_avx2()) kernels.push_back({"crc32-3x-nt32", 32, standard<hw_copy_avx2, 32>});
-    kernels.push_back({"crc32-3x-nt8", 1, standard<hw_copy, 1>});
+    if (detect_avx512()) kernels.push_back({kCopyKernelNames[0], 64, standard<hw_copy_avx512, 64>});
+    if (detect_vpclmulqdq()) kernels.push_back({kCopyKernelNames[1], 32, standard<hw_copy_fold, 32>});
+    if (detect_avx2()) kernels.push_back({kCopyKernelNames[2], 32, standard<hw_copy_avx2, 32>});
+    kernels.push_back({kCopyKernelNames[3], 1, standard<hw_copy, 1>});
   }
 #endif
-  kernels.push_back({"tables", 1, standard<soft_copy, 1>});
+  kernels.push_back({kCopyKernelNames[4], 1, standard<soft_copy, 1>});
   return kernels;
 }
 
@@ -568,6 +573,10 @@ const Crc32cCopyKernel* crc32c_find_copy_kernel(std::string_view name) {
   for (const Crc32cCopyKernel& kernel : kernels)
     if (name == kernel.name) return &kernel;
   return nullptr;
+}
+
+std::span<const char* const> crc32c_every_copy_kernel_name() {
+  return kCopyKernelNames;
 }
 
 std::string crc32c_copy_kernel_names() {

@@ -47,6 +47,8 @@ const char* crc32c_copy_kernel(const void* dst);
 const Crc32cCopyKernel* crc32c_find_copy_kernel(std::string_view name);
 // The names of crc32c_copy_kernels(), comma-separated, for messages.
 std::string crc32c_copy_kernel_names();
+// The name of every copy kernel tenax has on any CPU, in order of preference (TENAX_CKPT_STAGING_KERNEL's values).
+std::span<const char* const> crc32c_every_copy_kernel_name();
 
 // The CRC32C of A followed by B, from crc32c_extend(0, A) and crc32c_extend(0, B) and B's length alone: what lets
 // pieces of one buffer be checksummed on different threads (staging_pass.hpp). Logarithmic in len_b.

@@ -33,7 +33,7 @@ struct StagingCopy {
 class StagingPass {
  public:
   // threads >= 1: the caller of run() and threads - 1 helpers. IoError when the helpers cannot be started. kernel: one
-  // of crc32c_copy_kernels() (a destination it cannot take goes to crc32c_copy's choice).
+  // of crc32c_copy_kernels() (a destination it cannot take goes to crc32c_copy's choice); the pass keeps a copy.
   StagingPass(int threads, const Crc32cCopyKernel& kernel);
   ~StagingPass();
   StagingPass(const StagingPass&) = delete;
@@ -53,7 +53,7 @@ class StagingPass {
   void stop_helpers() noexcept;
   void take_pieces();
 
-  const Crc32cCopyKernel& kernel_;
+  const Crc32cCopyKernel kernel_;
   std::vector<std::thread> helpers_;
   std::mutex mutex_;
   std::condition_variable wake_;  // helpers: a new round (or stop)

@@ -140,8 +140,9 @@ const std::vector<Var>& registry() {
       {"TENAX_CKPT_STAGING_KERNEL",
        Enum,
        "auto",
-       "The fused copy + CRC32C kernel of that copy: auto, the fastest the CPU has; else one it has (a checkpointer "
-       "refuses one it has not; tenax-bench-checkpoint lists the CPU's). The files are the same whichever runs.",
+       "The fused copy + CRC32C kernel of that copy: auto, the first the CPU has in tenax's order of preference; else "
+       "one it has (a writing checkpointer refuses one it has not; tenax-bench-checkpoint lists the CPU's). The files "
+       "are the same whichever runs.",
        {"auto", "crc32-3x-nt64", "vpclmulqdq-fold-nt32", "crc32-3x-nt32", "crc32-3x-nt8", "tables"}},
       {"TENAX_CKPT_LOCAL_DIR", Path, "",
        "Node-local checkpoint tier: a directory on each node's own storage (/dev/shm, a local SSD) where every rank "
