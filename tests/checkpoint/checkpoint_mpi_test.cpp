@@ -359,6 +359,23 @@ TEST(CheckpointMpi, IoThreadTakesTheConfiguredNiceness) {
   EXPECT_EQ(thread_niceness("tenax-ckpt-io"), base) << "0 leaves the training thread's priority";
 }
 
+// Scrambles the model, loads `step` from `dir` with a read-only checkpointer and expects the values filled with `seed`.
+// The reader is given staging options no writer could use: it copies nothing into staging memory, so they are not
+// checked.
+void expect_loads(Communicator& world, const std::string& dir, const ParallelLayout& layout, TestModel& model,
+                  std::uint64_t step, std::uint64_t seed, const std::string& what) {
+  scramble(model);
+  CheckpointOptions reader = options_for(dir, layout);
+  reader.read_only = true;
+  reader.staging_kernel = "crc32-3x-nt128";
+  Checkpointer ckpt(world, reader, model.shards);
+  EXPECT_EQ(ckpt.staging_threads(), 0) << "a read-only checkpointer stages nothing";
+  EXPECT_EQ(ckpt.staging_kernel(), "");
+  EXPECT_TRUE(ckpt.load(LoadOptions{.step = step}).loaded) << what;
+  std::string first;
+  EXPECT_EQ(mismatches(model, seed, &first), 0u) << what << ": first wrong " << first;
+}
+
 // A save copied by several threads (pieces checksummed apart and joined) must load bit for bit, its joined CRCs
 // verified by load() against the bytes on disk, on any number of staging threads.
 TEST(CheckpointMpi, StagingThreadsAreConfiguredAndEveryCountSavesTheSameCheckpoint) {
@@ -385,15 +402,7 @@ TEST(CheckpointMpi, StagingThreadsAreConfiguredAndEveryCountSavesTheSameCheckpoi
       ckpt.save(step);
       ckpt.wait();
     }
-    scramble(model);
-    CheckpointOptions reader = options_for(dir.path(), layout);
-    reader.read_only = true;
-    Checkpointer ckpt(world, reader, model.shards);
-    EXPECT_EQ(ckpt.staging_threads(), 0) << "a read-only checkpointer stages nothing";
-    LoadResult r = ckpt.load(LoadOptions{.step = step});
-    EXPECT_TRUE(r.loaded) << threads << " staging threads";
-    std::string first;
-    EXPECT_EQ(mismatches(model, 40 + step, &first), 0u) << threads << " staging threads: first wrong " << first;
+    expect_loads(world, dir.path(), layout, model, step, 40 + step, std::to_string(threads) + " staging threads");
   }
 }
 
@@ -447,16 +456,7 @@ TEST(CheckpointMpi, StagingKernelIsConfiguredAndEveryKernelSavesTheSameCheckpoin
       ckpt.save(step);
       ckpt.wait();
     }
-    scramble(model);
-    CheckpointOptions reader = options_for(dir.path(), layout);
-    reader.read_only = true;
-    reader.staging_kernel = "crc32-3x-nt128";  // a reader copies nothing into staging memory: not checked
-    Checkpointer ckpt(world, reader, model.shards);
-    EXPECT_EQ(ckpt.staging_kernel(), "");
-    LoadResult r = ckpt.load(LoadOptions{.step = step});
-    EXPECT_TRUE(r.loaded) << kernel.name;
-    std::string first;
-    EXPECT_EQ(mismatches(model, 70 + step, &first), 0u) << kernel.name << ": first wrong " << first;
+    expect_loads(world, dir.path(), layout, model, step, 70 + step, kernel.name);
   }
 }
 
