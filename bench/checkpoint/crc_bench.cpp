@@ -133,5 +133,4 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tenax-bench-crc: %s\n", e.what());
     return 1;
   }
-  return 0;
 }

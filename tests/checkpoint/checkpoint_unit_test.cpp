@@ -8,6 +8,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 
 #include "checkpoint/crc32c.hpp"
 #include "checkpoint/geometry.hpp"
@@ -15,6 +16,7 @@
 #include "checkpoint/shard_plan.hpp"
 #include "common/scoped_env.hpp"
 #include "core/json.hpp"
+#include "tenax/checkpoint.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
 
@@ -121,16 +123,17 @@ TEST(CheckpointCrc32c, EveryKernelCanBeNamedInTheEnvironment) {
   ASSERT_NE(var, vars.end());
   EXPECT_EQ(var->default_value, "auto");
   EXPECT_NE(crc32c_find_copy_kernel(var->default_value), nullptr);
-  for (const Crc32cCopyKernel& kernel : crc32c_copy_kernels()) {
-    EXPECT_NE(std::find(var->choices.begin(), var->choices.end(), kernel.name), var->choices.end()) << kernel.name;
-    EXPECT_EQ(crc32c_find_copy_kernel(kernel.name), &kernel);
-  }
-  EXPECT_EQ(crc32c_find_copy_kernel("tables "), nullptr);
-  // The variable's values are exactly "auto" and every kernel tenax has on any CPU, in order of preference.
+  // The variable's values are exactly "auto" and every kernel tenax has on any CPU, in order of preference; that list
+  // holds each kernel this CPU has, and each is found by its name.
   std::vector<std::string_view> every{"auto"};
   for (const char* name : crc32c_every_copy_kernel_name())
     every.push_back(name);
   EXPECT_EQ(var->choices, every);
+  for (const Crc32cCopyKernel& kernel : crc32c_copy_kernels()) {
+    EXPECT_NE(std::find(every.begin(), every.end(), kernel.name), every.end()) << kernel.name;
+    EXPECT_EQ(crc32c_find_copy_kernel(kernel.name), &kernel);
+  }
+  EXPECT_EQ(crc32c_find_copy_kernel("tables "), nullptr);
   for (std::string_view value : every) {
     const test::ScopedEnv set("TENAX_CKPT_STAGING_KERNEL", std::string(value).c_str());
     EXPECT_NO_THROW(env::validate()) << value;
@@ -143,6 +146,36 @@ TEST(CheckpointCrc32c, EveryKernelCanBeNamedInTheEnvironment) {
     EXPECT_NE(std::string(e.what()).find("TENAX_CKPT_STAGING_KERNEL='crc32-3x-nt128' is not valid"), std::string::npos)
         << e.what();
   }
+}
+
+TEST(CheckpointOptionsFromEnv, TheTuningIsReadOnceForEveryCaller) {
+  const test::ScopedEnv dir("TENAX_CHECKPOINT_DIR", "/ckpt"), keep("TENAX_CKPT_KEEP", "5"),
+      nice("TENAX_CKPT_IO_NICE", "7"), direct("TENAX_CKPT_DIRECT_IO", "0"), threads("TENAX_CKPT_STAGING_THREADS", "3"),
+      kernel("TENAX_CKPT_STAGING_KERNEL", "tables"), local("TENAX_CKPT_LOCAL_DIR", "/dev/shm/x"),
+      local_keep("TENAX_CKPT_LOCAL_KEEP", "4");
+  const CheckpointOptions tuning = CheckpointOptions::tuning_from_env();
+  EXPECT_EQ(tuning.dir, "");
+  EXPECT_EQ(tuning.keep, 5);
+  EXPECT_EQ(tuning.io_nice, 7);
+  EXPECT_FALSE(tuning.direct_io);
+  EXPECT_EQ(tuning.staging_threads, 3);
+  EXPECT_EQ(tuning.staging_kernel, "tables");
+  EXPECT_EQ(tuning.local_dir, "/dev/shm/x");
+  EXPECT_EQ(tuning.local_keep, 4);
+  const CheckpointOptions all = CheckpointOptions::from_env(ParallelLayout{2, 1, 1});
+  EXPECT_EQ(all.dir, "/ckpt");
+  EXPECT_EQ(all.layout.tp, 2);
+  EXPECT_EQ(std::tie(all.keep, all.io_nice, all.direct_io, all.staging_threads, all.staging_kernel, all.local_dir,
+                     all.local_keep),
+            std::tie(tuning.keep, tuning.io_nice, tuning.direct_io, tuning.staging_threads, tuning.staging_kernel,
+                     tuning.local_dir, tuning.local_keep));
+  {
+    const test::ScopedEnv none("TENAX_CKPT_LOCAL_DIR", "none");
+    EXPECT_EQ(CheckpointOptions::tuning_from_env().local_dir, "") << "none: no node-local tier";
+  }
+  const test::ScopedEnv unset("TENAX_CHECKPOINT_DIR", nullptr);
+  EXPECT_NO_THROW(CheckpointOptions::tuning_from_env());
+  EXPECT_THROW(CheckpointOptions::from_env(), UsageError);
 }
 
 TEST(CheckpointJson, ParsesWhatTheManifestWrites) {

@@ -1,5 +1,5 @@
-// An environment variable set for a scope. The value it had before (or its absence) comes back however the scope ends:
-// no later test inherits it, and a value the whole test run was given is not lost.
+// An environment variable set (or, with a null value, unset) for a scope. The value it had before (or its absence)
+// comes back however the scope ends: no later test inherits it, and a value the whole test run was given is not lost.
 #pragma once
 
 #include <cstdlib>
@@ -12,7 +12,10 @@ class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
   }
   ~ScopedEnv() {
     if (old_)

@@ -153,6 +153,10 @@ struct CheckpointOptions {
   // TENAX_CKPT_STAGING_KERNEL / TENAX_CKPT_LOCAL_DIR / TENAX_CKPT_LOCAL_KEEP. Throws UsageError if TENAX_CHECKPOINT_DIR
   // is unset.
   static CheckpointOptions from_env(const ParallelLayout& layout = {});
+  // The same without the directory (left empty, TENAX_CHECKPOINT_DIR not read or required): for a caller that takes
+  // the directory, and perhaps keep or local_dir, from its own configuration and the rest from the environment, as
+  // tenax's engine does. Every TENAX_CKPT_* variable is read here, so no caller can miss one.
+  static CheckpointOptions tuning_from_env();
 };
 
 struct LoadOptions {

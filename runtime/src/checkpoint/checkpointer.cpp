@@ -42,10 +42,16 @@ std::uint64_t TensorShard::elements() const {
 }
 
 CheckpointOptions CheckpointOptions::from_env(const ParallelLayout& layout) {
-  CheckpointOptions o;
+  CheckpointOptions o = tuning_from_env();
   o.dir = env::get_string("TENAX_CHECKPOINT_DIR");
   if (o.dir.empty())
     throw UsageError("TENAX_CHECKPOINT_DIR is not set: set it to the directory where checkpoints are written and read");
+  o.layout = layout;
+  return o;
+}
+
+CheckpointOptions CheckpointOptions::tuning_from_env() {
+  CheckpointOptions o;
   o.keep = static_cast<int>(env::get_int("TENAX_CKPT_KEEP"));
   o.io_nice = static_cast<int>(env::get_int("TENAX_CKPT_IO_NICE"));
   o.direct_io = env::get_bool("TENAX_CKPT_DIRECT_IO");
@@ -54,7 +60,6 @@ CheckpointOptions CheckpointOptions::from_env(const ParallelLayout& layout) {
   o.local_dir = env::get_string("TENAX_CKPT_LOCAL_DIR");
   if (o.local_dir == "none") o.local_dir.clear();  // as the engine and the SPANK plugin read it: no node-local tier
   o.local_keep = static_cast<int>(env::get_int("TENAX_CKPT_LOCAL_KEEP"));
-  o.layout = layout;
   return o;
 }
 

@@ -69,8 +69,6 @@ void Engine::Impl::open_checkpoints() {
   std::string dir = config.checkpoint.dir.empty() ? env::get_string("TENAX_CHECKPOINT_DIR") : config.checkpoint.dir;
   if (dir == "none") dir.clear();
   checkpoint_dir = dir;
-  checkpoint_keep =
-      config.checkpoint.keep > 0 ? config.checkpoint.keep : static_cast<int>(env::get_int("TENAX_CKPT_KEEP"));
   if (config.checkpoint.every < 0) throw UsageError("checkpoint: every must be >= 0 (0: no periodic saves)");
   if (!(std::isfinite(config.checkpoint.mtbf_s) && config.checkpoint.mtbf_s >= 0))
     throw UsageError("checkpoint: mtbf_s must be >= 0 seconds (0: the run's own, else TENAX_MTBF or TENAX_NODE_MTBF)");
@@ -78,19 +76,15 @@ void Engine::Impl::open_checkpoints() {
   if (config.checkpoint.max_failures < 1)
     throw UsageError("checkpoint: max_failures must be >= 1 (consecutive failed saves before the run stops)");
   if (checkpoint_dir.empty()) return;
-  CheckpointOptions o;
+  // The configuration's directories and keep win where it sets them; every other checkpoint setting comes from the
+  // environment.
+  CheckpointOptions o = CheckpointOptions::tuning_from_env();
   o.dir = checkpoint_dir;
-  o.keep = checkpoint_keep;
+  if (config.checkpoint.keep > 0) o.keep = config.checkpoint.keep;
   o.layout = *config.layout;
   o.cuda_stream = ctx->stream();
-  o.io_nice = static_cast<int>(env::get_int("TENAX_CKPT_IO_NICE"));
-  o.direct_io = env::get_bool("TENAX_CKPT_DIRECT_IO");
-  o.staging_threads = static_cast<int>(env::get_int("TENAX_CKPT_STAGING_THREADS"));
-  o.staging_kernel = env::get_string("TENAX_CKPT_STAGING_KERNEL");
-  o.local_dir =
-      config.checkpoint.local_dir.empty() ? env::get_string("TENAX_CKPT_LOCAL_DIR") : config.checkpoint.local_dir;
-  if (o.local_dir == "none") o.local_dir.clear();
-  o.local_keep = static_cast<int>(env::get_int("TENAX_CKPT_LOCAL_KEEP"));
+  if (!config.checkpoint.local_dir.empty())
+    o.local_dir = config.checkpoint.local_dir == "none" ? "" : config.checkpoint.local_dir;
   if (config.checkpoint.local_every < 0) throw UsageError("checkpoint: local_every must be >= 0 (0: none)");
   // Writing uses the primary holder of each element only (replicas are written once); the writer checks at once that
   // every rank can write the directory and sees the same one. A node-local copy holds every entry of the rank,

@@ -148,7 +148,6 @@ struct Engine::Impl {
 
   // Checkpoints.
   std::string checkpoint_dir;  // "" : none
-  int checkpoint_keep = 3;
   std::unique_ptr<Checkpointer> writer;
   std::unique_ptr<HostStateMirror> mirror;
   std::optional<long> last_saved;
