@@ -96,6 +96,27 @@ TEST(CheckpointCrc32c, FastPathsMatchTablesForEveryLengthAndAlignment) {
   EXPECT_EQ(c, crc32c_extend(0, src.data(), 100000));
 }
 
+// The folding kernel runs only where VPCLMULQDQ exists; its constants and its reduction are checked on every host
+// through the portable reference, which shares them.
+TEST(CheckpointCrc32c, TheFoldsArithmeticMatchesTheTablesOnEveryHost) {
+  std::mt19937_64 rng(7);
+  std::vector<std::uint8_t> src(70000);
+  for (auto& b : src)
+    b = static_cast<std::uint8_t>(rng());
+  // Below and around the fold's 256-byte start, each whole number of 128-byte blocks with and without a tail, long.
+  std::vector<std::size_t> lengths;
+  for (std::size_t len = 0; len <= 1100; ++len)
+    lengths.push_back(len);
+  for (std::size_t len : {4095ul, 4096ul, 65536ul + 77, 70000ul})
+    lengths.push_back(len);
+  for (std::size_t len : lengths)
+    for (std::uint32_t crc : {0u, 0x1234u, 0xFFFFFFFFu}) {
+      const std::uint8_t* p = src.data() + len % 5;
+      const std::size_t n = std::min(len, src.size() - len % 5);
+      ASSERT_EQ(crc32c_fold_reference(crc, p, n), crc32c_extend_software(crc, p, n)) << "len " << n << " crc " << crc;
+    }
+}
+
 TEST(CheckpointCrc32c, CopyKernelsAreListedInOrderOfPreferenceAndTheTablesTakeAnyDestination) {
   const auto kernels = crc32c_copy_kernels();
   ASSERT_FALSE(kernels.empty());

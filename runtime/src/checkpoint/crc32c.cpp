@@ -91,6 +91,88 @@ std::uint32_t x_to_the_mod_p(std::uint64_t n) {
   return p;
 }
 
+// The folding kernel's constants (hw_copy_fold below; its comment has the arithmetic). They and the steps are also
+// run in portable code, fold_reference, so that every host tests them, not only hosts with VPCLMULQDQ.
+// x^n mod P as the high half of a bit-reflected quadword (the operand layout of the fold).
+std::uint64_t fold_constant(std::uint64_t n) {
+  return std::uint64_t{x_to_the_mod_p(n)} << 32;
+}
+
+struct FoldConstants {
+  // {x^(D+63), x^(D-1)} per 128-bit lane, for D = 1024 (the loop) and D = 128 * (7 - lane) (the final reduction).
+  alignas(32) std::uint64_t by_1024[4];
+  alignas(16) std::uint64_t to_last_lane[7][2];
+  FoldConstants() {
+    by_1024[0] = by_1024[2] = fold_constant(1024 + 63);
+    by_1024[1] = by_1024[3] = fold_constant(1024 - 1);
+    for (std::uint64_t lane = 0; lane < 7; ++lane) {
+      to_last_lane[lane][0] = fold_constant(128 * (7 - lane) + 63);
+      to_last_lane[lane][1] = fold_constant(128 * (7 - lane) - 1);
+    }
+  }
+};
+
+const FoldConstants& fold_constants() {
+  static const FoldConstants constants;
+  return constants;
+}
+
+// A carry-less product of two quadwords, as PCLMULQDQ computes it: {low quadword, high quadword}.
+std::array<std::uint64_t, 2> carry_less_multiply(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t low = 0, high = 0;
+  for (int bit = 0; bit < 64; ++bit)
+    if ((b >> bit) & 1) {
+      low ^= a << bit;
+      if (bit != 0) high ^= a >> (64 - bit);
+    }
+  return {low, high};
+}
+
+// A 128-bit lane as the kernel loads it: {bytes 0-7, bytes 8-15}, little-endian whatever the host's order.
+using Lane = std::array<std::uint64_t, 2>;
+
+Lane load_lane(const std::uint8_t* p) {
+  Lane lane{};
+  for (int half = 0; half < 2; ++half)
+    for (int byte = 7; byte >= 0; --byte)
+      lane[half] = (lane[half] << 8) | p[8 * half + byte];
+  return lane;
+}
+
+// The lane moved forward by D bits, given k = {x^(D+63), x^(D-1)} mod P: what fold_256 does per lane, before the XOR.
+Lane move_lane(const Lane& lane, const std::uint64_t* k) {
+  const auto low = carry_less_multiply(lane[0], k[0]);
+  const auto high = carry_less_multiply(lane[1], k[1]);
+  return {low[0] ^ high[0], low[1] ^ high[1]};
+}
+
+// hw_copy_fold's checksum in portable code (raw register, no copy), one block per step where the kernel takes two
+// (the same sum: each block folds the lanes forward by 1024 bits).
+std::uint32_t fold_reference(std::uint32_t crc, const std::uint8_t* p, std::size_t n) {
+  constexpr std::size_t kBlock = 128;
+  if (n < 2 * kBlock) return soft_update(crc, p, n);
+  const FoldConstants& k = fold_constants();
+  std::array<Lane, 8> lanes;
+  for (std::size_t lane = 0; lane < 8; ++lane)
+    lanes[lane] = load_lane(p + 16 * lane);
+  lanes[0][0] ^= crc;
+  std::size_t i = kBlock;
+  for (; i + kBlock <= n; i += kBlock)
+    for (std::size_t lane = 0; lane < 8; ++lane) {
+      const Lane moved = move_lane(lanes[lane], k.by_1024), data = load_lane(p + i + 16 * lane);
+      lanes[lane] = {moved[0] ^ data[0], moved[1] ^ data[1]};
+    }
+  Lane last = lanes[7];
+  for (std::size_t lane = 0; lane < 7; ++lane) {
+    const Lane moved = move_lane(lanes[lane], k.to_last_lane[lane]);
+    last = {last[0] ^ moved[0], last[1] ^ moved[1]};
+  }
+  std::uint8_t bytes[16];
+  for (int byte = 0; byte < 16; ++byte)
+    bytes[byte] = static_cast<std::uint8_t>(last[byte / 8] >> (8 * (byte % 8)));
+  return soft_update(soft_update(0, bytes, 16), p + i, n - i);
+}
+
 #if TENAX_CRC32C_X86
 // Bytes per stream per iteration of the three-stream loop. Large enough that the merge is negligible, small enough
 // that three streams' source lines stay in L1/L2 while they are read.
@@ -316,30 +398,6 @@ __attribute__((target("sse4.2,avx512f"))) std::uint32_t hw_copy_avx512(std::uint
 // iteration); with two blocks per iteration 3 KiB was 0.92-1.02x, 2 KiB 0.96-1.01x (same machine, 256 MiB-1 GiB).
 constexpr std::size_t kFoldPrefetchAhead = 3072;
 
-// x^n mod P as the high half of a bit-reflected quadword (the operand layout of the fold).
-std::uint64_t fold_constant(std::uint64_t n) {
-  return std::uint64_t{x_to_the_mod_p(n)} << 32;
-}
-
-struct FoldConstants {
-  // {x^(D+63), x^(D-1)} per 128-bit lane, for D = 1024 (the loop) and D = 128 * (7 - lane) (the final reduction).
-  alignas(32) std::uint64_t by_1024[4];
-  alignas(16) std::uint64_t to_last_lane[7][2];
-  FoldConstants() {
-    by_1024[0] = by_1024[2] = fold_constant(1024 + 63);
-    by_1024[1] = by_1024[3] = fold_constant(1024 - 1);
-    for (std::uint64_t lane = 0; lane < 7; ++lane) {
-      to_last_lane[lane][0] = fold_constant(128 * (7 - lane) + 63);
-      to_last_lane[lane][1] = fold_constant(128 * (7 - lane) - 1);
-    }
-  }
-};
-
-const FoldConstants& fold_constants() {
-  static const FoldConstants constants;
-  return constants;
-}
-
 __attribute__((target("sse4.2,avx2,pclmul,vpclmulqdq"))) inline __m256i fold_256(__m256i acc, __m256i k, __m256i data) {
   const __m256i low = _mm256_clmulepi64_epi128(acc, k, 0x00);
   const __m256i high = _mm256_clmulepi64_epi128(acc, k, 0x11);
@@ -486,6 +544,10 @@ bool crc32c_uses_isal() {
 
 std::uint32_t crc32c_extend_software(std::uint32_t crc, const void* data, std::size_t size) {
   return ~soft_update(~crc, static_cast<const std::uint8_t*>(data), size);
+}
+
+std::uint32_t crc32c_fold_reference(std::uint32_t crc, const void* data, std::size_t size) {
+  return ~fold_reference(~crc, static_cast<const std::uint8_t*>(data), size);
 }
 
 std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t len_b) {

@@ -57,6 +57,11 @@ std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint
 // The table-driven path alone (what machines without SSE4.2 use); tests compare both paths with it.
 std::uint32_t crc32c_extend_software(std::uint32_t crc, const void* data, std::size_t size);
 
+// The arithmetic of the folding kernel (vpclmulqdq-fold-nt32) in portable code, carry-less products computed bit by
+// bit: the same constants and the same steps, without the copy. Slow; for tests, so that hosts without VPCLMULQDQ check
+// the fold's constants and reduction against the tables too.
+std::uint32_t crc32c_fold_reference(std::uint32_t crc, const void* data, std::size_t size);
+
 // True when the SSE4.2 path is in use.
 bool crc32c_hardware();
 
