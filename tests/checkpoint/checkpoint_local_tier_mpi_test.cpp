@@ -13,6 +13,7 @@
 #include "checkpoint/manifest.hpp"
 #include "comm/agreement.hpp"
 #include "common/mpi_test.hpp"
+#include "common/scoped_env.hpp"
 #include "core/file_system.hpp"
 #include "test_dirs.hpp"
 #include "test_model.hpp"
@@ -407,6 +408,59 @@ TEST(CheckpointLocalTier, AJobsEndLeavesTheCopiesWhileARankStillUsesThem) {
   }
   world.barrier();
   ::unsetenv("TENAX_JOB_ID");
+}
+
+// A checkpointer that only reads holds the copies too while it exists (a job ending on the node meanwhile leaves them
+// and its load still finds them), and makes nothing where there are none.
+TEST(CheckpointLocalTier, AReaderKeepsTheCopiesItLoadsAndMakesNothing) {
+  Communicator& world = tenax::test::world();
+  SharedTempDir dir(world, "tier1"), local(world, "tier0"), empty(world, "tier0-empty");
+  const ParallelLayout layout = layout_for(world.size());
+  const ScopedEnv job("TENAX_JOB_ID", "local-00000000000000cf");
+  auto remove = [&] { return ckpt::remove_job_local_copies(local.path(), "local-00000000000000cf"); };
+  {
+    TestModel model = make_model(layout, world.rank());
+    Checkpointer writer(world, tiered(dir.path(), local.path(), layout), model.shards);
+    fill(model, 5);
+    writer.save_local(5, step_blob(5));
+    writer.wait();
+  }
+  const std::string folder =
+      stdfs::path(local_copy(local.path(), world.rank(), 5)).parent_path().parent_path().string();
+  CheckpointOptions read = tiered(dir.path(), local.path(), layout);
+  read.read_only = true;
+  TestModel model = make_model(layout, world.rank());
+  std::optional<Checkpointer> reader;
+  reader.emplace(world, read, model.shards);
+  world.barrier();  // every reader exists
+  if (world.rank() == 0) {
+    const auto report = remove();
+    EXPECT_TRUE(report.errors.empty()) << report.errors.front();
+    EXPECT_EQ(report.removed, 0);
+    EXPECT_EQ(report.in_use, std::vector<std::string>{folder});
+  }
+  world.barrier();
+  const LoadResult r = reader->load();
+  EXPECT_TRUE(r.loaded && r.node_local);
+  EXPECT_EQ(r.step, 5u);
+  EXPECT_TRUE(r.rejected.empty()) << r.rejected.front();
+  reader.reset();
+  world.barrier();  // every reader is gone
+  if (world.rank() == 0) {
+    const auto report = remove();
+    EXPECT_EQ(report.removed, 1);
+    EXPECT_FALSE(stdfs::exists(folder));
+  }
+  world.barrier();
+  // Where no copies exist, a reader leaves the directory as it found it.
+  CheckpointOptions nothing = tiered(dir.path(), empty.path(), layout);
+  nothing.read_only = true;
+  {
+    Checkpointer none(world, nothing, model.shards);
+    EXPECT_FALSE(none.load().loaded);
+  }
+  world.barrier();
+  EXPECT_TRUE(stdfs::is_empty(empty.path()));
 }
 
 // Emulated nodes on one machine: each rank's node name, and a node-local directory per node (<base>/<node>).

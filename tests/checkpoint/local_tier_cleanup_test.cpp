@@ -2,8 +2,10 @@
 // go; other jobs' folders, unmarked folders, other names and whatever a symbolic link points to stay.
 #include "checkpoint/local_tier_cleanup.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -230,6 +232,58 @@ TEST_F(LocalTierCleanup, AnInUseLinkIsNoHolder) {
   EXPECT_FALSE(stdfs::exists(stdfs::symlink_status(mine)));
   EXPECT_TRUE(stdfs::exists(outside_ / "in-use"));
   ::close(holder);
+}
+
+// A reader holds only what is there: no folder or in-use file is made, a link in the file's place is not followed, a
+// directory there is refused, and a removal under way is not waited for.
+TEST_F(LocalTierCleanup, AReaderHoldsAnExistingFolderOnly) {
+  const stdfs::path missing = local_ / "tenax-00000000000000ab";
+  errno = 0;
+  EXPECT_EQ(tenax::ckpt::hold_existing_local_tier_folder(missing.string()), -1);
+  EXPECT_EQ(errno, ENOENT);
+  EXPECT_FALSE(stdfs::exists(missing));
+  const auto unmarked = tier("00000000000000ac", "4242");  // a folder without an in-use file
+  errno = 0;
+  EXPECT_EQ(tenax::ckpt::hold_existing_local_tier_folder(unmarked.string()), -1);
+  EXPECT_EQ(errno, ENOENT);
+  EXPECT_FALSE(stdfs::exists(unmarked / "in-use"));
+
+  const int target = tenax::ckpt::hold_local_tier_folder(outside_.string());
+  ASSERT_GE(target, 0);
+  const auto linked = tier("00000000000000ad", "4242");
+  stdfs::create_symlink(outside_ / "in-use", linked / "in-use");
+  EXPECT_EQ(tenax::ckpt::hold_existing_local_tier_folder(linked.string()), -1);
+  ::close(target);
+  const auto odd = tier("00000000000000ae", "4242");
+  stdfs::create_directory(odd / "in-use");
+  errno = 0;
+  EXPECT_EQ(tenax::ckpt::hold_existing_local_tier_folder(odd.string()), -1);
+  EXPECT_EQ(errno, EINVAL);
+
+  const stdfs::path held = local_ / "tenax-00000000000000af";
+  ::close(tenax::ckpt::hold_local_tier_folder(held.string()));  // as a writer leaves it
+  {
+    const int removal = ::open((held / "in-use").c_str(), O_RDWR | O_CLOEXEC);  // as a removal holds it
+    ASSERT_GE(removal, 0);
+    ASSERT_EQ(::flock(removal, LOCK_EX | LOCK_NB), 0);
+    errno = 0;
+    EXPECT_EQ(tenax::ckpt::hold_existing_local_tier_folder(held.string()), -1);
+    EXPECT_EQ(errno, EWOULDBLOCK);
+    ::close(removal);
+  }
+  const int reader = tenax::ckpt::hold_existing_local_tier_folder(held.string());
+  ASSERT_GE(reader, 0) << std::strerror(errno);
+  const int second = tenax::ckpt::hold_existing_local_tier_folder(held.string());  // readers share it
+  ASSERT_GE(second, 0) << std::strerror(errno);
+  ::close(second);
+  write(held / "job-id", "4242\n");
+  auto report = remove_job_local_copies(local_.string(), "4242");
+  EXPECT_EQ(report.in_use, std::vector<std::string>{held.string()});
+  EXPECT_TRUE(stdfs::exists(held / "in-use"));
+  ::close(reader);
+  report = remove_job_local_copies(local_.string(), "4242");
+  EXPECT_TRUE(report.in_use.empty());
+  EXPECT_FALSE(stdfs::exists(held));
 }
 
 TEST(LocalTierPaths, ExpandsTheNodeName) {

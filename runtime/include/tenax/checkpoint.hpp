@@ -129,7 +129,8 @@ struct CheckpointOptions {
   ParallelLayout layout;        // recorded in the manifest (informational: loading never needs the saved layout)
   void* cuda_stream = nullptr;  // cudaStream_t that produces the Device shards; copies are ordered on it
   // Load only (e.g. evaluating a checkpoint on read-only storage): no start-up probe of the directory, no clean-up of
-  // leftovers, no staging memory; save() raises UsageError.
+  // leftovers, no staging memory, nothing made in local_dir; save() raises UsageError. Node-local copies that exist
+  // are marked in use while it lives, as a writer's are (a job's end on the node leaves them).
   bool read_only = false;
   // The node-local tier (TENAX_CKPT_LOCAL_DIR; "": none): a directory on each node's own storage (/dev/shm, a local
   // SSD) where every save, and every save_local(), also puts each rank's own copy of everything it holds, under

@@ -187,6 +187,16 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
       s.local_root = ckpt::local_rank_root(s.local_base, s.local_key, world.rank());
     }
     s.local_shards = std::move(local_shards);
+    if (s.options.read_only && !s.local_root.empty()) {
+      // A reader also keeps a job's end from removing the copies under its load, where they exist; it makes nothing.
+      const int held = ckpt::hold_existing_local_tier_folder(fs::parent_of(s.local_root));
+      const int error = errno;
+      s.local_in_use.reset(held);
+      if (held < 0 && error != ENOENT)
+        TENAX_LOG(Info, "ckpt") << "rank " << world.rank() << ": could not mark " << fs::parent_of(s.local_root)
+                                << " as in use (" << std::strerror(error)
+                                << "): a job ending on this node meanwhile could remove the copies this reader loads";
+    }
     if (!s.options.read_only && !s.local_root.empty()) {
       run_agreed(world, [&] {
         const std::string job = ckpt::local_copies_job();

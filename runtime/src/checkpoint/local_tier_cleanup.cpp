@@ -196,6 +196,26 @@ int hold_local_tier_folder(const std::string& folder) {
   return -1;
 }
 
+int hold_existing_local_tier_folder(const std::string& folder) {
+  const std::string path = folder + "/" + kLocalTierInUseFile;
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (fd.get() < 0) return -1;
+  int error = 0;
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0)
+    error = errno;
+  else if (!S_ISREG(st.st_mode))
+    error = EINVAL;
+  else if (::flock(fd.get(), LOCK_SH | LOCK_NB) != 0)
+    error = errno;
+  else if (!still_linked(fd.get(), path))
+    error = ENOENT;  // a removal unlinked it after the open: the copies are gone or going
+  if (error == 0) return fd.release();
+  fd.reset();
+  errno = error;  // as the failed call left it, not as close() may
+  return -1;
+}
+
 std::string expand_node(const std::string& local_dir, const std::string& node) {
   std::string out;
   for (std::size_t i = 0; i < local_dir.size(); ++i) {
