@@ -410,21 +410,23 @@ TEST(CheckpointLocalTier, AJobsEndLeavesTheCopiesWhileARankStillUsesThem) {
   ::unsetenv("TENAX_JOB_ID");
 }
 
-// A checkpointer that only reads holds the copies too while it exists (a job ending on the node meanwhile leaves them
-// and its load still finds them), and makes nothing where there are none.
-TEST(CheckpointLocalTier, AReaderKeepsTheCopiesItLoadsAndMakesNothing) {
+// A checkpointer of the job that only reads holds the copies too while it exists (the job's end on the node meanwhile
+// leaves them, and its load still finds them), a reader of another job does not (it must not make them stay), and
+// a reader makes nothing where there are none.
+TEST(CheckpointLocalTier, AReaderOfTheJobKeepsTheCopiesItLoadsAndMakesNothing) {
   Communicator& world = tenax::test::world();
   SharedTempDir dir(world, "tier1"), local(world, "tier0"), empty(world, "tier0-empty");
   const ParallelLayout layout = layout_for(world.size());
   const ScopedEnv job("TENAX_JOB_ID", "local-00000000000000cf");
   auto remove = [&] { return ckpt::remove_job_local_copies(local.path(), "local-00000000000000cf"); };
-  {
+  auto save_5 = [&] {
     TestModel model = make_model(layout, world.rank());
     Checkpointer writer(world, tiered(dir.path(), local.path(), layout), model.shards);
     fill(model, 5);
     writer.save_local(5, step_blob(5));
     writer.wait();
-  }
+  };
+  save_5();
   const std::string folder =
       stdfs::path(local_copy(local.path(), world.rank(), 5)).parent_path().parent_path().string();
   CheckpointOptions read = tiered(dir.path(), local.path(), layout);
@@ -452,6 +454,21 @@ TEST(CheckpointLocalTier, AReaderKeepsTheCopiesItLoadsAndMakesNothing) {
     EXPECT_FALSE(stdfs::exists(folder));
   }
   world.barrier();
+  // A reader of another job (an evaluation reading this run's checkpoints on the same node) leaves the removal alone.
+  save_5();
+  {
+    const ScopedEnv other("TENAX_JOB_ID", "local-00000000000000d0");
+    reader.emplace(world, read, model.shards);
+  }
+  world.barrier();
+  if (world.rank() == 0) {
+    const auto report = remove();
+    EXPECT_EQ(report.removed, 1);
+    EXPECT_TRUE(report.in_use.empty());
+    EXPECT_FALSE(stdfs::exists(folder));
+  }
+  world.barrier();
+  reader.reset();
   // Where no copies exist, a reader leaves the directory as it found it.
   CheckpointOptions nothing = tiered(dir.path(), empty.path(), layout);
   nothing.read_only = true;
@@ -503,6 +520,49 @@ TEST(CheckpointPartnerCopies, ALostNodesRanksRestartFromTheCopiesItsPartnerKept)
   // The fetched copy is now the rank's own on its new node.
   EXPECT_EQ(r.path.rfind(base.path() + "/" + node + "/", 0), 0u) << r.path;
   EXPECT_TRUE(stdfs::exists(r.path + "/manifest.json")) << r.path;
+}
+
+// A reader that fetches its copy from the partner onto a node without the tier folder makes the folder as a writer
+// does: held while it lives, and naming the job, so that the job's end removes it (a folder naming no job is left
+// for ever, in /dev/shm memory lost until a reboot).
+TEST(CheckpointPartnerCopies, AReaderThatFetchesACopyMarksTheFolderItMakesAsTheJobs) {
+  Communicator& world = tenax::test::world();
+  if (world.size() < 2) GTEST_SKIP() << "needs two nodes";
+  SharedTempDir dir(world, "tier1"), base(world, "nodes");
+  const ScopedEnv job("TENAX_JOB_ID", "local-00000000000000d1");
+  const int half = world.size() / 2;
+  save_on_nodes(world, dir.path(), base.path(), [half](int rank) { return "n" + std::to_string(rank / half); });
+  remove_node(world, base.path(), "n1");
+  const std::string node = world.rank() < half ? "n0" : "n2";  // n1's ranks come back on a spare
+  CheckpointOptions read = on_node(dir.path(), base.path(), node);
+  read.read_only = true;
+  TestModel model = make_model(layout_for(world.size()), world.rank());
+  std::optional<Checkpointer> reader;
+  reader.emplace(world, read, model.shards);
+  const LoadResult r = reader->load();
+  EXPECT_TRUE(r.loaded && r.node_local);
+  EXPECT_EQ(r.step, 12u);
+  auto remove_spare = [&] { return ckpt::remove_job_local_copies(base.path() + "/n2", "local-00000000000000d1"); };
+  const std::string folder = stdfs::path(r.path).parent_path().parent_path().string();
+  if (node == "n2") {
+    EXPECT_EQ(ckpt::local_tier_folder_job(folder), "local-00000000000000d1");
+  }
+  world.barrier();
+  if (world.rank() == 0) {
+    const auto report = remove_spare();
+    EXPECT_EQ(report.removed, 0);
+    EXPECT_EQ(report.in_use.size(), 1u);
+  }
+  world.barrier();
+  reader.reset();
+  world.barrier();
+  if (world.rank() == 0) {
+    const auto report = remove_spare();
+    EXPECT_TRUE(report.errors.empty()) << report.errors.front();
+    EXPECT_EQ(report.removed, 1);
+    EXPECT_TRUE(stdfs::is_empty(base.path() + "/n2"));
+  }
+  world.barrier();
 }
 
 TEST(CheckpointPartnerCopies, RanksPlacedOnOtherNodesAtARestartFetchTheirCopies) {

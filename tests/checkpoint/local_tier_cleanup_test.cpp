@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/unique_fd.hpp"
+
 namespace {
 
 namespace stdfs = std::filesystem;
@@ -234,56 +236,72 @@ TEST_F(LocalTierCleanup, AnInUseLinkIsNoHolder) {
   ::close(holder);
 }
 
-// A reader holds only what is there: no folder or in-use file is made, a link in the file's place is not followed, a
-// directory there is refused, and a removal under way is not waited for.
-TEST_F(LocalTierCleanup, AReaderHoldsAnExistingFolderOnly) {
+// A reader holds only its own job's folder, and only what is there: no folder or in-use file is made, another job's
+// folder (or one naming none) is left to that job's end, a link in the file's place is not followed, a directory
+// there is refused, and a removal under way is not waited for.
+TEST_F(LocalTierCleanup, AReaderHoldsAnExistingFolderOfItsJobOnly) {
+  using tenax::UniqueFd;
+  using tenax::ckpt::hold_existing_local_tier_folder;
   const stdfs::path missing = local_ / "tenax-00000000000000ab";
   errno = 0;
-  EXPECT_EQ(tenax::ckpt::hold_existing_local_tier_folder(missing.string()), -1);
+  EXPECT_EQ(hold_existing_local_tier_folder(missing.string(), "4242"), -1);
   EXPECT_EQ(errno, ENOENT);
   EXPECT_FALSE(stdfs::exists(missing));
-  const auto unmarked = tier("00000000000000ac", "4242");  // a folder without an in-use file
+  const auto unmarked = tier("00000000000000ac", "4243");  // a folder without an in-use file
   errno = 0;
-  EXPECT_EQ(tenax::ckpt::hold_existing_local_tier_folder(unmarked.string()), -1);
+  EXPECT_EQ(hold_existing_local_tier_folder(unmarked.string(), "4243"), -1);
   EXPECT_EQ(errno, ENOENT);
   EXPECT_FALSE(stdfs::exists(unmarked / "in-use"));
-
-  const int target = tenax::ckpt::hold_local_tier_folder(outside_.string());
-  ASSERT_GE(target, 0);
-  const auto linked = tier("00000000000000ad", "4242");
-  stdfs::create_symlink(outside_ / "in-use", linked / "in-use");
-  EXPECT_EQ(tenax::ckpt::hold_existing_local_tier_folder(linked.string()), -1);
-  ::close(target);
-  const auto odd = tier("00000000000000ae", "4242");
+  {
+    const UniqueFd target(tenax::ckpt::hold_local_tier_folder(outside_.string()));
+    ASSERT_GE(target.get(), 0);
+    const auto linked = tier("00000000000000ad", "4243");
+    stdfs::create_symlink(outside_ / "in-use", linked / "in-use");
+    errno = 0;
+    EXPECT_EQ(hold_existing_local_tier_folder(linked.string(), "4243"), -1);
+    EXPECT_EQ(errno, ELOOP);
+  }
+  const auto odd = tier("00000000000000ae", "4243");
   stdfs::create_directory(odd / "in-use");
   errno = 0;
-  EXPECT_EQ(tenax::ckpt::hold_existing_local_tier_folder(odd.string()), -1);
+  EXPECT_EQ(hold_existing_local_tier_folder(odd.string(), "4243"), -1);
   EXPECT_EQ(errno, EINVAL);
 
   const stdfs::path held = local_ / "tenax-00000000000000af";
   ::close(tenax::ckpt::hold_local_tier_folder(held.string()));  // as a writer leaves it
-  {
-    const int removal = ::open((held / "in-use").c_str(), O_RDWR | O_CLOEXEC);  // as a removal holds it
-    ASSERT_GE(removal, 0);
-    ASSERT_EQ(::flock(removal, LOCK_EX | LOCK_NB), 0);
-    errno = 0;
-    EXPECT_EQ(tenax::ckpt::hold_existing_local_tier_folder(held.string()), -1);
-    EXPECT_EQ(errno, EWOULDBLOCK);
-    ::close(removal);
-  }
-  const int reader = tenax::ckpt::hold_existing_local_tier_folder(held.string());
-  ASSERT_GE(reader, 0) << std::strerror(errno);
-  const int second = tenax::ckpt::hold_existing_local_tier_folder(held.string());  // readers share it
-  ASSERT_GE(second, 0) << std::strerror(errno);
-  ::close(second);
+  errno = 0;
+  EXPECT_EQ(hold_existing_local_tier_folder(held.string(), "4242"), -1) << "a folder naming no job";
+  EXPECT_EQ(errno, EPERM);
   write(held / "job-id", "4242\n");
+  EXPECT_EQ(tenax::ckpt::local_tier_folder_job(held.string()), "4242");
+  errno = 0;
+  EXPECT_EQ(hold_existing_local_tier_folder(held.string(), "4241"), -1) << "another job's folder";
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_EQ(hold_existing_local_tier_folder(held.string(), ""), -1) << "no job";
+  {
+    const UniqueFd removal(::open((held / "in-use").c_str(), O_RDWR | O_CLOEXEC));  // as a removal holds it
+    ASSERT_GE(removal.get(), 0);
+    ASSERT_EQ(::flock(removal.get(), LOCK_EX | LOCK_NB), 0);
+    errno = 0;
+    EXPECT_EQ(hold_existing_local_tier_folder(held.string(), "4242"), -1);
+    EXPECT_EQ(errno, EWOULDBLOCK);
+  }
+  UniqueFd reader(hold_existing_local_tier_folder(held.string(), "4242"));
+  ASSERT_GE(reader.get(), 0) << std::strerror(errno);
+  {
+    const UniqueFd second(hold_existing_local_tier_folder(held.string(), "4242"));  // readers share it
+    ASSERT_GE(second.get(), 0) << std::strerror(errno);
+  }
   auto report = remove_job_local_copies(local_.string(), "4242");
+  EXPECT_TRUE(report.errors.empty()) << report.errors.front();
   EXPECT_EQ(report.in_use, std::vector<std::string>{held.string()});
   EXPECT_TRUE(stdfs::exists(held / "in-use"));
-  ::close(reader);
+  reader.reset();
   report = remove_job_local_copies(local_.string(), "4242");
-  EXPECT_TRUE(report.in_use.empty());
+  EXPECT_TRUE(report.errors.empty()) << report.errors.front();
+  EXPECT_EQ(report.removed, 1);
   EXPECT_FALSE(stdfs::exists(held));
+  EXPECT_EQ(tenax::ckpt::local_tier_folder_job(held.string()), "");
 }
 
 TEST(LocalTierPaths, ExpandsTheNodeName) {

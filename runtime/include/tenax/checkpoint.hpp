@@ -129,8 +129,9 @@ struct CheckpointOptions {
   ParallelLayout layout;        // recorded in the manifest (informational: loading never needs the saved layout)
   void* cuda_stream = nullptr;  // cudaStream_t that produces the Device shards; copies are ordered on it
   // Load only (e.g. evaluating a checkpoint on read-only storage): no start-up probe of the directory, no clean-up of
-  // leftovers, no staging memory, nothing made in local_dir; save() raises UsageError. Node-local copies that exist
-  // are marked in use while it lives, as a writer's are (a job's end on the node leaves them).
+  // leftovers, no staging memory; save() raises UsageError. In local_dir it writes only a copy it fetches from its
+  // partner (and removes steps newer than the one it loaded, as every load does). The job's node-local copies are
+  // marked in use while it lives, as a writer's are (the job's end on the node leaves them).
   bool read_only = false;
   // The node-local tier (TENAX_CKPT_LOCAL_DIR; "": none): a directory on each node's own storage (/dev/shm, a local
   // SSD) where every save, and every save_local(), also puts each rank's own copy of everything it holds, under
@@ -156,7 +157,7 @@ struct CheckpointOptions {
   static CheckpointOptions from_env(const ParallelLayout& layout = {});
   // The same without the directory (left empty, TENAX_CHECKPOINT_DIR not read or required): for a caller that takes
   // the directory, and perhaps keep or local_dir, from its own configuration and the rest from the environment, as
-  // tenax's engine does. Every TENAX_CKPT_* variable is read here, so no caller can miss one.
+  // tenax's engine does. Every TENAX_CKPT_* variable of these options is read here, so no caller can miss one.
   static CheckpointOptions tuning_from_env();
 };
 

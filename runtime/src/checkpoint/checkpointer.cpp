@@ -188,11 +188,17 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
     }
     s.local_shards = std::move(local_shards);
     if (s.options.read_only && !s.local_root.empty()) {
-      // A reader also keeps a job's end from removing the copies under its load, where they exist; it makes nothing.
-      const int held = ckpt::hold_existing_local_tier_folder(fs::parent_of(s.local_root));
+      // A reader of the job also keeps the job's end from removing the copies under its load, where they exist.
+      std::string job;
+      try {
+        job = ckpt::local_copies_job();
+      } catch (const UsageError&) {
+        // A job id no tier folder can hold names no folder this reader could be the job's of: nothing to hold.
+      }
+      const int held = ckpt::hold_existing_local_tier_folder(fs::parent_of(s.local_root), job);
       const int error = errno;
       s.local_in_use.reset(held);
-      if (held < 0 && error != ENOENT)
+      if (held < 0 && error != ENOENT && error != EPERM)
         TENAX_LOG(Info, "ckpt") << "rank " << world.rank() << ": could not mark " << fs::parent_of(s.local_root)
                                 << " as in use (" << std::strerror(error)
                                 << "): a job ending on this node meanwhile could remove the copies this reader loads";
@@ -203,16 +209,10 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
         try {
           // First the lock: while this rank lives, no job's end removes the folder (another component of a
           // heterogeneous job on this node may end first), and a removal under way finishes before anything is
-          // written. Without the lock that protection is gone, nothing else: a warning, not an error.
+          // written.
           const std::string folder = fs::parent_of(s.local_root);
           fs::make_dirs(s.local_base);
-          s.local_in_use.reset(ckpt::hold_local_tier_folder(folder));
-          if (s.local_in_use.get() < 0) {
-            const int error = errno;
-            TENAX_LOG(Warn, "ckpt") << "rank " << world.rank() << ": could not mark " << folder << " as in use ("
-                                    << std::strerror(error)
-                                    << "): a job ending on this node while this one runs could remove its copies";
-          }
+          s.hold_local_folder(folder);
           fs::make_dirs(s.local_root);
           ckpt::remove_local_leftovers(s.local_root);
           // Renewed by every attempt, so that the end of the job that uses the copies now removes them.

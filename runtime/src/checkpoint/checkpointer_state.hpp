@@ -175,6 +175,12 @@ struct Checkpointer::State {
   // Collective (load): every rank lacking its own copy of `step` receives it from the rank that keeps it as partner
   // (`holder`, -1: it has its own) and commits it as its own. The outcome, agreed.
   Outcome fetch_from_partners(std::uint64_t step, const std::vector<int>& holder);
+  // A read-only checkpointer about to write a partner's copy into the tier folder: marks the folder as a writer's
+  // constructor does (in use, and naming this job where it names none yet), so that the job's end removes what it
+  // writes. Another job's folder is left as it is. Throws what making the folder throws.
+  void adopt_local_folder();
+  // Takes the tier folder's in-use lock into local_in_use (making the folder), or warns that it could not.
+  void hold_local_folder(const std::string& folder);
   // The node-local tier's part of load(): the loaded result, or nothing (then the shared directory is read).
   std::optional<LoadResult> load_local(const std::optional<std::uint64_t>& newest_shared,
                                        std::vector<std::string>& rejected);

@@ -8,6 +8,7 @@
 #endif
 
 #include <array>
+#include <bit>
 #include <cstring>
 
 #if defined(__x86_64__)
@@ -42,7 +43,8 @@ const SoftTables& soft_tables() {
   return tables;
 }
 
-// Raw register update (no pre/post inversion), slice-by-8.
+// Raw register update (no pre/post inversion), slice-by-8. It reads 8 bytes as one word, low byte first.
+static_assert(std::endian::native == std::endian::little, "the slice-by-8 loop reads words little-endian");
 std::uint32_t soft_update(std::uint32_t crc, const std::uint8_t* p, std::size_t n) {
   const auto& t = soft_tables().t;
   while (n >= 8) {

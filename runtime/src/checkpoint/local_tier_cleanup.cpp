@@ -196,10 +196,22 @@ int hold_local_tier_folder(const std::string& folder) {
   return -1;
 }
 
-int hold_existing_local_tier_folder(const std::string& folder) {
+std::string local_tier_folder_job(const std::string& folder) {
+  UniqueFd dir(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.get() < 0) return "";
+  LocalCleanupReport ignored;
+  return folder_job(dir.get(), folder, ignored);
+}
+
+int hold_existing_local_tier_folder(const std::string& folder, std::string_view job_id) {
   const std::string path = folder + "/" + kLocalTierInUseFile;
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) return -1;
+  if (job_id.empty() || local_tier_folder_job(folder) != job_id) {
+    fd.reset();
+    errno = EPERM;
+    return -1;
+  }
   int error = 0;
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0)

@@ -17,10 +17,10 @@
 // removal first takes that lock exclusively without waiting. When it cannot, a living process holds the folder
 // (another component of a heterogeneous job on the same node, whose copies name the leader's id too, or a process that
 // outlived its job) and the folder is left and listed. The lock, not the job's state in Slurm, decides: the epilog
-// needs no call to slurmctld, and the kernel drops the lock with the last process. Read-only checkpointers hold the
-// lock too while they exist, where the folder is there already (hold_existing_local_tier_folder). What it does not
-// cover: the time between two attempts of a run (no rank holds the folder until the next attempt's checkpointer
-// exists).
+// needs no call to slurmctld, and the kernel drops the lock with the last process. Read-only checkpointers of the job
+// hold the lock too while they exist, where the folder is there already (hold_existing_local_tier_folder), and take it
+// as a writer does before they write a partner's copy into it. What it does not cover: the time between two attempts
+// of a run (no rank holds the folder until the next attempt's checkpointer exists).
 #pragma once
 
 #include <cstdint>
@@ -60,11 +60,17 @@ bool is_local_tier_folder(std::string_view name);
 // holds it); the caller decides what that means. The descriptor is close-on-exec.
 int hold_local_tier_folder(const std::string& folder);
 
-// The same shared lock for a checkpointer that only reads (CheckpointOptions::read_only), on a folder that already
-// has its in-use file: nothing is made (a reader writes nothing), and a removal under way is not waited for (its copies
-// are going; a load that finds one gone falls back to the shared tier). Returns -1 with errno set when there is no
-// such file (ENOENT: no copies to read either), it is not a regular file, or it cannot be locked now (EWOULDBLOCK).
-int hold_existing_local_tier_folder(const std::string& folder);
+// The same shared lock for a checkpointer that only reads (CheckpointOptions::read_only), on a folder of the reader's
+// own job (`job_id`, non-empty, what its `job-id` file holds) that already has its in-use file. Another job's folder is
+// not held: that job's end removes it, and a reader elsewhere must not make it stay. Nothing is made, no link is
+// followed, and a removal under way is not waited for (its copies are going; a load that finds one gone falls back to
+// the shared tier). Returns -1 with errno set: ENOENT (no folder or in-use file: no copies to read either), EPERM
+// (no job id, or the folder names another job or none), ELOOP or EINVAL (the in-use file is a link or not a regular
+// file), EWOULDBLOCK (a removal holds it).
+int hold_existing_local_tier_folder(const std::string& folder, std::string_view job_id);
+
+// The job a tier folder's `job-id` file names; "" when it has none (or no such folder, or a file tenax did not write).
+std::string local_tier_folder_job(const std::string& folder);
 
 // Removes every tier folder of job `job_id` directly under `local_dir` (already expanded: no %n). A missing local_dir
 // is not an error (the job never wrote there). A folder of the job that a living process holds is left and listed in

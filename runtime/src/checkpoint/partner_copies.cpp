@@ -1,10 +1,13 @@
 // Partner copies of the node-local tier: sending each rank's committed copy to a rank of the next node while training
 // goes on, and fetching a replaced node's copies back from their partners at a restart.
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "checkpoint/checkpointer_state.hpp"
 #include "checkpoint/local_tier.hpp"
+#include "checkpoint/local_tier_cleanup.hpp"
 #include "checkpoint/manifest.hpp"
 #include "core/file_system.hpp"
 #include "tenax/log.hpp"
@@ -127,6 +130,7 @@ Outcome Checkpointer::State::fetch_from_partners(std::uint64_t step, const std::
   if (!receive_from.empty() && local.code == 0) {
     try {
       if (in.empty()) throw IoError("rank " + std::to_string(receive_from[0]) + " sent no partner copy");
+      if (options.read_only) adopt_local_folder();
       ckpt::unpack_step(local_root, step, in, options.local_keep);
       TENAX_LOG(Info, "ckpt") << "rank " << rank << ": step " << step << "'s node-local copy fetched from its partner, "
                               << "rank " << receive_from[0];
@@ -135,6 +139,29 @@ Outcome Checkpointer::State::fetch_from_partners(std::uint64_t step, const std::
     }
   }
   return agree(world, local);
+}
+
+void Checkpointer::State::hold_local_folder(const std::string& folder) {
+  local_in_use.reset(ckpt::hold_local_tier_folder(folder));
+  if (local_in_use.get() < 0) {
+    // Without the lock that protection is gone, nothing else: a warning, not an error.
+    const int error = errno;
+    TENAX_LOG(Warn, "ckpt") << "rank " << rank << ": could not mark " << folder << " as in use ("
+                            << std::strerror(error)
+                            << "): a job ending on this node while this one runs could remove its copies";
+  }
+}
+
+void Checkpointer::State::adopt_local_folder() {
+  if (local_in_use.get() >= 0) return;
+  const std::string folder = fs::parent_of(local_root);
+  const std::string job = ckpt::local_copies_job();
+  const std::string named = ckpt::local_tier_folder_job(folder);
+  if (!named.empty() && named != job) return;  // another job's: its end removes the folder, this copy with it
+  fs::make_dirs(local_base);
+  hold_local_folder(folder);
+  if (named.empty() && !job.empty())
+    fs::replace_file_atomically(fs::join(folder, ckpt::kLocalTierJobFile), job + "\n", fs::Durability::None);
 }
 
 }  // namespace tenax
