@@ -560,9 +560,36 @@ TEST(CheckpointPartnerCopies, AReaderThatFetchesACopyMarksTheFolderItMakesAsTheJ
     const auto report = remove_spare();
     EXPECT_TRUE(report.errors.empty()) << report.errors.front();
     EXPECT_EQ(report.removed, 1);
-    EXPECT_TRUE(stdfs::is_empty(base.path() + "/n2"));
+    std::error_code ec;
+    EXPECT_TRUE(stdfs::is_empty(base.path() + "/n2", ec)) << ec.message();
   }
   world.barrier();
+  // The spare's folder named by another job (it uses the same key there): the fetched copy goes in, the folder is
+  // neither held nor renamed, and this job's end leaves it to that job's.
+  if (node == "n2" && world.rank() == half) {
+    stdfs::create_directories(folder);
+    std::ofstream(folder + "/job-id") << "local-00000000000000d2\n";
+  }
+  world.barrier();
+  reader.emplace(world, read, model.shards);
+  const LoadResult again = reader->load();
+  EXPECT_TRUE(again.loaded && again.node_local);
+  if (node == "n2") {
+    EXPECT_EQ(ckpt::local_tier_folder_job(folder), "local-00000000000000d2");
+    EXPECT_TRUE(stdfs::exists(again.path + "/manifest.json")) << again.path;
+  }
+  world.barrier();
+  if (world.rank() == 0) {
+    const auto report = remove_spare();
+    EXPECT_EQ(report.removed, 0);
+    EXPECT_EQ(report.kept, 1);
+    EXPECT_TRUE(report.in_use.empty());
+    const auto theirs = ckpt::remove_job_local_copies(base.path() + "/n2", "local-00000000000000d2");
+    EXPECT_TRUE(theirs.errors.empty()) << theirs.errors.front();
+    EXPECT_EQ(theirs.removed, 1) << "the reader holds no other job's folder";
+  }
+  world.barrier();
+  reader.reset();
 }
 
 TEST(CheckpointPartnerCopies, RanksPlacedOnOtherNodesAtARestartFetchTheirCopies) {

@@ -237,8 +237,8 @@ TEST_F(LocalTierCleanup, AnInUseLinkIsNoHolder) {
 }
 
 // A reader holds only its own job's folder, and only what is there: no folder or in-use file is made, another job's
-// folder (or one naming none) is left to that job's end, a link in the file's place is not followed, a directory
-// there is refused, and a removal under way is not waited for.
+// folder (or one naming none) is left to that job's end, a link in the folder's or the file's place is not followed,
+// a directory in the file's place is refused, and a removal under way is not waited for.
 TEST_F(LocalTierCleanup, AReaderHoldsAnExistingFolderOfItsJobOnly) {
   using tenax::UniqueFd;
   using tenax::ckpt::hold_existing_local_tier_folder;
@@ -277,7 +277,16 @@ TEST_F(LocalTierCleanup, AReaderHoldsAnExistingFolderOfItsJobOnly) {
   errno = 0;
   EXPECT_EQ(hold_existing_local_tier_folder(held.string(), "4241"), -1) << "another job's folder";
   EXPECT_EQ(errno, EPERM);
+  errno = 0;
   EXPECT_EQ(hold_existing_local_tier_folder(held.string(), ""), -1) << "no job";
+  EXPECT_EQ(errno, EPERM);
+  // A link in the folder's place, to the job's own folder, is not followed.
+  const stdfs::path link = local_ / "tenax-00000000000000b0";
+  stdfs::create_directory_symlink(held, link);
+  EXPECT_EQ(hold_existing_local_tier_folder(link.string(), "4242"), -1);
+  EXPECT_TRUE(errno == ELOOP || errno == ENOTDIR) << std::strerror(errno);
+  EXPECT_EQ(tenax::ckpt::local_tier_folder_job(link.string()), "");
+  stdfs::remove(link);
   {
     const UniqueFd removal(::open((held / "in-use").c_str(), O_RDWR | O_CLOEXEC));  // as a removal holds it
     ASSERT_GE(removal.get(), 0);

@@ -129,9 +129,11 @@ struct CheckpointOptions {
   ParallelLayout layout;        // recorded in the manifest (informational: loading never needs the saved layout)
   void* cuda_stream = nullptr;  // cudaStream_t that produces the Device shards; copies are ordered on it
   // Load only (e.g. evaluating a checkpoint on read-only storage): no start-up probe of the directory, no clean-up of
-  // leftovers, no staging memory; save() raises UsageError. In local_dir it writes only a copy it fetches from its
-  // partner (and removes steps newer than the one it loaded, as every load does). The job's node-local copies are
-  // marked in use while it lives, as a writer's are (the job's end on the node leaves them).
+  // leftovers, no staging memory; save() raises UsageError. In local_dir it writes only what load() writes on any
+  // checkpointer: a copy fetched from the partner (with the folder that holds it, keeping local_keep steps), and,
+  // loading the newest checkpoint, the removal of this rank's steps newer than the one loaded (all of them when none
+  // loads). The job's node-local copies are marked in use while it lives, as a writer's are (the job's end on the node
+  // leaves them); another job's are not.
   bool read_only = false;
   // The node-local tier (TENAX_CKPT_LOCAL_DIR; "": none): a directory on each node's own storage (/dev/shm, a local
   // SSD) where every save, and every save_local(), also puts each rank's own copy of everything it holds, under

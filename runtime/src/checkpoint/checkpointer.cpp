@@ -198,6 +198,10 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
       const int held = ckpt::hold_existing_local_tier_folder(fs::parent_of(s.local_root), job);
       const int error = errno;
       s.local_in_use.reset(held);
+      if (held < 0 && error == EPERM)
+        TENAX_LOG(Debug, "ckpt") << "rank " << world.rank() << ": " << fs::parent_of(s.local_root)
+                                 << " does not name this job (" << (job.empty() ? "none known" : job)
+                                 << "): this reader does not hold it";
       if (held < 0 && error != ENOENT && error != EPERM)
         TENAX_LOG(Info, "ckpt") << "rank " << world.rank() << ": could not mark " << fs::parent_of(s.local_root)
                                 << " as in use (" << std::strerror(error)

@@ -177,7 +177,8 @@ struct Checkpointer::State {
   Outcome fetch_from_partners(std::uint64_t step, const std::vector<int>& holder);
   // A read-only checkpointer about to write a partner's copy into the tier folder: marks the folder as a writer's
   // constructor does (in use, and naming this job where it names none yet), so that the job's end removes what it
-  // writes. Another job's folder is left as it is. Throws what making the folder throws.
+  // writes. Another job's folder is neither held nor renamed. Throws what making the folder or reading the job id
+  // throws (the fetch's outcome then says so, on every rank).
   void adopt_local_folder();
   // Takes the tier folder's in-use lock into local_in_use (making the folder), or warns that it could not.
   void hold_local_folder(const std::string& folder);

@@ -197,24 +197,26 @@ int hold_local_tier_folder(const std::string& folder) {
 }
 
 std::string local_tier_folder_job(const std::string& folder) {
-  UniqueFd dir(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd dir(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (dir.get() < 0) return "";
   LocalCleanupReport ignored;
   return folder_job(dir.get(), folder, ignored);
 }
 
 int hold_existing_local_tier_folder(const std::string& folder, std::string_view job_id) {
-  const std::string path = folder + "/" + kLocalTierInUseFile;
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  // Both files are read through one descriptor of the folder, so both come from the same directory; a link in the
+  // folder's place is not followed (ELOOP or ENOTDIR), nor one in the in-use file's (ELOOP).
+  UniqueFd dir(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (dir.get() < 0) return -1;
+  UniqueFd fd(::openat(dir.get(), kLocalTierInUseFile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) return -1;
-  if (job_id.empty() || local_tier_folder_job(folder) != job_id) {
-    fd.reset();
-    errno = EPERM;
-    return -1;
-  }
+  const std::string path = folder + "/" + kLocalTierInUseFile;
+  LocalCleanupReport ignored;
   int error = 0;
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0)
+  if (job_id.empty() || folder_job(dir.get(), folder, ignored) != job_id)
+    error = EPERM;
+  else if (::fstat(fd.get(), &st) != 0)
     error = errno;
   else if (!S_ISREG(st.st_mode))
     error = EINVAL;
@@ -224,6 +226,7 @@ int hold_existing_local_tier_folder(const std::string& folder, std::string_view 
     error = ENOENT;  // a removal unlinked it after the open: the copies are gone or going
   if (error == 0) return fd.release();
   fd.reset();
+  dir.reset();
   errno = error;  // as the failed call left it, not as close() may
   return -1;
 }

@@ -63,13 +63,14 @@ int hold_local_tier_folder(const std::string& folder);
 // The same shared lock for a checkpointer that only reads (CheckpointOptions::read_only), on a folder of the reader's
 // own job (`job_id`, non-empty, what its `job-id` file holds) that already has its in-use file. Another job's folder is
 // not held: that job's end removes it, and a reader elsewhere must not make it stay. Nothing is made, no link is
-// followed, and a removal under way is not waited for (its copies are going; a load that finds one gone falls back to
-// the shared tier). Returns -1 with errno set: ENOENT (no folder or in-use file: no copies to read either), EPERM
-// (no job id, or the folder names another job or none), ELOOP or EINVAL (the in-use file is a link or not a regular
-// file), EWOULDBLOCK (a removal holds it).
+// followed (the folder's or the file's), and a removal under way is not waited for (its copies are going; a load that
+// finds one gone falls back to the shared tier). Returns -1 with errno set: ENOENT (no folder or in-use file: no
+// copies to read either), EPERM (no job id, or the folder names another job or none), ELOOP, ENOTDIR or EINVAL (a
+// link or something else in the place of the folder or the file), EWOULDBLOCK (a removal holds it).
 int hold_existing_local_tier_folder(const std::string& folder, std::string_view job_id);
 
-// The job a tier folder's `job-id` file names; "" when it has none (or no such folder, or a file tenax did not write).
+// The job a tier folder's `job-id` file names; "" when it has none (or no such folder, a link in its place, or a file
+// tenax did not write).
 std::string local_tier_folder_job(const std::string& folder);
 
 // Removes every tier folder of job `job_id` directly under `local_dir` (already expanded: no %n). A missing local_dir

@@ -159,8 +159,14 @@ void Checkpointer::State::adopt_local_folder() {
   const std::string named = ckpt::local_tier_folder_job(folder);
   if (!named.empty() && named != job) return;  // another job's: its end removes the folder, this copy with it
   fs::make_dirs(local_base);
-  hold_local_folder(folder);
-  if (named.empty() && !job.empty())
+  hold_local_folder(folder);  // may wait for a removal under way, and make the folder again
+  // Read again under the lock: the folder may be a new one by now, or another job's writer may have named it.
+  const std::string now = ckpt::local_tier_folder_job(folder);
+  if (!now.empty() && now != job) {
+    local_in_use.reset();
+    return;
+  }
+  if (now.empty() && !job.empty())
     fs::replace_file_atomically(fs::join(folder, ckpt::kLocalTierJobFile), job + "\n", fs::Durability::None);
 }
 
