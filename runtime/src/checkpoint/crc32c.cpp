@@ -1,4 +1,8 @@
+// The CRC32C kernels for x86 (the SSE4.2 three-stream loops, the folding kernel), ISA-L delegation, and the registry
+// of fused copy + checksum kernels. The portable arithmetic they rest on is in crc32c_math.cpp.
 #include "checkpoint/crc32c.hpp"
+
+#include "checkpoint/crc32c_math.hpp"
 
 #ifndef TENAX_HAVE_ISAL
 #define TENAX_HAVE_ISAL 0
@@ -8,7 +12,6 @@
 #endif
 
 #include <array>
-#include <bit>
 #include <cstring>
 
 #if defined(__x86_64__)
@@ -21,159 +24,9 @@
 namespace tenax::ckpt {
 namespace {
 
-constexpr std::uint32_t kPoly = 0x82F63B78u;  // CRC32C, bit-reflected
-
-struct SoftTables {
-  std::uint32_t t[8][256];
-  SoftTables() {
-    for (std::uint32_t i = 0; i < 256; ++i) {
-      std::uint32_t c = i;
-      for (int k = 0; k < 8; ++k)
-        c = (c & 1) ? (c >> 1) ^ kPoly : c >> 1;
-      t[0][i] = c;
-    }
-    for (std::uint32_t i = 0; i < 256; ++i)
-      for (int s = 1; s < 8; ++s)
-        t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xff];
-  }
-};
-
-const SoftTables& soft_tables() {
-  static const SoftTables tables;
-  return tables;
-}
-
-// Raw register update (no pre/post inversion), slice-by-8. It reads 8 bytes as one word, low byte first.
-static_assert(std::endian::native == std::endian::little, "the slice-by-8 loop reads words little-endian");
-std::uint32_t soft_update(std::uint32_t crc, const std::uint8_t* p, std::size_t n) {
-  const auto& t = soft_tables().t;
-  while (n >= 8) {
-    std::uint64_t v;
-    std::memcpy(&v, p, 8);
-    v ^= crc;
-    crc = t[7][v & 0xff] ^ t[6][(v >> 8) & 0xff] ^ t[5][(v >> 16) & 0xff] ^ t[4][(v >> 24) & 0xff] ^
-          t[3][(v >> 32) & 0xff] ^ t[2][(v >> 40) & 0xff] ^ t[1][(v >> 48) & 0xff] ^ t[0][v >> 56];
-    p += 8;
-    n -= 8;
-  }
-  while (n--)
-    crc = (crc >> 8) ^ t[0][(crc ^ *p++) & 0xff];
-  return crc;
-}
-
-// Polynomial arithmetic modulo the CRC32C polynomial in the CRC's bit-reflected representation (x^0 is the top bit).
-// Appending n zero bytes to a message multiplies its CRC register by x^(8n), so crc(A|B) is crc(A) times x^(8|B|),
-// plus crc(B) (the pre- and post-inversions cancel between the two terms).
-std::uint32_t multiply_mod_p(std::uint32_t a, std::uint32_t b) {
-  std::uint32_t product = 0;
-  for (std::uint32_t bit = 1u << 31; bit != 0; bit >>= 1) {
-    if (a & bit) product ^= b;
-    b = (b & 1) ? (b >> 1) ^ kPoly : b >> 1;  // b *= x
-  }
-  return product;
-}
-
-// x^(2^k) mod P for k = 0..63, so that x^n is a product of at most 64 table entries.
-struct PowerTable {
-  std::array<std::uint32_t, 64> x2k{};
-  PowerTable() {
-    std::uint32_t p = 1u << 30;  // x^1
-    for (auto& entry : x2k) {
-      entry = p;
-      p = multiply_mod_p(p, p);
-    }
-  }
-};
-
-std::uint32_t x_to_the_mod_p(std::uint64_t n) {
-  static const PowerTable table;
-  std::uint32_t p = 1u << 31;  // x^0
-  for (int k = 0; n != 0; n >>= 1, ++k)
-    if (n & 1) p = multiply_mod_p(table.x2k[k], p);
-  return p;
-}
-
-// The folding kernel's constants (hw_copy_fold below; its comment has the arithmetic). They and the steps are also
-// run in portable code, fold_reference, so that every host tests them, not only hosts with VPCLMULQDQ.
-// x^n mod P as the high half of a bit-reflected quadword (the operand layout of the fold).
-std::uint64_t fold_constant(std::uint64_t n) {
-  return std::uint64_t{x_to_the_mod_p(n)} << 32;
-}
-
-struct FoldConstants {
-  // {x^(D+63), x^(D-1)} per 128-bit lane, for D = 1024 (the loop) and D = 128 * (7 - lane) (the final reduction).
-  alignas(32) std::uint64_t by_1024[4];
-  alignas(16) std::uint64_t to_last_lane[7][2];
-  FoldConstants() {
-    by_1024[0] = by_1024[2] = fold_constant(1024 + 63);
-    by_1024[1] = by_1024[3] = fold_constant(1024 - 1);
-    for (std::uint64_t lane = 0; lane < 7; ++lane) {
-      to_last_lane[lane][0] = fold_constant(128 * (7 - lane) + 63);
-      to_last_lane[lane][1] = fold_constant(128 * (7 - lane) - 1);
-    }
-  }
-};
-
-const FoldConstants& fold_constants() {
-  static const FoldConstants constants;
-  return constants;
-}
-
-// A carry-less product of two quadwords, as PCLMULQDQ computes it: {low quadword, high quadword}.
-std::array<std::uint64_t, 2> carry_less_multiply(std::uint64_t a, std::uint64_t b) {
-  std::uint64_t low = 0, high = 0;
-  for (int bit = 0; bit < 64; ++bit)
-    if ((b >> bit) & 1) {
-      low ^= a << bit;
-      if (bit != 0) high ^= a >> (64 - bit);
-    }
-  return {low, high};
-}
-
-// A 128-bit lane as the kernel loads it: {bytes 0-7, bytes 8-15}, little-endian whatever the host's order.
-using Lane = std::array<std::uint64_t, 2>;
-
-Lane load_lane(const std::uint8_t* p) {
-  Lane lane{};
-  for (int half = 0; half < 2; ++half)
-    for (int byte = 7; byte >= 0; --byte)
-      lane[half] = (lane[half] << 8) | p[8 * half + byte];
-  return lane;
-}
-
-// The lane moved forward by D bits, given k = {x^(D+63), x^(D-1)} mod P: what fold_256 does per lane, before the XOR.
-Lane move_lane(const Lane& lane, const std::uint64_t* k) {
-  const auto low = carry_less_multiply(lane[0], k[0]);
-  const auto high = carry_less_multiply(lane[1], k[1]);
-  return {low[0] ^ high[0], low[1] ^ high[1]};
-}
-
-// hw_copy_fold's checksum in portable code (raw register, no copy), one block per step where the kernel takes two
-// (the same sum: each block folds the lanes forward by 1024 bits).
-std::uint32_t fold_reference(std::uint32_t crc, const std::uint8_t* p, std::size_t n) {
-  constexpr std::size_t kBlock = 128;
-  if (n < 2 * kBlock) return soft_update(crc, p, n);
-  const FoldConstants& k = fold_constants();
-  std::array<Lane, 8> lanes;
-  for (std::size_t lane = 0; lane < 8; ++lane)
-    lanes[lane] = load_lane(p + 16 * lane);
-  lanes[0][0] ^= crc;
-  std::size_t i = kBlock;
-  for (; i + kBlock <= n; i += kBlock)
-    for (std::size_t lane = 0; lane < 8; ++lane) {
-      const Lane moved = move_lane(lanes[lane], k.by_1024), data = load_lane(p + i + 16 * lane);
-      lanes[lane] = {moved[0] ^ data[0], moved[1] ^ data[1]};
-    }
-  Lane last = lanes[7];
-  for (std::size_t lane = 0; lane < 7; ++lane) {
-    const Lane moved = move_lane(lanes[lane], k.to_last_lane[lane]);
-    last = {last[0] ^ moved[0], last[1] ^ moved[1]};
-  }
-  std::uint8_t bytes[16];
-  for (int byte = 0; byte < 16; ++byte)
-    bytes[byte] = static_cast<std::uint8_t>(last[byte / 8] >> (8 * (byte % 8)));
-  return soft_update(soft_update(0, bytes, 16), p + i, n - i);
-}
+using detail::fold_constants;
+using detail::FoldConstants;
+using detail::soft_update;
 
 #if TENAX_CRC32C_X86
 // Bytes per stream per iteration of the three-stream loop. Large enough that the merge is negligible, small enough
@@ -396,6 +249,7 @@ __attribute__((target("sse4.2,avx512f"))) std::uint32_t hw_copy_avx512(std::uint
 // clmul(L, x^(D+63) mod P) ^ clmul(H, x^(D-1) mod P): a 96-bit result that fits the lane. At the end the lanes are
 // moved to the last one's place and its 16 bytes go through the crc32 instruction from 0, which is exactly R * x^32
 // mod P, the CRC register of everything folded.
+// The same steps run in portable code (crc32c_math.cpp, fold_reference), so that every host tests the constants.
 // Prefetching ahead: 1.13x of memcpy without, 1.05-1.08x at 1 KiB, 0.97-1.05x at 1.5-3 KiB (one block per
 // iteration); with two blocks per iteration 3 KiB was 0.92-1.02x, 2 KiB 0.96-1.01x (same machine, 256 MiB-1 GiB).
 constexpr std::size_t kFoldPrefetchAhead = 3072;
@@ -542,23 +396,6 @@ std::uint32_t crc32c_extend_in_house(std::uint32_t crc, const void* data, std::s
 
 bool crc32c_uses_isal() {
   return TENAX_HAVE_ISAL != 0;
-}
-
-std::uint32_t crc32c_extend_software(std::uint32_t crc, const void* data, std::size_t size) {
-  return ~soft_update(~crc, static_cast<const std::uint8_t*>(data), size);
-}
-
-std::uint32_t crc32c_fold_reference(std::uint32_t crc, const void* data, std::size_t size) {
-  return ~fold_reference(~crc, static_cast<const std::uint8_t*>(data), size);
-}
-
-std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t len_b) {
-  if (len_b == 0) return crc_a;
-  // 8 * len_b may exceed 64 bits for absurd lengths only; x^(8n) = (x^n)^8 keeps the exponent in range.
-  std::uint32_t shift = x_to_the_mod_p(len_b);
-  for (int i = 0; i < 3; ++i)
-    shift = multiply_mod_p(shift, shift);
-  return multiply_mod_p(shift, crc_a) ^ crc_b;
 }
 
 namespace {
