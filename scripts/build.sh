@@ -5,7 +5,8 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build}
 shift || true
-jobs=${TENAX_BUILD_JOBS:-$(nproc)}
+source "$root/scripts/script-settings.sh"
+jobs=$(tenax_setting_count TENAX_BUILD_JOBS "$(nproc)" 4096)
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
 fi

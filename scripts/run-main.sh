@@ -18,7 +18,7 @@ source "$root/scripts/mpi-env.sh"
 run="$root/build/runs/main-$(date +%Y%m%d-%H%M%S)"
 echo "tenax: run directory $run"
 status=0
-"$root/build/launcher/src/tenax-launch" -n "${TENAX_MAIN_RANKS:-4}" --run-dir "$run" \
+"$root/build/launcher/src/tenax-launch" -n 4 --run-dir "$run" \
   --checkpoint-dir "$run/checkpoints" -- \
   "$root/build/examples/gpt/tenax-example-gpt" --data "$data" --tp 2 --pp 2 --steps 400 --log-every 25 \
   --validate-every 50 --checkpoint-every 100 "$@" || status=$?

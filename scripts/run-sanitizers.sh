@@ -15,8 +15,10 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build-sanitize}
 shift || true
-seconds=${TENAX_FUZZ_SECONDS:-15}
-jobs=${TENAX_BUILD_JOBS:-$(nproc)}
+source "$root/scripts/script-settings.sh"
+seconds=$(tenax_setting_count TENAX_FUZZ_SECONDS 15 31536000)
+jobs=$(tenax_setting_count TENAX_BUILD_JOBS "$(nproc)" 4096)
+test_jobs=$(tenax_setting_count TENAX_TEST_JOBS 2 4096)
 
 flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fsanitize=fuzzer-no-link -fno-omit-frame-pointer"
 if [ ! -f "$build/build.ninja" ]; then
@@ -39,7 +41,7 @@ export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/scripts/lsan.supp:print_s
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 
 cd "$build"
-ctest --output-on-failure --timeout 900 -j "${TENAX_TEST_JOBS:-2}" -L "unit|mpi|fuzz" -LE "slurm|e2e|install" "$@"
+ctest --output-on-failure --timeout 900 -j "$test_jobs" -L "unit|mpi|fuzz" -LE "slurm|e2e|install" "$@"
 
 # Each fuzzer for a bounded time.
 artifacts="$build/fuzz-artifacts"

@@ -1,8 +1,12 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cctype>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "common/scoped_env.hpp"
@@ -258,6 +262,44 @@ TEST(Env, ValuesShownInMessagesAreEscapedAndCut) {
   const std::string long_message = validate_error();
   EXPECT_NE(long_message.find("TENAX_METRICS_EVERY='7777"), std::string::npos) << long_message;
   EXPECT_LT(long_message.size(), 400u) << long_message;
+}
+
+// The TENAX_* names a script reads ($NAME, ${NAME...}) or sets for what it starts (NAME=...), CMake's -DNAME=... left
+// out (build settings, not the environment).
+std::set<std::string> script_variables(const std::string& text) {
+  std::set<std::string> names;
+  for (std::size_t at = text.find("TENAX_"); at != std::string::npos; at = text.find("TENAX_", at + 1)) {
+    std::size_t end = at;
+    while (end < text.size() && (std::isupper(static_cast<unsigned char>(text[end])) ||
+                                 std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '_'))
+      ++end;
+    const bool read = (at >= 1 && text[at - 1] == '$') || (at >= 2 && text.compare(at - 2, 2, "${") == 0);
+    const bool set = end < text.size() && text[end] == '=' && !(at >= 2 && text.compare(at - 2, 2, "-D") == 0);
+    if (read || set) names.insert(text.substr(at, end - at));
+  }
+  return names;
+}
+
+// A setting given to a script (TENAX_SANITIZERS=0 bash scripts/run-tests.sh) reaches every tenax program the script
+// starts, which refuses a TENAX_* name it does not know: each must be declared.
+TEST(Env, EveryVariableTheScriptsUseIsDeclared) {
+  EXPECT_EQ(script_variables("a=${TENAX_ONE:-2} $TENAX_TWO TENAX_THREE=1 -DTENAX_CMAKE=ON TENAX_MENTION"),
+            (std::set<std::string>{"TENAX_ONE", "TENAX_TWO", "TENAX_THREE"}));
+  std::set<std::string_view> declared;
+  for (const env::Var& v : env::registry())
+    declared.insert(v.name);
+  std::size_t seen = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(TENAX_SCRIPTS_DIR)) {
+    if (!entry.is_regular_file()) continue;
+    std::ifstream in(entry.path());
+    std::ostringstream text;
+    text << in.rdbuf();
+    for (const std::string& name : script_variables(text.str())) {
+      ++seen;
+      EXPECT_TRUE(declared.contains(name)) << name << " in " << entry.path().string();
+    }
+  }
+  EXPECT_GT(seen, 4u) << "the scripts' settings were not found in " << TENAX_SCRIPTS_DIR;
 }
 
 TEST(Env, DescribeListsEveryVariable) {

@@ -31,6 +31,29 @@ const std::vector<Var>& registry() {
       {"TENAX_TEST_GPU", Bool, "0",
        "Tests that need a GPU fail instead of skipping when none is usable (set on machines that have one)."},
 
+      // The project's scripts (scripts/*.sh). tenax's programs do not read them, but a value set for a script reaches
+      // every program the script starts, so they are declared here to be accepted, and checked, there.
+      {"TENAX_BUILD_JOBS",
+       Int,
+       "",
+       "Parallel compile jobs of scripts/build.sh and scripts/run-sanitizers.sh; unset: one per CPU.",
+       {},
+       1,
+       4096},
+      {"TENAX_TEST_JOBS",
+       Int,
+       "2",
+       "Tests run at once by scripts/run-tests.sh and scripts/run-sanitizers.sh (ctest -j).",
+       {},
+       1,
+       4096},
+      {"TENAX_SANITIZERS",
+       Enum,
+       "1",
+       "scripts/run-tests.sh: 1 also runs the sanitizer and fuzzing pass (scripts/run-sanitizers.sh), 0 skips it.",
+       {"0", "1"}},
+      {"TENAX_FUZZ_SECONDS", Int, "15", "Seconds each fuzzer runs in scripts/run-sanitizers.sh.", {}, 1, 31536000},
+
       // Worker <-> tenax-launch protocol (docs/worker-protocol.md). The launcher sets these for every rank.
       {"TENAX_RUN_DIR", Path, "",
        "Run directory of tenax-launch: heartbeats go to its heartbeat/ folder; unset: none."},
