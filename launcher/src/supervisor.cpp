@@ -133,9 +133,12 @@ class Supervisor {
       }
       const std::int64_t committed = newest_committed_step(report);
       progress_.record(progress_basis_, {report.max_step, committed}, failed);
+      // A program that reports no steps (not a tenax worker, or one that failed before its first) shows as such,
+      // not as step -1.
       announce("attempt " + std::to_string(plan.attempt) + " " + outcome_name(classified.outcome) + ": " +
-               classified.summary + " (reached step " + std::to_string(report.max_step) + ", checkpoint step " +
-               std::to_string(committed) + ")");
+               classified.summary + " (" +
+               (report.max_step < 0 ? "no step reported" : "reached step " + std::to_string(report.max_step)) + ", " +
+               (committed < 0 ? "no checkpoint" : "checkpoint step " + std::to_string(committed)) + ")");
 
       if (failed && slurm_ && !classified.node.empty()) blame_node(classified);
       Decision decision = decide(options_, classified, failed_restarts_, progress_.state(progress_basis_));
