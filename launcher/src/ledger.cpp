@@ -18,21 +18,34 @@ namespace {
 
 constexpr int kPreemptedExit = 75;
 
+// How the ledger text ended.
+struct LedgerTail {
+  std::size_t torn_bytes = 0;  // a last line without its newline that is no record: an append cut short, skipped
+  bool unterminated = false;   // the last line has no newline (whole or torn)
+};
+
 // Calls visit(record, origin) for every line of the ledger text `in`. A line that is not a JSON object, or a field of
 // the wrong kind, throws IoError naming the file and line: the ledger is tenax-launch's own record, a damaged one is
-// reported.
+// reported. The one exception is a last line without its newline that does not parse: what an append cut short by a
+// crash, a kill or a full disk leaves (each record is one write ending in its newline), skipped and returned.
 template <class Visit>
-void for_each_record(std::istream& in, const std::string& path, Visit visit) {
+LedgerTail for_each_record(std::istream& in, const std::string& path, Visit visit) {
+  LedgerTail tail;
   std::string line;
   int number = 0;
   while (std::getline(in, line)) {
     ++number;
+    tail.unterminated = in.eof();  // getline stopped at the end of the text, not at a newline
     if (line.empty()) continue;
     const std::string origin = path + " line " + std::to_string(number);
     json::Value record;
     try {
       record = json::Value::parse(line);
     } catch (const json::ParseError& error) {
+      if (tail.unterminated) {
+        tail.torn_bytes = line.size();
+        break;
+      }
       throw IoError("cannot read '" + origin + "': " + error.what() +
                     " (the file is not a record tenax wrote, or it was damaged)");
     }
@@ -45,6 +58,7 @@ void for_each_record(std::istream& in, const std::string& path, Visit visit) {
       throw IoError("'" + origin + "': " + error.what());
     }
   }
+  return tail;
 }
 
 }  // namespace
@@ -98,11 +112,38 @@ Ledger::Ledger(std::string path) : path_(std::move(path)) {
     throw IoError("opening the ledger '" + path_ + "' failed: " + std::strerror(errno));
   }
   history_ = read_ledger_history(in, path_);
+  in.close();
+  if (!history_.unterminated_tail) return;
+  // The next record must start a line of its own: a torn record is cut off (it was never written whole, so nothing
+  // saved is lost), a whole one gets its newline.
+  const int fd = open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) throw IoError("opening the ledger '" + path_ + "' failed: " + std::strerror(errno));
+  try {
+    if (history_.torn_tail_bytes > 0) {
+      const auto size = static_cast<std::size_t>(lseek(fd, 0, SEEK_END));
+      if (ftruncate(fd, static_cast<off_t>(size - history_.torn_tail_bytes)) != 0)
+        throw IoError("cutting the unfinished last record off the ledger '" + path_ +
+                      "' failed: " + std::strerror(errno));
+      repair_note_ = "the ledger '" + path_ + "' ended in an unfinished record of " +
+                     std::to_string(history_.torn_tail_bytes) +
+                     " bytes (an append cut short by a crash or a full disk): cut off";
+    } else {
+      if (lseek(fd, 0, SEEK_END) < 0) throw IoError("seeking in the ledger '" + path_ + "' failed");
+      fs::write_all(fd, "\n", path_);
+    }
+  } catch (...) {
+    close(fd);
+    throw;
+  }
+  fsync(fd);
+  close(fd);
+  history_.torn_tail_bytes = 0;
+  history_.unterminated_tail = false;
 }
 
 LedgerHistory read_ledger_history(std::istream& in, const std::string& path) {
   LedgerHistory history;
-  for_each_record(in, path, [&history](const json::Value& record, const std::string& origin) {
+  const LedgerTail tail = for_each_record(in, path, [&history](const json::Value& record, const std::string& origin) {
     const std::string event = record.string_or("event", "");
     if (event == "start") {
       ++history.invocations;
@@ -125,6 +166,8 @@ LedgerHistory read_ledger_history(std::istream& in, const std::string& path) {
       history.progress.reset_streak();
     }
   });
+  history.torn_tail_bytes = tail.torn_bytes;
+  history.unterminated_tail = tail.unterminated;
   return history;
 }
 

@@ -19,6 +19,10 @@ struct LedgerHistory {
   int attempts = 0;          // "attempt" records (the next attempt number is attempts + 1)
   int failed_restarts = 0;   // failed attempts since the last invocation that ended other than preempted
   ProgressTracker progress;  // restart-loop state: every attempt replayed on the basis it was judged on
+  // The text's last line has no newline; torn_tail_bytes > 0 when that line is no record (an append cut short by a
+  // crash or a full disk), which was skipped.
+  bool unterminated_tail = false;
+  std::size_t torn_tail_bytes = 0;
 };
 
 struct GoodputSummary {
@@ -44,10 +48,13 @@ struct GoodputSummary {
 
 class Ledger {
  public:
-  // Reads the existing ledger, if any. Throws IoError naming the line that cannot be read.
+  // Reads the existing ledger, if any. Throws IoError naming the line that cannot be read. An unfinished last record
+  // (no newline, not a record) is cut off the file, and a whole last record without its newline gets one, so that the
+  // next append starts a line of its own; repair_note() then says what was cut.
   explicit Ledger(std::string path);
 
   const LedgerHistory& history() const { return history_; }
+  const std::string& repair_note() const { return repair_note_; }
   const std::string& path() const { return path_; }
 
   // Appends one record (a JSON object from json::ObjectWriter, no newline) as one line with O_APPEND and fsyncs it.
@@ -57,6 +64,7 @@ class Ledger {
  private:
   std::string path_;
   LedgerHistory history_;
+  std::string repair_note_;
 };
 
 // Replays a ledger's lines into the goodput summary. Throws IoError.

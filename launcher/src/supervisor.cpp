@@ -80,7 +80,16 @@ class Supervisor {
       std::filesystem::create_directories(checkpoint_dir_, error);
       if (error) throw UsageError("--checkpoint-dir '" + checkpoint_dir_ + "' cannot be created: " + error.message());
     }
-    ledger_.emplace(run_dir_ + "/ledger.jsonl");
+    try {
+      ledger_.emplace(run_dir_ + "/ledger.jsonl");
+    } catch (const IoError& unreadable) {
+      // The run's own accounting cannot be read: going on would judge restarts and goodput wrongly. Nothing is lost
+      // by starting it afresh elsewhere.
+      throw UsageError(std::string(unreadable.what()) +
+                       "; the run directory's ledger cannot be continued: give another " + "--run-dir, or move '" +
+                       run_dir_ + "/ledger.jsonl' aside to start the run's accounting afresh");
+    }
+    if (!ledger_->repair_note().empty()) announce("warning: " + ledger_->repair_note());
     bad_nodes_.emplace(run_dir_ + "/bad-nodes.txt");
   }
 

@@ -284,6 +284,38 @@ TEST_F(LedgerTest, ADamagedLineIsReportedWithItsNumber) {
   }
 }
 
+// Each record is one write ending in its newline: a last line without one that is no record is an append cut short
+// (a crash, a kill, a full disk). It is cut off, not a reason to refuse the run directory; a whole record without its
+// newline is kept. Either way the next record starts a line of its own.
+TEST_F(LedgerTest, AnUnfinishedLastRecordIsCutOffAndTheNextStartsItsOwnLine) {
+  const std::string first = start(1) + "\n";
+  const std::string torn = "{\"event\":\"attempt\",\"outc";
+  std::ofstream(path_) << first << torn;
+  EXPECT_NO_THROW(summarize_ledger(path_));
+  {
+    Ledger ledger(path_);
+    EXPECT_EQ(ledger.history().invocations, 1);
+    EXPECT_NE(ledger.repair_note().find(std::to_string(torn.size()) + " bytes"), std::string::npos)
+        << ledger.repair_note();
+    EXPECT_EQ(std::filesystem::file_size(path_), first.size()) << "only the torn bytes are cut";
+    ledger.append(start(2));
+  }
+  Ledger again(path_);
+  EXPECT_EQ(again.history().invocations, 2);
+  EXPECT_TRUE(again.repair_note().empty());
+}
+
+TEST_F(LedgerTest, AWholeLastRecordWithoutItsNewlineIsKept) {
+  std::ofstream(path_) << start(1);
+  {
+    Ledger ledger(path_);
+    EXPECT_EQ(ledger.history().invocations, 1);
+    EXPECT_TRUE(ledger.repair_note().empty()) << ledger.repair_note();
+    ledger.append(start(2));
+  }
+  EXPECT_EQ(Ledger(path_).history().invocations, 2);
+}
+
 TEST_F(LedgerTest, AFieldOfTheWrongKindIsReportedWithTheLineAndKey) {
   std::ofstream(path_) << start(1) << "\n{\"event\":\"end\",\"time\":\"late\",\"exit_code\":0}\n";
   try {
