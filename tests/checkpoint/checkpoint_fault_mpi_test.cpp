@@ -201,6 +201,55 @@ TEST(CheckpointFaults, FullDiskGivesAClearErrorAndLosesNothing) {
   }
 }
 
+// A write that fails (here: a blob larger than the disk) is learnt of at the next save(), which raises it only once
+// its own checkpoint is under way: a failed write does not cost the next checkpoint too. An emergency checkpoint is
+// taken after a failed one all the same, and raises nothing when it commits.
+TEST(CheckpointFaults, AFailedWriteLearntOfAtTheNextSaveDoesNotCostThatSave) {
+  Communicator& world = tenax::test::world();
+  const ParallelLayout layout{1, 1, world.size()};
+  SharedTempDir dir(world, "fail-next");
+  const std::uint64_t bulk = 256 * 1024;  // 1 MiB of f32 per rank
+  const std::uint64_t per_checkpoint = bulk * 4 * world.size();
+  SmallTmpfs disk(world, dir / "fs", 4 * per_checkpoint);
+  if (!disk.error().empty())
+    GTEST_SKIP() << "cannot mount a small tmpfs here (needs root or CAP_SYS_ADMIN): " << disk.error();
+  Blobs too_large;
+  too_large["filler"] = std::vector<std::uint8_t>(4 * per_checkpoint / world.size() + 4096, 0x5a);
+  TestModel model = make_model(layout, world.rank(), bulk);
+  Checkpointer ckpt(world, options_for(dir / "fs", layout, 2), model.shards);
+  fill(model, 1);
+  ckpt.save(1);
+  ckpt.wait();
+  for (const bool emergency : {false, true}) {
+    const std::uint64_t failing = emergency ? 4 : 2, next = failing + 1;
+    fill(model, static_cast<int>(failing));
+    ckpt.save(failing, too_large);
+    fill(model, static_cast<int>(next));
+    std::string message;
+    try {
+      if (emergency)
+        ckpt.emergency_save(next);
+      else
+        ckpt.save(next);
+    } catch (const IoError& e) {
+      message = e.what();
+    }
+    if (emergency) {
+      EXPECT_EQ(message, "") << "the emergency checkpoint committed";
+    } else {
+      EXPECT_TRUE(has(message, "checkpoint step 2 failed")) << message;
+      EXPECT_TRUE(has(message, "No space left on device")) << message;
+      EXPECT_EQ(ckpt.step_being_written(), std::optional<std::uint64_t>(next)) << "step 3 is under way all the same";
+      ckpt.wait();
+    }
+    EXPECT_EQ(ckpt.last_committed_step(), std::optional<std::uint64_t>(next));
+  }
+  scramble(model);
+  LoadResult r = ckpt.load();
+  EXPECT_EQ(r.step, 5u);
+  EXPECT_EQ(mismatches(model, 5), 0u);
+}
+
 // A tensor every rank holds whole as two row blocks (so any world size has blocks to swap), rows distinct per seed.
 struct SplitTensor {
   std::vector<float> data = std::vector<float>(32);

@@ -214,8 +214,10 @@ class Checkpointer {
   Checkpointer& operator=(const Checkpointer&) = delete;
 
   // Collective. Starts checkpoint `step`: first finishes the previous one (blocks if it is still being written: at
-  // most one is in flight), raising its error if it failed; then copies every shard this rank writes into staging
-  // memory, computing its CRC32C in the same pass, hands the write to the I/O thread and returns. The shards may be
+  // most one is in flight); then copies every shard this rank writes into staging memory, computing its CRC32C in the
+  // same pass, hands the write to the I/O thread and returns. If the previous one failed, its IoError is raised once
+  // this one is under way (step_being_written() == step), so that a failed write does not cost the next checkpoint
+  // too; an error of this one's own copy is raised with nothing under way. The shards may be
   // modified as soon as save() returns (Device shards: by work enqueued on options.cuda_stream after this call).
   void save(std::uint64_t step, const Blobs& blobs = {});
 
@@ -242,8 +244,9 @@ class Checkpointer {
   // its error. Returns at once when nothing is in flight.
   void wait();
 
-  // Collective, synchronous: the preemption path. Finishes the checkpoint in flight, then saves `step` and waits for
-  // its commit. On return the checkpoint is durable and `latest` points to it.
+  // Collective, synchronous: the preemption path. Finishes the checkpoint in flight (its failure is logged, not
+  // raised: it does not stop this one), then saves `step` and waits for its commit. On return the checkpoint is
+  // durable and `latest` points to it.
   void emergency_save(std::uint64_t step, const Blobs& blobs = {});
 
   // Collective. With options.local_dir (and no LoadOptions::step, and each rank's own blobs): first the node-local
@@ -269,6 +272,10 @@ class Checkpointer {
   std::optional<std::uint64_t> last_local_step() const;
   // True while a checkpoint is being written or awaits its commit.
   bool in_flight() const;
+  // The step of the shared checkpoint being written (from save() until the call that learns it is durable), if any:
+  // after save(step) raised an earlier checkpoint's failure, step_being_written() == step says that this one is
+  // under way all the same.
+  std::optional<std::uint64_t> step_being_written() const;
   const CheckpointOptions& options() const;
   // Bytes this rank writes per checkpoint (the size of its staging memory; node-local copies staged while a shared
   // write is in flight use as much again as the node-local part of it).

@@ -1,4 +1,5 @@
-// Saving: staging on the training thread, writing on the I/O thread, the two agreements of the commit protocol.
+// The Checkpointer: set-up, and saving as the training thread sees it (staging, handing the write to the I/O threads,
+// raising failures); the shared write and its commit are in shared_write.cpp, the in-flight bookkeeping in in_flight.cpp.
 #include <unistd.h>
 
 #include <algorithm>
@@ -6,7 +7,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 
 #include "checkpoint/checkpointer_state.hpp"
 #include "checkpoint/commit.hpp"
@@ -277,6 +277,19 @@ Checkpointer::~Checkpointer() {
 
 namespace {
 
+// The IoError `settle` raised, returned rather than thrown: the failure of an earlier checkpoint that drain_poll() or
+// finish_write() settles (their state is consistent either way), for a call that starts its own checkpoint before it
+// raises the earlier one's failure.
+template <class Settle>
+std::optional<IoError> io_failure_of(Settle settle) {
+  try {
+    settle();
+  } catch (const IoError& error) {
+    return error;
+  }
+  return std::nullopt;
+}
+
 void check_blobs(const Blobs& blobs) {
   for (const auto& [name, bytes] : blobs)
     if (auto problem = ckpt::blob_name_problem(name))
@@ -314,44 +327,63 @@ void Checkpointer::State::stage(bool shared, std::uint8_t* local_dst) {
 
 void Checkpointer::save(std::uint64_t step, const Blobs& blobs) {
   State& s = *state_;
-  s.drain_poll();
-  if (s.writing) s.finish_write();  // at most one checkpoint in flight; its failure surfaces here
-  s.settle_local();                 // its staging memory is about to be reused; one partner exchange at a time
+  // At most one checkpoint in flight. A failure of the previous one is raised only once this one is under way: a
+  // failed write (a full disk, a file server's hiccup) must not cost the next checkpoint too. Every rank learns of it
+  // at the same call (its settling agrees), so every rank goes on alike.
+  std::optional<IoError> previous_failure = io_failure_of([&] { s.drain_poll(); });
+  if (!previous_failure && s.writing) previous_failure = io_failure_of([&] { s.finish_write(); });
+  s.settle_local();  // its staging memory is about to be reused; one partner exchange at a time
   // Inside an agreement: a rank whose blobs are refused, or whose copy fails, must not leave the others to go on
   // into the next collective alone. Blocking on purpose (docs/checkpoint-format.md, "Saving"): its wait is for the
   // slowest rank, which the next collective would wait for anyway, and its error belongs to this call.
-  run_agreed(s.world, [&] {
-    if (s.options.read_only)
-      throw UsageError("checkpoint: save() on a read-only checkpointer (CheckpointOptions::read_only) of " +
-                       s.options.dir);
-    check_blobs(blobs);
-    s.stage(true, s.arena.data());
-  });
+  try {
+    run_agreed(s.world, [&] {
+      if (s.options.read_only)
+        throw UsageError("checkpoint: save() on a read-only checkpointer (CheckpointOptions::read_only) of " +
+                         s.options.dir);
+      check_blobs(blobs);
+      s.stage(true, s.arena.data());
+    });
+  } catch (const Error&) {
+    if (previous_failure) TENAX_LOG(Warn, "ckpt") << "before this save failed: " << previous_failure->what();
+    throw;
+  }
   s.staged_blobs = blobs;
   if (!s.local_root.empty()) s.submit_local(step, s.arena.data(), blobs);  // what a restart on these nodes reads
   s.writing = step;
   s.write_done = s.io->submit([&s, step] { return s.write_job(step); });
+  if (previous_failure) throw *previous_failure;
 }
 
 void Checkpointer::save_local(std::uint64_t step, const Blobs& blobs) {
   State& s = *state_;
+  // A failure of the shared write that settling learns of is raised once this copy is under way, as in save().
+  std::optional<IoError> previous_failure = io_failure_of([&] { s.drain_poll(); });
   s.settle_local();
   // The same on every rank (the options, which the constructor's collectives already require alike, and the agreed
   // run id), like `writing`.
   const bool tier = !s.options.read_only && !s.local_root.empty();
   // A shared write in flight still reads `arena`: the copy goes to memory of its own instead of waiting for that
-  // write (on a slow shared directory, seconds), and its own I/O thread writes it meanwhile.
-  if (tier && s.writing && !s.local_arena_ready()) s.finish_write();  // no memory of its own: wait, as save() does
+  // write (on a slow shared directory, seconds), and its own I/O thread writes it meanwhile. Without memory of its
+  // own it waits, as save() does, and raises a failure of that write once its own copy is under way.
+  if (!previous_failure && tier && s.writing && !s.local_arena_ready())
+    previous_failure = io_failure_of([&] { s.finish_write(); });
   std::uint8_t* dst = tier && s.writing ? s.local_arena.data() : s.arena.data();
-  run_agreed(s.world, [&] {
-    if (!tier)
-      throw UsageError(
-          "checkpoint: save_local() needs a writable checkpointer with a node-local directory "
-          "(CheckpointOptions::local_dir, TENAX_CKPT_LOCAL_DIR)");
-    check_blobs(blobs);
-    s.stage(false, dst);
-  });
+  try {
+    run_agreed(s.world, [&] {
+      if (!tier)
+        throw UsageError(
+            "checkpoint: save_local() needs a writable checkpointer with a node-local directory "
+            "(CheckpointOptions::local_dir, TENAX_CKPT_LOCAL_DIR)");
+      check_blobs(blobs);
+      s.stage(false, dst);
+    });
+  } catch (const Error&) {
+    if (previous_failure) TENAX_LOG(Warn, "ckpt") << "before this save failed: " << previous_failure->what();
+    throw;
+  }
   s.submit_local(step, dst, blobs);
+  if (previous_failure) throw *previous_failure;
 }
 
 bool Checkpointer::progress() {
@@ -367,7 +399,14 @@ void Checkpointer::wait() {
 }
 
 void Checkpointer::emergency_save(std::uint64_t step, const Blobs& blobs) {
-  wait();
+  // An earlier checkpoint's failure does not stop this one: it is the one the next run resumes from.
+  try {
+    wait();
+  } catch (const IoError& error) {
+    if (state_->world.rank() == 0)
+      TENAX_LOG(Warn, "ckpt") << "an earlier checkpoint failed (" << error.what()
+                              << "); the emergency checkpoint of step " << step << " is taken all the same";
+  }
   save(step, blobs);
   wait();
 }
@@ -380,6 +419,9 @@ std::optional<std::uint64_t> Checkpointer::last_local_step() const {
 }
 bool Checkpointer::in_flight() const {
   return state_->writing.has_value() || state_->committing.has_value();
+}
+std::optional<std::uint64_t> Checkpointer::step_being_written() const {
+  return state_->writing;
 }
 const CheckpointOptions& Checkpointer::options() const {
   return state_->options;
@@ -404,190 +446,10 @@ Checkpointer::CommitCounts Checkpointer::commit_counts() const {
   return state_->commits;
 }
 
-Checkpointer::State::WriteResult Checkpointer::State::write_job(std::uint64_t step) {
-  WriteResult result;
-  try {
-    const std::string path = fs::join(ckpt::temp_dir_path(options.dir, step), ckpt::rank_file_name(rank));
-    fs::make_dirs(ckpt::temp_dir_path(options.dir, step));
-    if (fence) {
-      ckpt::use_device(cuda_device);
-      fence->wait();
-    }
-    std::vector<ckpt::ShardWrite> shard_writes;
-    for (std::size_t i = 0; i < writes.size(); ++i) {
-      const LocalWrite& w = writes[i];
-      const TensorShard& shard = shards[w.shard];
-      const std::uint8_t* staged = arena.data() + w.offset;
-      // Device shards arrive by DMA: their checksum is taken here, right after the copy completed.
-      std::uint32_t crc = shard.memory == MemoryKind::Device ? ckpt::crc32c_extend(0, staged, w.bytes) : staged_crcs[i];
-      result.crcs.push_back(crc);
-      shard_writes.push_back(ckpt::ShardWrite{shard.name, plan.blocks[w.block].dataset, shard.dtype, shard.global_shape,
-                                              plan.blocks[w.block].box, staged, crc});
-    }
-    std::vector<ckpt::BlobWrite> blob_writes;
-    for (const auto& [name, bytes] : staged_blobs) {
-      std::uint32_t crc = ckpt::crc32c_extend(0, bytes.data(), bytes.size());
-      blob_writes.push_back(ckpt::BlobWrite{name, &bytes, crc});
-      result.blobs.push_back(ckpt::ManifestBlob{rank, name, bytes.size(), crc});
-    }
-    ckpt::RankFileHeader header{step, rank, world_size, options.layout};
-    const ckpt::RankFileWritten written =
-        ckpt::write_rank_file(path, header, shard_writes, blob_writes, options.direct_io, &shared_file_template);
-    result.file_bytes = written.file_bytes;
-    result.direct_bytes = written.direct_bytes;
-  } catch (const std::exception& e) {
-    result.outcome = Outcome{1, e.what()};
-  }
-  return result;
-}
-
-namespace {
-
-// A job's result, or its exception as a failed outcome: an exception escaping on one rank would leave the others in
-// the agreement that follows.
-template <class T>
-T take(std::future<T>& done, T failed) {
-  try {
-    return done.get();
-  } catch (const std::exception& e) {
-    failed.outcome = Outcome{1, e.what()};
-    return failed;
-  }
-}
-
-Outcome take_outcome(std::future<Outcome>& done) {
-  try {
-    return done.get();
-  } catch (const std::exception& e) {
-    return Outcome{1, e.what()};
-  }
-}
-
-}  // namespace
-
-void Checkpointer::State::finish_write() {
-  wait_on_every_rank(
-      world, [this](std::chrono::milliseconds t) { return write_done.wait_for(t) == std::future_status::ready; });
-  WriteResult result = take(write_done, WriteResult{});
-  if (result.outcome.code == 0) {
-    ++totals.files;
-    totals.bytes += result.file_bytes;
-    totals.direct_bytes += result.direct_bytes;
-  }
-  // Rank 0's I/O thread ran the previous checkpoint's commit before this write: its outcome is known by now.
-  Outcome previous_commit;
-  if (world.rank() == 0 && committing) previous_commit = take_outcome(commit_done);
-  const std::uint64_t step = *writing;
-  const std::optional<std::uint64_t> previous = committing;
-  writing.reset();
-  committing.reset();
-  // Two separate verdicts: a failed commit of the previous step must not throw away this step's good write.
-  const Outcome written = agree(world, result.outcome);
-  const Outcome committed = previous ? agree(world, previous_commit) : Outcome{};
-  if (previous && committed.code == 0) record_shared_commit(*previous);
-  const std::string previous_failure =
-      committed.code == 0 ? std::string()
-                          : "; before it, checkpoint step " + std::to_string(*previous) + ": " + committed.message;
-  if (written.code != 0) {
-    if (world.rank() == 0) {
-      try {
-        fs::remove_tree(ckpt::temp_dir_path(options.dir, step));
-      } catch (const std::exception& e) {
-        TENAX_LOG(Warn, "ckpt") << "could not remove the failed checkpoint: " << e.what();
-      }
-    }
-    throw IoError("checkpoint step " + std::to_string(step) + " failed and was removed (committed checkpoints are " +
-                  "untouched): " + written.message + previous_failure);
-  }
-
-  std::ostringstream report;
-  report << "F " << result.file_bytes << "\n";
-  for (auto crc : result.crcs)
-    report << "C " << crc << "\n";
-  for (const auto& b : result.blobs)
-    report << "B " << b.bytes << " " << b.crc32c << " " << b.name << "\n";
-  std::vector<std::string> reports = gather_strings(world, report.str());
-  committing = step;
-  if (world.rank() == 0) {
-    ckpt::Manifest manifest = build_manifest(step, reports);
-    commit_done = io->submit([this, manifest = std::move(manifest)] {
-      try {
-        ckpt::commit_checkpoint(options.dir, manifest, options.keep, &vds_template);
-        TENAX_LOG(Info, "ckpt") << "committed " << ckpt::final_dir_path(options.dir, manifest.step);
-        return Outcome{};
-      } catch (const std::exception& e) {
-        return Outcome{1, "commit of checkpoint step " + std::to_string(manifest.step) + " failed: " + e.what()};
-      }
-    });
-  }
-  if (committed.code != 0)
-    throw IoError("checkpoint step " + std::to_string(*previous) + ": " + committed.message + " (step " +
-                  std::to_string(step) + " was written and is being committed)");
-}
-
-void Checkpointer::State::finish_commit() {
-  wait_on_every_rank(world, [this](std::chrono::milliseconds t) {
-    return world.rank() != 0 || commit_done.wait_for(t) == std::future_status::ready;
-  });
-  Outcome local;
-  if (world.rank() == 0) local = take_outcome(commit_done);
-  const std::uint64_t step = *committing;
-  committing.reset();
-  Outcome all = agree(world, local);
-  if (all.code != 0) throw IoError("checkpoint step " + std::to_string(step) + ": " + all.message);
-  record_shared_commit(step);
-}
-
-void Checkpointer::State::record_shared_commit(std::uint64_t step) {
-  last_committed = step;
-  ++commits.shared;
-}
-
 void Checkpointer::State::record_local_commit(std::optional<std::uint64_t> step) {
   if (!step || step == last_local_everywhere) return;
   last_local_everywhere = step;
   ++commits.node_local;
-}
-
-ckpt::Manifest Checkpointer::State::build_manifest(std::uint64_t step, const std::vector<std::string>& reports) const {
-  ckpt::Manifest m;
-  m.step = step;
-  m.layout = options.layout;
-  m.world_size = world.size();
-  std::vector<std::vector<std::uint32_t>> crcs(reports.size());
-  for (int r = 0; r < static_cast<int>(reports.size()); ++r) {
-    std::istringstream in(reports[r]);
-    std::string tag;
-    ckpt::ManifestFile file{r, ckpt::rank_file_name(r), 0};
-    while (in >> tag) {
-      if (tag == "F") {
-        in >> file.bytes;
-      } else if (tag == "C") {
-        std::uint32_t crc = 0;
-        in >> crc;
-        crcs[r].push_back(crc);
-      } else if (tag == "B") {
-        ckpt::ManifestBlob blob{r, "", 0, 0};
-        in >> blob.bytes >> blob.crc32c;
-        in.get();
-        std::getline(in, blob.name);
-        m.blobs.push_back(std::move(blob));
-      }
-    }
-    m.files.push_back(std::move(file));
-  }
-  std::vector<std::size_t> next(reports.size(), 0);  // each writer's blocks arrive in plan order
-  for (const auto& t : plan.tensors) {
-    ckpt::ManifestTensor mt{t.name, t.dtype, t.global_shape, {}};
-    for (int b : t.blocks) {
-      const auto& block = plan.blocks[b];
-      mt.blocks.push_back(ckpt::ManifestBlock{block.writer, block.dataset, block.box,
-                                              ckpt::volume(block.box.shape) * dtype_size(t.dtype),
-                                              crcs[block.writer].at(next[block.writer]++)});
-    }
-    m.tensors.push_back(std::move(mt));
-  }
-  return m;
 }
 
 }  // namespace tenax

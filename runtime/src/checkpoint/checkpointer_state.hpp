@@ -21,6 +21,7 @@
 #include "comm/agreement.hpp"
 #include "core/unique_fd.hpp"
 #include "tenax/checkpoint.hpp"
+#include "tenax/error.hpp"
 
 namespace tenax {
 

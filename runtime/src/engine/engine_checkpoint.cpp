@@ -207,21 +207,16 @@ void Engine::Impl::after_step_checkpoint(double step_seconds) {
     }
   } catch (const IoError& error) {
     shared_cost.failed();
-    ++consecutive_failures;
-    if (consecutive_failures >= config.checkpoint.max_failures)
-      throw IoError("checkpoint: " + std::to_string(consecutive_failures) +
-                    " checkpoint saves in a row failed (max_failures " +
+    const int in_a_row = save_failures.failed(step);
+    if (in_a_row >= config.checkpoint.max_failures)
+      throw IoError("checkpoint: " + std::to_string(in_a_row) + " checkpoint saves in a row failed (max_failures " +
                     std::to_string(config.checkpoint.max_failures) + "); the last: " + error.what());
     if (world.rank() == 0)
-      TENAX_LOG(Warn, "engine") << "a checkpoint failed; training goes on and the next save tries again ("
-                                << consecutive_failures << " of " << config.checkpoint.max_failures
+      TENAX_LOG(Warn, "engine") << "a checkpoint failed; training goes on and the next save tries again (" << in_a_row
+                                << " of " << config.checkpoint.max_failures
                                 << " failures in a row allowed): " << error.what();
   }
-  const std::optional<std::uint64_t> committed = writer->last_committed_step();
-  if (committed && committed != last_commit_seen) {
-    last_commit_seen = committed;
-    consecutive_failures = 0;
-  }
+  save_failures.committed(writer->last_committed_step());
 }
 
 namespace {

@@ -120,7 +120,16 @@ int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCal
   }
   if (e.writer) {
     const Clock::time_point start = Clock::now();
-    e.save_checkpoint(false);
+    try {
+      e.save_checkpoint(false);
+    } catch (const IoError& error) {
+      // An earlier checkpoint's failure, raised once the final one was under way, does not stop the final one; a
+      // failure of the final one itself (nothing in flight) ends the run as a failure.
+      if (e.writer->step_being_written() != static_cast<std::uint64_t>(e.step)) throw;
+      if (e.world.rank() == 0)
+        TENAX_LOG(Warn, "engine") << "an earlier checkpoint failed (" << error.what()
+                                  << "); the final checkpoint goes on";
+    }
     e.writer->wait();
     const double took = seconds_since(start);
     stall += took;

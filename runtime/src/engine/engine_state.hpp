@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/checkpoint_interval.hpp"
+#include "engine/failure_streak.hpp"
 #include "tenax/checkpoint.hpp"
 #include "tenax/data_loader.hpp"
 #include "tenax/engine.hpp"
@@ -157,8 +158,7 @@ struct Engine::Impl {
   std::optional<long> last_local_saved;
   SharedSaveCost shared_cost;  // automatic intervals: what each tier's saves cost training
   LocalSaveCost local_cost;
-  std::optional<std::uint64_t> last_commit_seen;
-  int consecutive_failures = 0;
+  FailureStreak save_failures;
   std::string summary;
 };
 
