@@ -119,17 +119,21 @@ int body(int argc, char** argv) {
   c.checkpoint =
       tenax::CheckpointPolicy::parse_local_every(a["checkpoint-local-every"].as<std::string>(), c.checkpoint);
   if (a.count("run-dir")) c.run_dir = a["run-dir"].as<std::string>();
+  tenax::Engine::check_generation(a["sample-tokens"].as<std::size_t>(), a["temperature"].as<float>());
 
   // Each node copies the dataset to local disk first when TENAX_DATA_STAGE_DIR is set (else it is read in place).
   const tenax::StagingResult staged = tenax::stage_dataset(runtime.world(), a["data"].as<std::string>());
   auto train = std::make_shared<tenax::TokenDataset>(
       staged.dir, tenax::TokenDatasetOptions{.split = tenax::Split::Train, .seq_len = seq_len, .seed = c.seed});
-  c.validation = {
-      .source = std::make_shared<tenax::TokenDataset>(
-          staged.dir,
-          tenax::TokenDatasetOptions{.split = tenax::Split::Validation, .seq_len = seq_len, .shuffle = false}),
-      .every = a["validate-every"].as<int>(),
-      .samples = a["validation-samples"].as<std::size_t>()};
+  if (train->info().validation_tokens > 0)  // a dataset encoded with --validation-fraction 0 has none
+    c.validation = {
+        .source = std::make_shared<tenax::TokenDataset>(
+            staged.dir,
+            tenax::TokenDatasetOptions{.split = tenax::Split::Validation, .seq_len = seq_len, .shuffle = false}),
+        .every = a["validate-every"].as<int>(),
+        .samples = a["validation-samples"].as<std::size_t>()};
+  else if (runtime.rank() == 0)
+    std::printf("no validation split in %s: training without a validation loss\n", staged.dir.c_str());
 
   tenax::models::GptConfig model{.vocab = train->info().vocab_size,
                                  .hidden = a["hidden"].as<std::size_t>(),

@@ -2,6 +2,7 @@
 // rank is left waiting in a collective.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 
 #include "engine_test_util.hpp"
@@ -63,6 +64,28 @@ TEST(BadInput, BatchesThatDoNotSplit) {
   expect_usage_error(il, test_model(), "not a multiple of 4 stages", "multiple of 4 micro-batches");
   EngineConfig chunks = small_config({1, 2, 2, false, PipelineKind::OneFOneB, 2});
   expect_usage_error(chunks, test_model(), "virtual stages per stage need the interleaved schedule", "interleaved");
+}
+
+// Values that would train "successfully" the wrong way (a negative rate climbs the loss) are refused up front.
+TEST(BadInput, NegativeOrNonFiniteRatesAndCounts) {
+  EngineConfig c = small_config({1, 1, 4});
+  c.lr.lr = -1;
+  expect_usage_error(c, test_model(), "the learning rate must be a finite number >= 0", "lr -1");
+  c.lr.lr = std::numeric_limits<float>::quiet_NaN();
+  expect_usage_error(c, test_model(), "the learning rate must be a finite number >= 0", "lr nan");
+  c = small_config({1, 1, 4});
+  c.lr.warmup_steps = -1;
+  expect_usage_error(c, test_model(), "warm-up and decay steps must be >= 0", "warm-up -1");
+  c = small_config({1, 1, 4});
+  c.optimizer.adamw.weight_decay = -0.1f;
+  expect_usage_error(c, test_model(), "the weight decay must be a finite number >= 0", "weight decay");
+  c = small_config({1, 1, 4});
+  c.checkpoint.keep = -1;
+  expect_usage_error(c, test_model(), "keep must be >= 0", "TENAX_CKPT_KEEP");
+  EXPECT_THROW(Engine::check_generation(std::size_t{1} << 21, 0.7f), UsageError);
+  EXPECT_THROW(Engine::check_generation(10, -1.0f), UsageError);
+  EXPECT_THROW(Engine::check_generation(10, std::numeric_limits<float>::infinity()), UsageError);
+  EXPECT_NO_THROW(Engine::check_generation(std::size_t{1} << 20, 0.0f));
 }
 
 TEST(BadInput, AModuleGivenTheWrongInputNamesItself) {

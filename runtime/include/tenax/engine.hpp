@@ -197,9 +197,12 @@ class Engine {
   // must be a multiple of micro_batch x dp.
   double evaluate(const BatchSource& source, std::uint64_t first, std::size_t samples);
   // Extends `prompt` by `tokens` tokens sampled from the model (temperature 0: greedy), seeded; the same on every
-  // rank. The context is the last seq_len tokens.
+  // rank. The context is the last seq_len tokens. At most 2^20 tokens (UsageError beyond); once SIGTERM or SIGUSR1
+  // arrived on any rank it stops early, with a warning, and returns the tokens so far.
   std::vector<std::int32_t> generate(std::vector<std::int32_t> prompt, std::size_t tokens, float temperature,
                                      std::uint64_t seed);
+  // generate()'s checks of its arguments, for a program to run before training rather than after it. UsageError.
+  static void check_generation(std::size_t tokens, float temperature);
   // Starts a checkpoint of the current step (asynchronous; committed during later steps) / waits for it.
   void save();
   void wait_for_checkpoint();

@@ -68,6 +68,9 @@ struct TokenDatasetInfo {
   std::string tokenizer_path;      // <dir>/<tokenizer file>; tenax::Tokenizer loads it
   std::uint32_t index_crc32c = 0;  // the dataset's identity (staging keys its copies by it)
   std::uint64_t tokens = 0;        // T of the opened split
+  // T of the validation split, whichever split is opened: 0 when the dataset has none (tenax-data encode
+  // --validation-fraction 0), and a program then trains without a validation loss.
+  std::uint64_t validation_tokens = 0;
   std::uint64_t documents = 0;
   std::size_t shards = 0;
 };

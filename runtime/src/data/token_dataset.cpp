@@ -191,6 +191,7 @@ TokenDataset::TokenDataset(const std::string& dir, TokenDatasetOptions options) 
   s.info.tokenizer_path = dir + "/" + index.tokenizer_file;
   s.info.index_crc32c = index.index_crc32c;
   s.info.tokens = entries.tokens;
+  s.info.validation_tokens = index.split(SplitId::Validation).tokens;
   s.info.documents = entries.documents;
   s.info.shards = entries.shards.size();
   std::uint64_t at = 0;

@@ -97,6 +97,18 @@ void Engine::Impl::resolve_layout() {
                      std::to_string(per_rank));
   if (config.steps < 0) throw UsageError("engine: steps must be >= 0");
   if (!(config.grad_clip >= 0.0f)) throw UsageError("engine: grad_clip must be >= 0 (0: no clipping)");
+  // A negative rate or decay climbs the loss instead of descending it; nothing would say so but the curve.
+  auto finite_at_least_0 = [](float value) { return std::isfinite(value) && value >= 0.0f; };
+  if (!finite_at_least_0(config.lr.lr) || !finite_at_least_0(config.lr.min_lr))
+    throw UsageError("engine: the learning rate must be a finite number >= 0 (lr " + std::to_string(config.lr.lr) +
+                     ", min_lr " + std::to_string(config.lr.min_lr) + ")");
+  if (config.lr.warmup_steps < 0 || config.lr.decay_steps < 0)
+    throw UsageError("engine: the learning rate's warm-up and decay steps must be >= 0 (warm-up " +
+                     std::to_string(config.lr.warmup_steps) + ", decay " + std::to_string(config.lr.decay_steps) + ")");
+  if (!finite_at_least_0(config.optimizer.adamw.weight_decay) || !finite_at_least_0(config.optimizer.sgd.weight_decay))
+    throw UsageError("engine: the weight decay must be a finite number >= 0");
+  if (config.checkpoint.keep < 0)
+    throw UsageError("checkpoint: keep must be >= 0 (complete checkpoints kept; 0: TENAX_CKPT_KEEP)");
   if (config.validation.source) {
     if (config.validation.every < 0)
       throw UsageError("engine: validation every " + std::to_string(config.validation.every) +

@@ -5,8 +5,11 @@
 #include <cstring>
 #include <random>
 
+#include "comm/agreement.hpp"
 #include "engine/engine_state.hpp"
 #include "tenax/error.hpp"
+#include "tenax/log.hpp"
+#include "tenax/worker.hpp"
 
 namespace tenax {
 
@@ -72,17 +75,36 @@ double Engine::evaluate(const BatchSource& source, std::uint64_t first, std::siz
   return loss / (static_cast<double>(samples) * static_cast<double>(e.config.seq_len));
 }
 
+void Engine::check_generation(std::size_t tokens, float temperature) {
+  if (!(temperature >= 0.0f && std::isfinite(temperature)))
+    throw UsageError("generate: the temperature " + std::to_string(temperature) +
+                     " is not a finite number >= 0 (0: greedy)");
+  // Each token is a forward pass of the whole model over a full context: a bound keeps a mistyped count from
+  // occupying the job for days.
+  constexpr std::size_t kMaxTokens = std::size_t{1} << 20;
+  if (tokens > kMaxTokens)
+    throw UsageError("generate: " + std::to_string(tokens) + " tokens asked; at most " + std::to_string(kMaxTokens) +
+                     " (each one is a forward pass of the model)");
+}
+
 std::vector<std::int32_t> Engine::generate(std::vector<std::int32_t> prompt, std::size_t tokens, float temperature,
                                            std::uint64_t seed) {
   Impl& e = *impl_;
   if (prompt.empty()) throw UsageError("generate: the prompt is empty; give at least one token");
-  if (!(temperature >= 0.0f)) throw UsageError("generate: the temperature must be >= 0 (0: greedy)");
+  check_generation(tokens, temperature);
   const std::size_t seq = e.config.seq_len, per_mb = e.geometry.sequences;
   // The last stage's tp rank 0 of data-parallel replica 0 picks each token and tells everyone.
   const int chooser = rank_of(*e.config.layout, RankCoords{0, e.config.layout->pp - 1, 0});
   std::mt19937_64 rng(seed);
   e.state.logits_only = true;
   for (std::size_t n = 0; n < tokens; ++n) {
+    // A job being stopped (SIGTERM, SIGUSR1) stops generating, on every rank at the same token, and keeps what it has.
+    if (any_rank(e.world, worker::preemption_requested())) {
+      if (e.world.rank() == 0)
+        TENAX_LOG(Warn, "engine") << "generation stopped after " << n << " of " << tokens
+                                  << " tokens: the job is being stopped";
+      break;
+    }
     // The context: the last seq_len tokens, at positions 0.. (a causal model's logits at position p depend only on
     // tokens up to p, so the filler after the context does not matter).
     const std::size_t length = std::min(prompt.size(), seq);
