@@ -7,6 +7,7 @@
 // checkpoint directory the launcher cannot see commits, and the highest heartbeat step is the only evidence left.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -46,6 +47,9 @@ class ProgressTracker {
   bool record(ProgressBasis basis, const AttemptProgress& attempt, bool failed);
   // The run was stopped on purpose (done, usage error, gave up): the next invocation starts a fresh streak.
   void reset_streak() { streak_ = 0; }
+  // The newest checkpoint committed before this invocation's first attempt: checkpoints that were there already are
+  // no attempt's progress (a run whose every checkpoint is damaged does not look like one that commits new ones).
+  void start_from(std::int64_t committed) { best_committed_ = std::max(best_committed_, committed); }
 
   int streak() const { return streak_; }
   std::int64_t best_committed_step() const { return best_committed_; }

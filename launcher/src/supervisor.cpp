@@ -1,11 +1,14 @@
 #include "supervisor.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -50,6 +53,26 @@ std::string fixed(double value, int digits = 2) {
 }
 
 // Sleeps for `duration`, waking early when a preemption signal arrives. Returns false when one did.
+// Why `dir` cannot take the ranks' records ("" when it can): a probe the size of a few dozen heartbeat files is
+// written, flushed and removed. A run directory that filled up makes every rank lose its heartbeats and exit record,
+// so its attempts look like crashes, and a relaunch would fail the same way.
+std::string run_dir_write_problem(const std::string& dir) {
+  const std::string probe = dir + "/.space-probe-" + std::to_string(getpid());
+  const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return std::strerror(errno);
+  const std::string block(64 * 1024, '\0');
+  std::string problem;
+  for (std::size_t done = 0; done < block.size() && problem.empty();) {
+    const ssize_t n = write(fd, block.data() + done, block.size() - done);
+    if (n < 0 && errno != EINTR) problem = std::strerror(errno);
+    if (n > 0) done += static_cast<std::size_t>(n);
+  }
+  if (problem.empty() && fsync(fd) != 0) problem = std::strerror(errno);
+  close(fd);
+  unlink(probe.c_str());
+  return problem;
+}
+
 bool wait_unless_signalled(std::chrono::milliseconds duration) {
   auto until = std::chrono::steady_clock::now() + duration;
   while (std::chrono::steady_clock::now() < until) {
@@ -98,6 +121,13 @@ class Supervisor {
     attempt_ = history.attempts;
     failed_restarts_ = history.failed_restarts;
     progress_ = history.progress;
+    if (!checkpoint_dir_.empty()) {
+      try {
+        progress_.start_from(newest_committed_checkpoint(checkpoint_dir_));
+      } catch (const IoError&) {
+        // judged as before: by what the attempts leave
+      }
+    }
     append_start();
     announce("run directory " + run_dir_ +
              (history.attempts ? ", resuming after " + std::to_string(history.attempts) + " earlier attempt(s)" : ""));
@@ -149,6 +179,16 @@ class Supervisor {
                (report.max_step < 0 ? "no step reported" : "reached step " + std::to_string(report.max_step)) + ", " +
                (committed < 0 ? "no checkpoint" : "checkpoint step " + std::to_string(committed)) + ")");
 
+      if (failed) {
+        if (const std::string problem = run_dir_write_problem(run_dir_); !problem.empty()) {
+          const std::string reason = "the run directory '" + run_dir_ + "' cannot be written (" + problem +
+                                     "): the ranks' heartbeats and exit records are lost there, so this attempt's "
+                                     "outcome is unknown and a relaunch would fail the same way; free space on its "
+                                     "file system or give another --run-dir";
+          announce(reason);  // before finish(), whose ledger record may not fit either
+          return finish(kExitGaveUp, reason);
+        }
+      }
       if (failed && slurm_ && !classified.node.empty()) blame_node(classified);
       Decision decision = decide(options_, classified, failed_restarts_, progress_.state(progress_basis_));
       if (decision.action == Decision::Action::Retry) ++failed_restarts_;

@@ -2,10 +2,14 @@
 // Every test compares the final parameters with an uninterrupted run of the same program, bit for bit.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mount.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "launch_harness.hpp"
@@ -390,6 +394,35 @@ TEST(LauncherFaults, AttemptsThatCommitNewCheckpointsBetweenCrashesAreNotARestar
     EXPECT_EQ(json_number(attempts[i], "resumed_step"), 5.0 * static_cast<double>(i));
   }
   EXPECT_EQ(read_text(dir / "ckpt/latest"), "step_30\n");
+}
+
+// A run directory that fills up takes the ranks' heartbeats and exit records with it: the attempt looks like a crash
+// whatever the ranks did, and a relaunch would fail the same way. The run stops at once, naming the directory.
+TEST(LauncherFaults, ARunDirectoryThatFilledUpStopsTheRunNamingIt) {
+  ScratchDir dir("fullrundir");
+  const std::string run = dir / "run";
+  std::filesystem::create_directories(run);
+  if (::mount("tmpfs", run.c_str(), "tmpfs", 0, "size=256k") != 0)
+    GTEST_SKIP() << "cannot mount a small tmpfs here (needs root): " << std::strerror(errno);
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{run};
+  {  // full but for one page: the launcher's first ledger record fits, the ranks' records do not
+    std::ofstream filler(run + "/filler", std::ios::binary);
+    const std::string block(4096, 'x');
+    while (filler.write(block.data(), static_cast<std::streamsize>(block.size())) && filler.flush()) {
+    }
+  }
+  std::filesystem::resize_file(run + "/filler", std::filesystem::file_size(run + "/filler") - 4096);
+  Launch launch(launcher_args(dir, 2, {"--max-restarts", "5"}), kWorker, dir / "out.txt");
+  ASSERT_EQ(launch.wait(seconds(60)), 70) << launch.output();
+  const std::string output = launch.output();
+  EXPECT_NE(output.find("the run directory '" + run + "' cannot be written (No space left on device)"),
+            std::string::npos)
+      << output;
+  EXPECT_NE(output.find("free space on its file system or give another --run-dir"), std::string::npos) << output;
+  EXPECT_EQ(output.find("attempt 2"), std::string::npos) << "no relaunch:\n" << output;
 }
 
 TEST(LauncherFaults, AUsageErrorOfTheProgramIsNotRetried) {

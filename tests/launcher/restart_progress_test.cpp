@@ -29,6 +29,18 @@ TEST(RestartProgress, OnlyANewerCommittedCheckpointIsProgressWhenJudgedByCheckpo
   EXPECT_EQ(t.streak(), 0);
 }
 
+// A run whose checkpoints are all damaged resumes from none of them and fails before it commits: the checkpoints
+// already in the directory are no progress of its attempts.
+TEST(RestartProgress, CheckpointsThatWereThereBeforeTheFirstAttemptAreNoProgress) {
+  ProgressTracker t;
+  t.start_from(6);
+  EXPECT_FALSE(t.record(ProgressBasis::Checkpoint, {.max_step = -1, .committed_step = 6}, true));
+  EXPECT_EQ(t.streak(), 1);
+  EXPECT_TRUE(t.record(ProgressBasis::Checkpoint, {.max_step = 9, .committed_step = 8}, true));
+  t.start_from(2);  // never lowers what is known
+  EXPECT_EQ(t.best_committed_step(), 8);
+}
+
 TEST(RestartProgress, WithoutACheckpointDirectoryTheHighestHeartbeatStepCounts) {
   ProgressTracker t;
   EXPECT_TRUE(t.record(ProgressBasis::Heartbeat, {.max_step = 7, .committed_step = 0}, true));

@@ -426,7 +426,9 @@ LoadResult Checkpointer::load(const LoadOptions& options) {
   for (const auto& r : rejected)
     reasons += "\n  " + r;
   throw IoError("no valid checkpoint in " + s.options.dir + " (" + std::to_string(rejected.size()) +
-                " complete ones, all damaged):" + reasons);
+                " complete ones, all damaged):" + reasons +
+                "\n  to go on, restore them from a copy, or move them aside to start the run from scratch (with "
+                "tenax-launch, a new --checkpoint-dir)");
 }
 
 }  // namespace tenax
