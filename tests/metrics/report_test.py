@@ -1,17 +1,23 @@
 #!/usr/bin/python3
 """ctest driver for scripts/tenax-report: generate a run directory with two attempts (a restart) and a launcher ledger
-by running make_run_dir under mpirun, turn it into a PNG, and check the PNG.
+by running make_run_dir under mpirun, turn it into a PNG, and check the PNG. Then feed it bad input (an output it
+cannot write, damaged or unreadable files in copies of the run directory, bad arguments) and check that each case
+ends with the documented exit status and a message, never a traceback, and leaves no file behind.
 
   report_test.py MPIRUN NP MAKE_RUN_DIR TENAX_REPORT BASE_DIR   (works in a fresh directory under BASE_DIR)
 """
 import json
 import os
+import resource
 import shutil
 import struct
 import subprocess
 import sys
 import tempfile
 import time
+
+USAGE, FAILED, NO_STEPS = 64, 1, 2  # tenax-report's exit statuses
+SUMMARY = "(110 steps, 1 restarts, 110 progress records, 6 validation points)"
 
 
 def fail(message):
@@ -26,6 +32,170 @@ def run(command, env):
     if result.returncode != 0:
         fail(f"{command[0]} exited with {result.returncode}")
     return result.stdout
+
+
+def attempt(report, args, limit_file_bytes=None):
+    """tenax-report with `args` (and at most `limit_file_bytes` per file written), echoed to the log."""
+    print("+ " + " ".join([report] + args), flush=True)
+    limit = None
+    if limit_file_bytes is not None:
+        def limit():
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_bytes, limit_file_bytes))
+    result = subprocess.run([report] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120,
+                            preexec_fn=limit)
+    print(result.stdout + result.stderr, flush=True)
+    return result
+
+
+def problems_with(result, status, expected):
+    """What is wrong with a run that should exit with `status` and each of `expected` on stderr, and never with a
+    traceback."""
+    problems = [] if result.returncode == status else [f"exit status {result.returncode}, expected {status}"]
+    problems += [f"stderr lacks {text!r}" for text in expected if text not in result.stderr]
+    return problems + (["a Python traceback on stderr"] if "Traceback" in result.stderr else [])
+
+
+def files_under(path):
+    return {os.path.join(d, n) for d, dirs, names in os.walk(path) for n in dirs + names}
+
+
+def copy_run(run_dir, work, name):
+    """A copy of the run directory to damage."""
+    copy = os.path.join(work, name)
+    shutil.copytree(run_dir, copy)
+    return copy
+
+
+def insert_lines(path, after, lines):
+    with open(path, "rb") as f:
+        old = f.readlines()
+    with open(path, "wb") as f:
+        f.writelines(old[:after] + lines + old[after:])
+
+
+def refuses_output(report, run_dir, work, output, status, expected, limit_file_bytes=None):
+    """Problems of a run that must refuse to write `output`: besides those of problems_with, any file it leaves (a
+    temporary file, half a PNG)."""
+    before = files_under(work)
+    problems = problems_with(attempt(report, [run_dir, "-o", output], limit_file_bytes), status, expected)
+    return problems + [f"left {path} behind" for path in sorted(files_under(work) - before)]
+
+
+def output_cases(report, run_dir, work):
+    """Name -> problems, for an -o that cannot be written."""
+    missing = os.path.join(work, "missing", "report.png")
+    directory = os.path.join(work, "out-dir")
+    os.makedirs(directory)
+    a_file = os.path.join(work, "a-file")
+    with open(a_file, "w", encoding="utf-8") as f:
+        f.write("not a directory\n")
+    read_only = os.path.join(work, "read-only")
+    os.makedirs(read_only)
+    os.chmod(read_only, 0o555)
+    cases = {
+        "-o in a missing directory": refuses_output(report, run_dir, work, missing, USAGE,
+                                                    [f"cannot write {missing}", "does not exist"]),
+        "-o a directory": refuses_output(report, run_dir, work, directory, USAGE,
+                                         [f"cannot write {directory}", "is a directory"]),
+        "-o under a file": refuses_output(report, run_dir, work, os.path.join(a_file, "x.png"), USAGE,
+                                          ["cannot write", "is not a directory"]),
+        # A failure only the write itself meets (a full disk, a quota): a file size limit makes it here. The report
+        # drawn before has filled matplotlib's font cache, so only the PNG meets the limit.
+        "-o whose write fails": refuses_output(report, run_dir, work, os.path.join(work, "big.png"), FAILED,
+                                               ["cannot write", "File too large"], limit_file_bytes=4096),
+    }
+    if os.geteuid() != 0:  # root writes to a read-only directory all the same
+        cases["-o in a read-only directory"] = refuses_output(
+            report, run_dir, work, os.path.join(read_only, "x.png"), USAGE, ["cannot write", "not writable"])
+    os.chmod(read_only, 0o755)
+    return cases
+
+
+def damaged_lines_case(report, run_dir, work):
+    """Undecodable, malformed, non-object and incomplete lines in every JSON-lines file: each is named with its file
+    and line and skipped, and the rest of the file is still read."""
+    copy = copy_run(run_dir, work, "damaged-lines")
+    bad = [b"\xff\xfe\x00bad\n", b'{"event": "step", \n', b"[1, 2]\n"]
+    files = [os.path.join(copy, "metrics", "steps.jsonl"), os.path.join(copy, "metrics", "training.jsonl"),
+             os.path.join(copy, "ledger.jsonl")]
+    for path in files:
+        insert_lines(path, 1, bad)
+    insert_lines(files[0], 4, [b'{"event": "step", "step": 7, "ranks": 2}\n'])  # no step time: nothing to draw
+    result = attempt(report, [copy, "-o", os.path.join(work, "damaged-lines.png")])
+    expected = [f"{path} line {line} skipped" for path in files for line in (2, 3, 4)]
+    expected += ["not UTF-8", "not JSON", "not a JSON object", f"{files[0]} line 5 skipped: step record"]
+    problems = problems_with(result, 0, expected)
+    return problems + ([] if SUMMARY in result.stdout else [f"stdout lacks {SUMMARY!r}: the good lines were lost"])
+
+
+def undecodable_ledger_case(report, run_dir, work):
+    """The launcher's ledger ending in bytes that are not UTF-8 (as a disk fault leaves it): the line is named and
+    skipped, the report is drawn with the rest."""
+    copy = copy_run(run_dir, work, "undecodable-ledger")
+    with open(os.path.join(copy, "ledger.jsonl"), "ab") as f:
+        f.write(b"\xff\xfe\x00bad\n")
+    result = attempt(report, [copy, "-o", os.path.join(work, "undecodable-ledger.png")])
+    problems = problems_with(result, 0, [f"{copy}/ledger.jsonl line 3 skipped", "not UTF-8"])
+    return problems + ([] if SUMMARY in result.stdout else [f"stdout lacks {SUMMARY!r}"])
+
+
+def unreadable_file_cases(report, run_dir, work):
+    """Name -> problems, for a file of the run that is a directory or cannot be read: the ledger and the summary are
+    left out, without steps.jsonl there is nothing to draw."""
+    ledger = copy_run(run_dir, work, "ledger-is-a-directory")
+    os.remove(os.path.join(ledger, "ledger.jsonl"))
+    os.makedirs(os.path.join(ledger, "ledger.jsonl"))
+    steps = copy_run(run_dir, work, "steps-is-a-directory")
+    os.remove(os.path.join(steps, "metrics", "steps.jsonl"))
+    os.makedirs(os.path.join(steps, "metrics", "steps.jsonl"))
+    summary = copy_run(run_dir, work, "damaged-summary")
+    with open(os.path.join(summary, "metrics", "summary-attempt2.json"), "wb") as f:
+        f.write(b'\xff{"step_efficiency": ')
+    cases = {
+        "ledger.jsonl a directory": problems_with(attempt(report, [ledger, "-o", os.path.join(work, "l.png")]), 0,
+                                                  [f"cannot read {ledger}/ledger.jsonl", "Is a directory"]),
+        "steps.jsonl a directory": problems_with(attempt(report, [steps, "-o", os.path.join(work, "s.png")]), FAILED,
+                                                 [f"cannot read {steps}/metrics/steps.jsonl", "Is a directory"]),
+        "damaged summary": problems_with(attempt(report, [summary, "-o", os.path.join(work, "d.png")]), 0,
+                                         ["summary-attempt2.json skipped"]),
+    }
+    if os.geteuid() != 0:  # root reads a file without read permission all the same
+        unreadable = copy_run(run_dir, work, "unreadable-steps")
+        os.chmod(os.path.join(unreadable, "metrics", "steps.jsonl"), 0)
+        cases["steps.jsonl unreadable"] = problems_with(attempt(report, [unreadable]), FAILED,
+                                                        ["cannot read", "Permission denied"])
+    return cases
+
+
+def argument_cases(report, run_dir, work):
+    """Name -> problems, for bad arguments and run directories that hold nothing to draw."""
+    a_file = os.path.join(work, "run-is-a-file")
+    with open(a_file, "w", encoding="utf-8") as f:
+        f.write("not a run directory\n")
+    empty = os.path.join(work, "empty-run")
+    os.makedirs(empty)
+    cases = {f"--max-points {value}": problems_with(attempt(report, [run_dir, "--max-points", value]), USAGE,
+                                                    ["--max-points", "at least 1"])
+             for value in ["0", "-5", "many"]}
+    cases["RUN_DIR missing"] = problems_with(attempt(report, [os.path.join(work, "no-such-run")]), USAGE,
+                                             ["no-such-run", "does not exist", "TENAX_RUN_DIR"])
+    cases["RUN_DIR a file"] = problems_with(attempt(report, [a_file]), USAGE,
+                                            [f"{a_file} is not a directory", "TENAX_RUN_DIR"])
+    cases["RUN_DIR empty"] = problems_with(attempt(report, [empty]), NO_STEPS, ["steps.jsonl does not exist",
+                                                                                "TENAX_RUN_DIR"])
+    return cases
+
+
+def bad_input_failures(report, run_dir, work):
+    """Runs every bad-input case (all of them, so that a log names every one that fails); the failures."""
+    cases = output_cases(report, run_dir, work)
+    cases["ledger.jsonl ending in non-UTF-8 bytes"] = undecodable_ledger_case(report, run_dir, work)
+    cases["damaged JSON lines"] = damaged_lines_case(report, run_dir, work)
+    cases.update(unreadable_file_cases(report, run_dir, work))
+    cases.update(argument_cases(report, run_dir, work))
+    for name, problems in cases.items():
+        print(f"report_test: bad input, {name}: " + ("; ".join(problems) if problems else "ok"), flush=True)
+    return [name for name, problems in cases.items() if problems]
 
 
 def main():
@@ -80,6 +250,10 @@ def main():
     if result.returncode == 0 or "TENAX_RUN_DIR" not in result.stderr:
         fail("tenax-report on a directory without metrics did not fail with a helpful message")
     print(f"report_test: {png} is a {width}x{height} PNG of {len(data)} bytes")
+
+    failures = bad_input_failures(report, run_dir, work)
+    if failures:
+        fail(f"tenax-report mishandled bad input: {', '.join(failures)} (see above; the files are in {work})")
     if "METRICS_TEST_KEEP_DIRS" not in os.environ:
         shutil.rmtree(work, ignore_errors=True)
 
