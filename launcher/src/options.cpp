@@ -92,16 +92,21 @@ std::chrono::milliseconds duration_option(const cxxopts::ParseResult& parsed, co
                                           std::chrono::milliseconds fallback, const std::string& zero_means) {
   if (!parsed.count(name)) return fallback;
   const std::string text = parsed[name].as<std::string>();
-  const std::string expected = "expected a duration such as 90s, 500ms, 5m or 1h" +
-                               (zero_means.empty() ? std::string(", longer than 0") : "; 0 " + zero_means);
+  const std::string expected = "expected a duration such as 90s, 500ms, 5m or 1h, at most 1000000h" +
+                               (zero_means.empty() ? std::string(" and longer than 0") : "; 0 " + zero_means);
   std::chrono::milliseconds value;
   try {
     value = env::parse_duration("--" + name, text);
   } catch (const UsageError& e) {
     // A positive value under 1 ms only rounds to 0: a mistake, not a request for 0 (the parser refuses it).
-    const bool rounds_to_zero = std::string(e.what()).find("shorter than 1ms") != std::string::npos;
-    throw UsageError("--" + name + "='" + text + "' " + (rounds_to_zero ? "rounds to 0 ms" : "is not valid") + ": " +
-                     expected);
+    const std::string why = e.what();
+    const bool rounds_to_zero = why.find("shorter than 1ms") != std::string::npos;
+    const bool too_long = why.find("too long") != std::string::npos;
+    throw UsageError("--" + name + "='" + text + "' " +
+                     (rounds_to_zero ? "rounds to 0 ms"
+                      : too_long     ? "is too long"
+                                     : "is not valid") +
+                     ": " + expected);
   }
   if (value.count() == 0) {
     // "0", "0s", "0.0ms" mean 0; "0.0001s" only rounds to it, which is a mistake rather than a request for 0.

@@ -53,6 +53,11 @@ TEST(LauncherOptions, BadValuesNameTheirOption) {
       usage_message({"--mode", "local", "-n", "2", "--hang-factor", "0.5", "--", "/bin/true"}).find("--hang-factor"),
       std::string::npos);
   EXPECT_NE(usage_message({"--no-such-option", "--", "/bin/true"}).find("no-such-option"), std::string::npos);
+  // A duration past the parser's limit says so, and names the limit.
+  const std::string too_long =
+      usage_message({"--mode", "local", "-n", "2", "--startup-timeout", "1000001h", "--", "/bin/true"});
+  EXPECT_NE(too_long.find("--startup-timeout='1000001h' is too long"), std::string::npos) << too_long;
+  EXPECT_NE(too_long.find("at most 1000000h"), std::string::npos) << too_long;
 }
 
 TEST(LauncherOptions, TheProgramMustExistAndComeAfterTheSeparator) {
