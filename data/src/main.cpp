@@ -77,7 +77,7 @@ cxxopts::ParseResult parse(cxxopts::Options& p, int argc, char** argv, bool posi
   if (positional_dir) {
     p.add_options()("dir", "Dataset directory", cxxopts::value<std::string>());
     p.parse_positional({"dir"});
-    p.positional_help("DIR");
+    p.positional_help("");  // each command's custom_help names DIR
   }
   try {
     return p.parse(argc, argv);
@@ -108,7 +108,7 @@ int run(int argc, char** argv) {
   char** sub_argv = argv + 1;
   cxxopts::Options p(command, "");
   if (command == "train-tokenizer") {
-    p.custom_help("--input PATH... --vocab N --output MODEL [options]");
+    p.custom_help("--input PATH... --output MODEL [--vocab N] [options]");
     add_corpus_options(p);
     p.add_options()("output", "Model file to create", cxxopts::value<std::string>()->default_value(""))(
         "vocab", "Vocabulary size", cxxopts::value<std::string>()->default_value("8192"))(
@@ -209,7 +209,11 @@ int run(int argc, char** argv) {
     o.split = r["split"].as<std::string>();
     o.offset = parse_u64("--offset", r["offset"].as<std::string>(), 0, 0x7fffffffffffffffll);
     o.count = parse_u64("--count", r["count"].as<std::string>(), 1, 1 << 24);
-    if (!r["ids"].as<std::string>().empty()) o.ids = parse_ids(r["ids"].as<std::string>());
+    if (!r["ids"].as<std::string>().empty()) {
+      if (r.count("split") || r.count("offset") || r.count("count"))
+        throw UsageError("--ids decodes exactly the ids given: it takes no --split, --offset or --count");
+      o.ids = parse_ids(r["ids"].as<std::string>());
+    }
     decode(o, std::cout);
     std::cout << "\n";
     return 0;

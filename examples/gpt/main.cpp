@@ -61,7 +61,7 @@ cxxopts::Options make_options() {
   o.add_options("fault tolerance")
     ("checkpoint-dir", "checkpoint directory (default: TENAX_CHECKPOINT_DIR; none: no checkpoints)", cxxopts::value<std::string>())
     ("checkpoint-every", "save every N steps (0: only at the end and on preemption), or auto: the Young/Daly interval from the measured save cost and the MTBF (TENAX_MTBF, or this run's own under tenax-launch)", cxxopts::value<std::string>()->default_value(tenax::CheckpointPolicy::every_default("50")))
-    ("keep", "complete checkpoints kept (default: TENAX_CKPT_KEEP)", cxxopts::value<int>()->default_value("0"))
+    ("keep", "complete checkpoints kept (default: TENAX_CKPT_KEEP)", cxxopts::value<int>())
     ("checkpoint-local-every", "with a node-local checkpoint directory (TENAX_CKPT_LOCAL_DIR), also keep a node-local copy every N steps between the shared saves (0: only with each shared save), or auto: the Young/Daly interval from the measured cost of a node-local save", cxxopts::value<std::string>()->default_value(tenax::CheckpointPolicy::local_every_default("0")))
     ("run-dir", "write step metrics and the loss curves to <dir>/metrics/ (default: TENAX_RUN_DIR)", cxxopts::value<std::string>());
   o.add_options("sample")
@@ -115,7 +115,7 @@ int body(int argc, char** argv) {
   c.data_parallel.zero1 = a.count("zero1") > 0;
   if (a.count("checkpoint-dir")) c.checkpoint.dir = a["checkpoint-dir"].as<std::string>();
   c.checkpoint = tenax::CheckpointPolicy::parse_every(a["checkpoint-every"].as<std::string>(), c.checkpoint);
-  c.checkpoint.keep = a["keep"].as<int>();
+  if (a.count("keep")) c.checkpoint.keep = a["keep"].as<int>();
   c.checkpoint =
       tenax::CheckpointPolicy::parse_local_every(a["checkpoint-local-every"].as<std::string>(), c.checkpoint);
   if (a.count("run-dir")) c.run_dir = a["run-dir"].as<std::string>();
