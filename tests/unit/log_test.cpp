@@ -64,6 +64,26 @@ TEST_F(LogToFile, PathPatternAndPrefix) {
   EXPECT_NE(text.find("INFO comm: hello 42\n"), std::string::npos) << text;
 }
 
+// A process started without a launcher learns its rank only from MPI: a file named by rank waits for it (stderr
+// until then), rather than being created for rank -1.
+TEST_F(LogToFile, AFileNamedByRankWaitsForTheRank) {
+  log::set_rank(-1);
+  TENAX_LOG(Warn, "comm") << "before the rank";
+  for (const auto& entry : std::filesystem::directory_iterator(dir_))
+    EXPECT_EQ(entry.path().string().find("--1.txt"), std::string::npos) << entry.path();
+  log::set_rank(4);
+  TENAX_LOG(Warn, "comm") << "with the rank";
+  bool found = false;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_))
+    if (entry.path().string().ends_with("-4.txt")) {
+      found = true;
+      EXPECT_NE(read_file(entry.path()).find("with the rank"), std::string::npos);
+      EXPECT_EQ(read_file(entry.path()).find("before the rank"), std::string::npos);
+    }
+  EXPECT_TRUE(found) << "no log file for rank 4";
+  log::set_rank(3);
+}
+
 TEST_F(LogToFile, LevelAndSubsystemFilter) {
   setenv("TENAX_LOG_LEVEL", "info", 1);
   setenv("TENAX_LOG_SUBSYS", "ckpt", 1);

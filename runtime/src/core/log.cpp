@@ -104,6 +104,16 @@ std::string expand_path(const std::string& pattern, const std::string& host, int
   return out;
 }
 
+// Whether a TENAX_LOG_FILE pattern holds %r (not %%r).
+bool names_rank(const std::string& pattern) {
+  for (std::size_t i = 0; i + 1 < pattern.size(); ++i)
+    if (pattern[i] == '%') {
+      if (pattern[i + 1] == 'r') return true;
+      ++i;  // %% and the other escapes
+    }
+  return false;
+}
+
 constexpr std::string_view level_name(Level l) {
   switch (l) {
     case Level::Error:
@@ -144,7 +154,9 @@ void configure() {
   }
 
   const std::string file = env::get_string("TENAX_LOG_FILE");
-  if (!file.empty()) {
+  // A name with the rank (%r) waits for it: a process started without a launcher learns it only from MPI (set_rank),
+  // and its lines go to stderr until then rather than to a file named for rank -1.
+  if (!file.empty() && !(names_rank(file) && s.rank.load() < 0)) {
     const std::string path = expand_path(file, next->host, s.rank.load());
     const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -177,7 +189,8 @@ bool enabled(Level level, std::string_view subsys) {
 }
 
 void set_rank(int r) {
-  state().rank = r;
+  const int before = state().rank.exchange(r);
+  if (before != r && names_rank(env::get_string("TENAX_LOG_FILE"))) configure();  // the file named for this rank
 }
 
 int rank() {

@@ -37,6 +37,10 @@ int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCal
       std::printf("resumed from %s at step %ld (saved with layout %s on %d ranks)\n", resume.path.c_str(), resume.step,
                   resume.saved_layout.to_string().c_str(), resume.saved_world_size);
       std::fflush(stdout);
+      // (At the last step exactly, the run had finished: a relaunch after its end resumes there.)
+      if (resume.step > e.config.steps)
+        TENAX_LOG(Warn, "engine") << "the checkpoint is at step " << resume.step << ", past the run's "
+                                  << e.config.steps << " steps: nothing is trained; give more steps to go on";
     }
   }
   worker.resumed_from(resume.step, resume.seconds,
