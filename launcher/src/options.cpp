@@ -3,11 +3,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cxxopts.hpp>
 #include <sstream>
 
+#include "attempt_plan.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
 
@@ -154,6 +156,17 @@ void check_consistency(const Options& o) {
   }
   require_executable("PROGRAM", o.program.front(), "give the path of the program's executable or put it on PATH");
   if (o.mode == Mode::Local && o.ranks == 0) throw UsageError("--ranks (-n) is required in local mode");
+  if (o.mode == Mode::Local && !may_span_hosts(o.extra_launcher_args)) {
+    // Every rank is a process on this machine: far more than its CPUs is a typo (mpirun would fork until memory runs
+    // out) rather than a job. Oversubscribing a few times, as tests and small runs do, stays possible; ranks that
+    // mpirun may spread over hosts are not counted against this one.
+    const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+    const long most = std::max(64L, 16 * cpus);
+    if (o.ranks > most)
+      throw UsageError("--ranks " + std::to_string(o.ranks) + " in local mode starts every rank on this machine, " +
+                       "which has " + std::to_string(cpus) + " CPUs: at most " + std::to_string(most) +
+                       " (16 per CPU, or 64); run more ranks under Slurm (--mode slurm, inside an allocation)");
+  }
   if (o.mode == Mode::Local && (o.nodes || o.tasks_per_node || o.spare_nodes || o.elastic)) {
     throw UsageError(
         "--nodes, --tasks-per-node, --spare-nodes and --elastic need Slurm mode (inside an allocation "

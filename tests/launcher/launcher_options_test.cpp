@@ -48,6 +48,9 @@ TEST(LauncherOptions, BadValuesNameTheirOption) {
       usage_message({"--mode", "local", "-n", "2", "--hang-timeout", "soon", "--", "/bin/true"}).find("--hang-timeout"),
       std::string::npos);
   EXPECT_NE(usage_message({"--mode", "local", "-n", "0", "--", "/bin/true"}).find("--ranks"), std::string::npos);
+  EXPECT_NE(usage_message({"--mode", "local", "-n", "1000000", "--", "/bin/true"})
+                .find("--ranks 1000000 in local mode starts every rank on this machine"),
+            std::string::npos);
   EXPECT_NE(usage_message({"--mode", "cloud", "-n", "2", "--", "/bin/true"}).find("--mode"), std::string::npos);
   EXPECT_NE(
       usage_message({"--mode", "local", "-n", "2", "--hang-factor", "0.5", "--", "/bin/true"}).find("--hang-factor"),
