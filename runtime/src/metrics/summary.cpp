@@ -100,9 +100,12 @@ Summary summarize(const RunTotals& totals, const std::optional<Goodput>& goodput
               percent(s.phase_fraction[static_cast<std::size_t>(p)]);
   t += row("phases", phases);
   if (goodput) {
-    std::snprintf(buf, sizeof buf, " (%.0f s productive of %.0f s, %.0f s lost)", goodput->productive_s,
-                  goodput->wall_s, goodput->lost_s);
-    t += row("goodput", percent(goodput->goodput) + " over " + std::to_string(s.attempts) + " attempts" + buf);
+    // Tenths below 100 s: a short run's seconds rounded to whole ones read "0 s productive of 0 s".
+    const int digits = goodput->wall_s < 100 ? 1 : 0;
+    std::snprintf(buf, sizeof buf, " (%.*f s productive of %.*f s, %.*f s lost)", digits, goodput->productive_s, digits,
+                  goodput->wall_s, digits, goodput->lost_s);
+    t += row("goodput", percent(goodput->goodput) + " over " + std::to_string(s.attempts) +
+                            (s.attempts == 1 ? " attempt" : " attempts") + buf);
   } else {
     t += row("goodput", "n/a (no ledger.jsonl in the run directory)");
   }
