@@ -123,6 +123,8 @@ bool may_span_hosts(const std::vector<std::string>& mpirun_args) {
                                "--default-hostfile", "-default-hostfile", "--rankfile", "-rankfile", "-rf",
                                "--add-host", "-add-host", "--add-hostfile", "-add-hostfile"})
       if (name == option) return true;
+    // A default hostfile given as an MCA parameter (--mca rmaps_base_default_hostfile FILE).
+    if (arg.find("default_hostfile") != std::string::npos) return true;
   }
   // Hostfiles given through the environment, and allocations mpirun spreads ranks over by itself (Slurm with more
   // than one node, PBS/Torque, LSF, Grid Engine).

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "core/file_system.hpp"
@@ -17,6 +18,7 @@ namespace tenax::launch {
 namespace {
 
 constexpr int kPreemptedExit = 75;
+constexpr std::size_t kLongestTornRecord = 1 << 20;
 
 // How the ledger text ended.
 struct LedgerTail {
@@ -42,7 +44,10 @@ LedgerTail for_each_record(std::istream& in, const std::string& path, Visit visi
     try {
       record = json::Value::parse(line);
     } catch (const json::ParseError& error) {
-      if (tail.unterminated) {
+      // What an append cut short leaves: the start of a record (or, on some file systems after a crash, zeros), and
+      // never more than a record's worth.
+      const bool record_start = line.front() == '{' || line.find_first_not_of('\0') == std::string::npos;
+      if (tail.unterminated && record_start && line.size() <= kLongestTornRecord) {
         tail.torn_bytes = line.size();
         break;
       }
@@ -111,7 +116,16 @@ Ledger::Ledger(std::string path) : path_(std::move(path)) {
     if (errno == ENOENT) return;
     throw IoError("opening the ledger '" + path_ + "' failed: " + std::strerror(errno));
   }
-  history_ = read_ledger_history(in, path_);
+  std::error_code size_error;
+  const auto size_read = std::filesystem::file_size(path_, size_error);
+  try {
+    history_ = read_ledger_history(in, path_);
+  } catch (const IoError& damaged) {
+    // The run's own accounting cannot be read: going on would judge restarts and goodput wrongly. Nothing is lost by
+    // starting it afresh elsewhere.
+    throw UsageError(std::string(damaged.what()) + "; the run directory's ledger cannot be continued: give another " +
+                     "--run-dir, or move '" + path_ + "' aside to start the run's accounting afresh");
+  }
   in.close();
   if (!history_.unterminated_tail) return;
   // The next record must start a line of its own: a torn record is cut off (it was never written whole, so nothing
@@ -120,7 +134,13 @@ Ledger::Ledger(std::string path) : path_(std::move(path)) {
   if (fd < 0) throw IoError("opening the ledger '" + path_ + "' failed: " + std::strerror(errno));
   try {
     if (history_.torn_tail_bytes > 0) {
-      const auto size = static_cast<std::size_t>(lseek(fd, 0, SEEK_END));
+      // Only the bytes that were read: a ledger that grew meanwhile has another writer (two launchers on one run
+      // directory), and its new record is not ours to cut.
+      const auto size = static_cast<std::uintmax_t>(lseek(fd, 0, SEEK_END));
+      if (size_error || size != size_read || size < history_.torn_tail_bytes)
+        throw UsageError("the ledger '" + path_ +
+                         "' changed while it was read: is another tenax-launch using --run-dir " +
+                         std::filesystem::path(path_).parent_path().string() + "?");
       if (ftruncate(fd, static_cast<off_t>(size - history_.torn_tail_bytes)) != 0)
         throw IoError("cutting the unfinished last record off the ledger '" + path_ +
                       "' failed: " + std::strerror(errno));

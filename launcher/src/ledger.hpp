@@ -48,9 +48,10 @@ struct GoodputSummary {
 
 class Ledger {
  public:
-  // Reads the existing ledger, if any. Throws IoError naming the line that cannot be read. An unfinished last record
-  // (no newline, not a record) is cut off the file, and a whole last record without its newline gets one, so that the
-  // next append starts a line of its own; repair_note() then says what was cut.
+  // Reads the existing ledger, if any. Throws IoError when it cannot be opened, UsageError naming the line that is not
+  // a record (and the way out: another run directory). An unfinished last record (no newline, the start of a record)
+  // is cut off the file, and a whole last record without its newline gets one, so that the next append starts a line
+  // of its own; repair_note() then says what was cut.
   explicit Ledger(std::string path);
 
   const LedgerHistory& history() const { return history_; }

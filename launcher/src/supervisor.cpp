@@ -52,7 +52,6 @@ std::string fixed(double value, int digits = 2) {
   return buffer;
 }
 
-// Sleeps for `duration`, waking early when a preemption signal arrives. Returns false when one did.
 // Why `dir` cannot take the ranks' records ("" when it can): a probe the size of a few dozen heartbeat files is
 // written, flushed and removed. A run directory that filled up makes every rank lose its heartbeats and exit record,
 // so its attempts look like crashes, and a relaunch would fail the same way.
@@ -65,6 +64,7 @@ std::string run_dir_write_problem(const std::string& dir) {
   for (std::size_t done = 0; done < block.size() && problem.empty();) {
     const ssize_t n = write(fd, block.data() + done, block.size() - done);
     if (n < 0 && errno != EINTR) problem = std::strerror(errno);
+    if (n == 0) problem = std::strerror(ENOSPC);  // a regular file that takes nothing more is full
     if (n > 0) done += static_cast<std::size_t>(n);
   }
   if (problem.empty() && fsync(fd) != 0) problem = std::strerror(errno);
@@ -73,6 +73,7 @@ std::string run_dir_write_problem(const std::string& dir) {
   return problem;
 }
 
+// Sleeps for `duration`, waking early when a preemption signal arrives. Returns false when one did.
 bool wait_unless_signalled(std::chrono::milliseconds duration) {
   auto until = std::chrono::steady_clock::now() + duration;
   while (std::chrono::steady_clock::now() < until) {
@@ -103,15 +104,7 @@ class Supervisor {
       std::filesystem::create_directories(checkpoint_dir_, error);
       if (error) throw UsageError("--checkpoint-dir '" + checkpoint_dir_ + "' cannot be created: " + error.message());
     }
-    try {
-      ledger_.emplace(run_dir_ + "/ledger.jsonl");
-    } catch (const IoError& unreadable) {
-      // The run's own accounting cannot be read: going on would judge restarts and goodput wrongly. Nothing is lost
-      // by starting it afresh elsewhere.
-      throw UsageError(std::string(unreadable.what()) +
-                       "; the run directory's ledger cannot be continued: give another " + "--run-dir, or move '" +
-                       run_dir_ + "/ledger.jsonl' aside to start the run's accounting afresh");
-    }
+    ledger_.emplace(run_dir_ + "/ledger.jsonl");
     if (!ledger_->repair_note().empty()) announce("warning: " + ledger_->repair_note());
     bad_nodes_.emplace(run_dir_ + "/bad-nodes.txt");
   }

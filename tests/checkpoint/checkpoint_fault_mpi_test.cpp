@@ -423,6 +423,46 @@ TEST(CheckpointFaults, AFailedCommitKeepsTheNextCheckpoint) {
   EXPECT_TRUE(t.holds(2));
 }
 
+// settle(step) and emergency_save() answer for their own step only: the failed commits of the steps before (one of
+// them learnt of only when their own step is written) are logged, and their step's commit is still waited for.
+TEST(CheckpointFaults, SettleAndEmergencySaveAnswerForTheirOwnStepPastAFailedCommitBeforeIt) {
+  Communicator& world = tenax::test::world();
+  const ParallelLayout layout{1, 1, world.size()};
+  SharedTempDir dir(world, "settle");
+  SplitTensor t;
+  Checkpointer ckpt(world, options_for(dir.path(), layout), t.shards());
+  auto block_commit_of = [&](int step) {  // a file named checkpoint.h5 in the way makes the commit fail
+    if (world.rank() == 0) {
+      const std::string tmp = dir / ("step_" + std::to_string(step) + ".tmp");
+      std::filesystem::create_directories(tmp);
+      std::ofstream(tmp + "/checkpoint.h5") << "in the way";
+    }
+  };
+  for (const bool emergency : {false, true}) {
+    const int blocked = emergency ? 3 : 1, next = blocked + 1;
+    t.fill(blocked);
+    ckpt.save(static_cast<std::uint64_t>(blocked));
+    block_commit_of(blocked);
+    t.fill(next);
+    ckpt.save(static_cast<std::uint64_t>(next));
+    // The emergency save also meets a failed commit of the step just before it, learnt of when it is written.
+    if (emergency) block_commit_of(next);
+    if (emergency) {
+      t.fill(next + 1);
+      EXPECT_NO_THROW(ckpt.emergency_save(static_cast<std::uint64_t>(next + 1)));
+      EXPECT_EQ(ckpt.last_committed_step(), std::optional<std::uint64_t>(next + 1));
+    } else {
+      EXPECT_NO_THROW(ckpt.settle(static_cast<std::uint64_t>(next)));
+      EXPECT_EQ(ckpt.last_committed_step(), std::optional<std::uint64_t>(next));
+      EXPECT_FALSE(ckpt.in_flight());
+    }
+  }
+  EXPECT_THROW(ckpt.settle(9), IoError) << "a step that was never saved is not committed";
+  t.fill(0);
+  EXPECT_EQ(ckpt.load().step, 5u);
+  EXPECT_TRUE(t.holds(5));
+}
+
 TEST(CheckpointFaults, ALatestThatCannotBeMovedLosesNothing) {
   Communicator& world = tenax::test::world();
   const ParallelLayout layout{1, 1, world.size()};

@@ -102,6 +102,7 @@ TEST(AttemptPlan, RanksThatMaySpanHostsKeepOpenMpisOwnChoiceOfTransport) {
   EXPECT_EQ(pml(), "<unset>");
   unsetenv("PBS_NODEFILE");
   EXPECT_FALSE(may_span_hosts({"--mca", "btl", "self,vader", "--hostname-is-not-an-option"}));
+  EXPECT_TRUE(may_span_hosts({"--mca", "rmaps_base_default_hostfile", "/etc/hosts.mpi"}));
   for (const auto& [v, value] : saved)
     setenv(v.c_str(), value.c_str(), 1);
 }

@@ -103,8 +103,8 @@ TEST_F(LedgerTest, AnUnknownProgressBasisIsReportedNotGuessed) {
   std::ofstream(path_) << start(1) << "\n{\"event\":\"attempt\",\"outcome\":\"crash\",\"progress_by\":\"steps\"}\n";
   try {
     Ledger ledger(path_);
-    FAIL() << "expected IoError";
-  } catch (const IoError& error) {
+    FAIL() << "expected UsageError";
+  } catch (const UsageError& error) {
     EXPECT_NE(std::string(error.what()).find("progress_by"), std::string::npos) << error.what();
     EXPECT_NE(std::string(error.what()).find("line 2"), std::string::npos) << error.what();
   }
@@ -278,9 +278,10 @@ TEST_F(LedgerTest, ADamagedLineIsReportedWithItsNumber) {
   std::ofstream(path_) << start(1) << "\n{\"event\":\"attempt\",\"outcome\":\n";
   try {
     Ledger ledger(path_);
-    FAIL() << "expected IoError";
-  } catch (const IoError& error) {
+    FAIL() << "expected UsageError";
+  } catch (const UsageError& error) {  // the run directory cannot be continued: the message says what to do
     EXPECT_NE(std::string(error.what()).find("line 2"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("give another --run-dir"), std::string::npos) << error.what();
   }
 }
 
@@ -303,6 +304,15 @@ TEST_F(LedgerTest, AnUnfinishedLastRecordIsCutOffAndTheNextStartsItsOwnLine) {
   Ledger again(path_);
   EXPECT_EQ(again.history().invocations, 2);
   EXPECT_TRUE(again.repair_note().empty());
+}
+
+// A last line without its newline that does not start a record is no torn append (another program's text, a hand
+// edit): refused, not cut.
+TEST_F(LedgerTest, AnUnterminatedLastLineThatIsNoRecordIsRefusedNotCut) {
+  const std::string text = start(1) + "\nnot a record";
+  std::ofstream(path_) << text;
+  EXPECT_THROW(Ledger ledger(path_), UsageError);
+  EXPECT_EQ(std::filesystem::file_size(path_), text.size());
 }
 
 TEST_F(LedgerTest, AWholeLastRecordWithoutItsNewlineIsKept) {

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/scoped_env.hpp"
 #include "tenax/log.hpp"
 
 namespace tenax {
@@ -67,6 +68,9 @@ TEST_F(LogToFile, PathPatternAndPrefix) {
 // A process started without a launcher learns its rank only from MPI: a file named by rank waits for it (stderr
 // until then), rather than being created for rank -1.
 TEST_F(LogToFile, AFileNamedByRankWaitsForTheRank) {
+  // No launcher: its rank variables would name the rank before MPI does.
+  const test::ScopedEnv no_ompi("OMPI_COMM_WORLD_RANK", nullptr), no_pmix("PMIX_RANK", nullptr),
+      no_pmi("PMI_RANK", nullptr), no_slurm("SLURM_PROCID", nullptr);
   log::set_rank(-1);
   TENAX_LOG(Warn, "comm") << "before the rank";
   for (const auto& entry : std::filesystem::directory_iterator(dir_))

@@ -236,17 +236,23 @@ class Checkpointer {
   // partner transfer), not for a shared checkpoint still being written: while one is, the copy goes to staging memory
   // of its own (the local shards' size again, allocated at the first such call and kept; where that memory cannot be
   // had, it waits for the write after all, with a warning). It raises a failure of that shared write when it learns of
-  // it, as progress() does. A failed local write is a warning (the shared tier is what stays authoritative), never an
-  // error. UsageError without options.local_dir.
+  // it, as progress() does, once its own copy is under way. A failed local write is a warning (the shared tier is what
+  // stays authoritative), never an error. UsageError without options.local_dir.
   void save_local(std::uint64_t step, const Blobs& blobs = {});
 
   // Collective. Blocks until the checkpoint in flight is committed (durable, renamed, `latest` updated), or raises
   // its error. Returns at once when nothing is in flight.
   void wait();
 
-  // Collective, synchronous: the preemption path. Finishes the checkpoint in flight (its failure is logged, not
-  // raised: it does not stop this one), then saves `step` and waits for its commit. On return the checkpoint is
-  // durable and `latest` points to it.
+  // Collective. Blocks until nothing is in flight, then returns if checkpoint `step` is committed and raises
+  // otherwise: the failure of an earlier checkpoint met on the way is logged, not raised (a failed commit of the
+  // previous step is learnt of when `step` is written, and says nothing about `step`). For a program's last or only
+  // checkpoint, where wait() would let an earlier failure hide whether this one committed.
+  void settle(std::uint64_t step);
+
+  // Collective, synchronous: the preemption path. Settles what is in flight (an earlier failure is logged, not
+  // raised: it does not stop this one), then saves `step` and settle(step)s it. On return the checkpoint is durable
+  // and `latest` points to it.
   void emergency_save(std::uint64_t step, const Blobs& blobs = {});
 
   // Collective. With options.local_dir (and no LoadOptions::step, and each rank's own blobs): first the node-local

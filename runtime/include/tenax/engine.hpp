@@ -198,12 +198,14 @@ class Engine {
   double evaluate(const BatchSource& source, std::uint64_t first, std::size_t samples);
   // Extends `prompt` by `tokens` tokens sampled from the model (temperature 0: greedy), seeded; the same on every
   // rank. The context is the last seq_len tokens. At most 2^20 tokens (UsageError beyond); once SIGTERM or SIGUSR1
-  // arrived on any rank it stops early, with a warning, and returns the tokens so far.
+  // arrived on any rank it stops early, with a warning, and returns the tokens so far (the signals are recorded once
+  // the preemption handlers are installed: by run(), or by worker::install_preemption_handlers()).
   std::vector<std::int32_t> generate(std::vector<std::int32_t> prompt, std::size_t tokens, float temperature,
                                      std::uint64_t seed);
   // generate()'s checks of its arguments, for a program to run before training rather than after it. UsageError.
   static void check_generation(std::size_t tokens, float temperature);
-  // Starts a checkpoint of the current step (asynchronous; committed during later steps) / waits for it.
+  // Starts a checkpoint of the current step (asynchronous; committed during later steps) / waits for it. save() may
+  // raise an earlier checkpoint's IoError once its own checkpoint is under way (Checkpointer::save).
   void save();
   void wait_for_checkpoint();
   // The whole fault-tolerant run: resume, train until config.steps with periodic checkpoints and validation, stop with

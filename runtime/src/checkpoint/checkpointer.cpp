@@ -1,5 +1,6 @@
 // The Checkpointer: set-up, and saving as the training thread sees it (staging, handing the write to the I/O threads,
-// raising failures); the shared write and its commit are in shared_write.cpp, the in-flight bookkeeping in in_flight.cpp.
+// raising failures); the shared write and its commit are in shared_write.cpp, the in-flight bookkeeping in
+// in_flight.cpp.
 #include <unistd.h>
 
 #include <algorithm>
@@ -398,17 +399,34 @@ void Checkpointer::wait() {
   if (s.committing) s.finish_commit();
 }
 
+void Checkpointer::settle(std::uint64_t step) {
+  std::optional<IoError> last_failure;
+  while (in_flight()) {  // the same on every rank: `writing` and `committing` move only through agreements
+    try {
+      wait();
+    } catch (const IoError& error) {
+      last_failure = error;
+      if (state_->world.rank() == 0) TENAX_LOG(Warn, "ckpt") << error.what();
+    }
+  }
+  if (state_->last_committed == step) return;
+  if (last_failure) throw *last_failure;
+  throw IoError("checkpoint step " + std::to_string(step) + " was not committed (no save of it was under way)");
+}
+
 void Checkpointer::emergency_save(std::uint64_t step, const Blobs& blobs) {
   // An earlier checkpoint's failure does not stop this one: it is the one the next run resumes from.
-  try {
-    wait();
-  } catch (const IoError& error) {
-    if (state_->world.rank() == 0)
-      TENAX_LOG(Warn, "ckpt") << "an earlier checkpoint failed (" << error.what()
-                              << "); the emergency checkpoint of step " << step << " is taken all the same";
+  while (in_flight()) {
+    try {
+      wait();
+    } catch (const IoError& error) {
+      if (state_->world.rank() == 0)
+        TENAX_LOG(Warn, "ckpt") << "an earlier checkpoint failed (" << error.what()
+                                << "); the emergency checkpoint of step " << step << " is taken all the same";
+    }
   }
   save(step, blobs);
-  wait();
+  settle(step);
 }
 
 std::optional<std::uint64_t> Checkpointer::last_committed_step() const {

@@ -104,6 +104,13 @@ std::string expand_path(const std::string& pattern, const std::string& host, int
   return out;
 }
 
+// The launcher's rank while none is known; never over a rank set_rank() gave meanwhile (another thread may log while
+// the runtime sets it).
+void adopt_launcher_rank(State& s) {
+  int unknown = -1;
+  if (s.rank.load() < 0) s.rank.compare_exchange_strong(unknown, rank_from_launcher_env());
+}
+
 // Whether a TENAX_LOG_FILE pattern holds %r (not %%r).
 bool names_rank(const std::string& pattern) {
   for (std::size_t i = 0; i + 1 < pattern.size(); ++i)
@@ -135,7 +142,7 @@ void configure() {
   std::lock_guard lock(s.configure_mutex);
   auto next = std::make_shared<Config>();
   next->host = hostname();
-  if (s.rank.load() < 0) s.rank = rank_from_launcher_env();
+  adopt_launcher_rank(s);
 
   const std::string level = env::get_string("TENAX_LOG_LEVEL");
   if (level == "error")
@@ -195,7 +202,7 @@ void set_rank(int r) {
 
 int rank() {
   State& s = state();
-  if (s.rank.load() < 0) s.rank = rank_from_launcher_env();
+  adopt_launcher_rank(s);
   return s.rank.load();
 }
 

@@ -134,8 +134,8 @@ ResumeInfo Engine::Impl::resume() {
 
 void Engine::Impl::save_checkpoint(bool emergency) {
   if (!writer) return;
-  if (last_saved == step) {  // a checkpoint is never written twice
-    writer->wait();
+  if (last_saved == step) {  // a checkpoint is never written twice: its commit is what is left
+    writer->settle(static_cast<std::uint64_t>(step));
     return;
   }
   last_saved = step;
@@ -216,7 +216,7 @@ void Engine::Impl::after_step_checkpoint(double step_seconds) {
                                 << " of " << config.checkpoint.max_failures
                                 << " failures in a row allowed): " << error.what();
   }
-  save_failures.committed(writer->last_committed_step());
+  save_failures.committed(writer->last_committed_step(), step);
 }
 
 namespace {

@@ -14,13 +14,14 @@ class FailureStreak {
     learnt_at_ = step;
     return ++count_;
   }
-  // Only a checkpoint taken at or after the step of the last failure proves the saves work again: a commit of an older
-  // one (learnt of at the same call as the failure of a newer one, which is how a checkpointer reports them) does not
-  // end the streak.
-  void committed(std::optional<std::uint64_t> newest) {
+  // The checkpointer's newest committed step, learnt of at `step`. A new commit learnt of at a later call than the
+  // last failure proves the saves work again; one learnt of at the same call does not (a checkpointer reports the
+  // commit of an older checkpoint together with the failure of the next one, which is how a commit older than the
+  // failure can appear at all).
+  void committed(std::optional<std::uint64_t> newest, long step) {
     if (!newest || newest == seen_) return;
     seen_ = newest;
-    if (static_cast<long>(*newest) >= learnt_at_) count_ = 0;
+    if (step > learnt_at_) count_ = 0;
   }
   int count() const { return count_; }
 
