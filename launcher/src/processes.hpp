@@ -24,7 +24,8 @@ struct Spawned {
 };
 
 // fork + exec `argv` in a new process group with `env` added to (and `env_defaults` filling gaps in) this environment,
-// default signal dispositions and an empty signal mask. Throws Error with the exec failure (e.g. not found).
+// default signal dispositions and an empty signal mask; the child gets SIGTERM when the calling thread (the launcher's
+// main thread) dies. Throws Error with the exec failure (e.g. not found).
 Spawned spawn(const std::vector<std::string>& argv, const std::vector<std::pair<std::string, std::string>>& env,
               const std::vector<std::pair<std::string, std::string>>& env_defaults);
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include "checkpoint_scan.hpp"
 #include "classify.hpp"
 #include "core/json.hpp"
+#include "directory_lock.hpp"
 #include "launcher_signals.hpp"
 #include "ledger.hpp"
 #include "node_local_cleanup.hpp"
@@ -100,9 +102,17 @@ class Supervisor {
     std::filesystem::create_directories(run_dir_, error);
     if (error) throw UsageError("--run-dir '" + run_dir_ + "' cannot be created: " + error.message());
     if (access(run_dir_.c_str(), W_OK) != 0) throw UsageError("--run-dir '" + run_dir_ + "' is not writable");
+    // Before anything in them is read or written (the ledger's repair included): one launcher per directory.
+    run_dir_lock_ = DirectoryLock::take(run_dir_, "--run-dir", lock_owner(), kEarlierRunLockWait);
+    if (!run_dir_lock_.warning().empty()) announce("warning: " + run_dir_lock_.warning());
     if (!checkpoint_dir_.empty()) {
       std::filesystem::create_directories(checkpoint_dir_, error);
       if (error) throw UsageError("--checkpoint-dir '" + checkpoint_dir_ + "' cannot be created: " + error.message());
+      if (!std::filesystem::equivalent(checkpoint_dir_, run_dir_, error)) {
+        checkpoint_dir_lock_ =
+            DirectoryLock::take(checkpoint_dir_, "--checkpoint-dir", lock_owner(), kEarlierRunLockWait);
+        if (!checkpoint_dir_lock_.warning().empty()) announce("warning: " + checkpoint_dir_lock_.warning());
+      }
     }
     ledger_.emplace(run_dir_ + "/ledger.jsonl");
     if (!ledger_->repair_note().empty()) announce("warning: " + ledger_->repair_note());
@@ -347,10 +357,30 @@ class Supervisor {
     return exit_code;
   }
 
+  // Who this launcher is, for the directory locks: the Slurm job and its restart count (also in local mode inside an
+  // allocation, which Slurm requeues as well), so that a requeued job recognises a lock its earlier run left.
+  LockOwner lock_owner() const {
+    if (slurm_) return {job_.job_id, job_.restart_count};
+    LockOwner owner;
+    if (const char* job = std::getenv("SLURM_JOB_ID")) owner.job_id = job;
+    if (const char* count = std::getenv("SLURM_RESTART_COUNT")) {
+      const std::string_view text(count);
+      int value = 0;  // a count that is not one: as on a first run
+      if (std::from_chars(text.data(), text.data() + text.size(), value).ec == std::errc() && value > 0)
+        owner.restart_count = value;
+    }
+    return owner;
+  }
+
+  // How long a requeued job waits for its earlier run's lock before taking it over (directory_lock.hpp).
+  static constexpr std::chrono::milliseconds kEarlierRunLockWait{30'000};
+
   const Options& options_;
   const std::string run_dir_;
   const std::string checkpoint_dir_;
   const bool slurm_;
+  DirectoryLock run_dir_lock_;  // before the ledger: released only after the ledger's last record
+  DirectoryLock checkpoint_dir_lock_;
   std::optional<Ledger> ledger_;
   std::optional<BadNodes> bad_nodes_;
   SlurmJob job_;

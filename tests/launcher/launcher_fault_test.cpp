@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/mount.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "launch_harness.hpp"
 
@@ -408,13 +410,13 @@ TEST(LauncherFaults, ARunDirectoryThatFilledUpStopsTheRunNamingIt) {
     std::string path;
     ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
   } unmount{run};
-  {  // full but for one page: the launcher's first ledger record fits, the ranks' records do not
+  {  // full but for two pages: the launcher's lock file and first ledger record fit, the ranks' records do not
     std::ofstream filler(run + "/filler", std::ios::binary);
     const std::string block(4096, 'x');
     while (filler.write(block.data(), static_cast<std::streamsize>(block.size())) && filler.flush()) {
     }
   }
-  std::filesystem::resize_file(run + "/filler", std::filesystem::file_size(run + "/filler") - 4096);
+  std::filesystem::resize_file(run + "/filler", std::filesystem::file_size(run + "/filler") - 8192);
   Launch launch(launcher_args(dir, 2, {"--max-restarts", "5"}), kWorker, dir / "out.txt");
   ASSERT_EQ(launch.wait(seconds(60)), 70) << launch.output();
   const std::string output = launch.output();
@@ -423,6 +425,76 @@ TEST(LauncherFaults, ARunDirectoryThatFilledUpStopsTheRunNamingIt) {
       << output;
   EXPECT_NE(output.find("free space on its file system or give another --run-dir"), std::string::npos) << output;
   EXPECT_EQ(output.find("attempt 2"), std::string::npos) << "no relaunch:\n" << output;
+}
+
+// Gone: no such process, or a zombie nobody reaped yet (it runs nothing).
+bool process_gone(long pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return true;
+  const std::size_t paren = text.rfind(')');
+  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'Z';
+}
+
+// One launcher per run directory and per checkpoint directory: a second is refused before it writes anything there,
+// naming the first. A launcher killed by SIGKILL leaves neither its lock nor its ranks behind, and the next one
+// resumes to the uninterrupted run's result.
+TEST(LauncherFaults, ADirectoryInUseIsRefusedAndAKilledLaunchersRanksDoNotOutliveIt) {
+  const int ranks = 2;
+  const std::vector<std::string> worker = {"--steps", "40", "--checkpoint-every", "5", "--step-ms", "30"};
+  const std::string expected = reference_checksum(ranks, worker);
+  ScratchDir dir("inuse");
+  // The first run's step 8 takes 100 s (hang detection off): it is surely alive while the others try.
+  Launch first(launcher_args(dir, ranks, {"--hang-timeout", "0"}),
+               with(worker, {"--slow-at-step", "8", "--slow-step-ms", "100000"}), dir / "out1.txt");
+  ASSERT_TRUE(wait_for_step(dir / "run", 0, 1, 7, seconds(40)).has_value()) << first.output();
+  ASSERT_TRUE(wait_for_step(dir / "run", 1, 1, 7, seconds(40)).has_value()) << first.output();
+
+  Launch same_run({"-n", "2", "--run-dir", dir / "run", "--checkpoint-dir", dir / "ckpt2"}, worker, dir / "out2.txt");
+  ASSERT_EQ(same_run.wait(seconds(30)), 64) << same_run.output();
+  EXPECT_NE(same_run.output().find("--run-dir '" + dir / "run" + "' is in use by another tenax-launch (pid " +
+                                   std::to_string(first.pid()) + " on host "),
+            std::string::npos)
+      << same_run.output();
+  EXPECT_NE(same_run.output().find("remove " + dir / "run" + "/tenax-launch.lock"), std::string::npos)
+      << same_run.output();
+  Launch same_checkpoints({"-n", "2", "--run-dir", dir / "run3", "--checkpoint-dir", dir / "ckpt"}, worker,
+                          dir / "out3.txt");
+  ASSERT_EQ(same_checkpoints.wait(seconds(30)), 64) << same_checkpoints.output();
+  EXPECT_NE(same_checkpoints.output().find("--checkpoint-dir '" + dir / "ckpt" + "' is in use"), std::string::npos)
+      << same_checkpoints.output();
+  EXPECT_EQ(ledger_lines(dir / "run", "start").size(), 1u) << "the refused launcher wrote to the ledger";
+  EXPECT_FALSE(std::filesystem::exists(dir / "run3/ledger.jsonl"));
+
+  std::vector<long> rank_pids;
+  for (int rank = 0; rank < ranks; ++rank) {
+    auto beat = read_beat(dir / "run", 1, rank);
+    ASSERT_TRUE(beat.has_value());
+    rank_pids.push_back(beat->pid);
+  }
+  ASSERT_EQ(kill(first.pid(), SIGKILL), 0);
+  first.wait(seconds(10));
+  // Without their launcher the ranks must end (mpirun gets SIGTERM from the kernel when the launcher dies) instead of
+  // sleeping out their 100 s step and training on, unsupervised, into the directories of the next launcher.
+  const auto deadline = std::chrono::steady_clock::now() + seconds(60);
+  auto all_gone = [&] {
+    return std::all_of(rank_pids.begin(), rank_pids.end(), [](long pid) { return process_gone(pid); });
+  };
+  while (!all_gone() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const bool gone = all_gone();
+  if (!gone) {
+    for (const long pid : rank_pids)
+      kill(static_cast<pid_t>(pid), SIGKILL);  // a failed test must not leave ranks behind
+  }
+  ASSERT_TRUE(gone) << "ranks of the killed launcher still run";
+
+  // The attempt the next launcher starts is numbered 1 again (the killed one recorded none), so the slow step is
+  // left out: it changes timing, not results.
+  Launch next(launcher_args(dir, ranks), worker, dir / "out4.txt");
+  ASSERT_EQ(next.wait(seconds(60)), 0) << next.output();
+  EXPECT_EQ(final_checksum(next.output()), expected) << next.output();
+  EXPECT_EQ(ledger_lines(dir / "run", "start").size(), 2u);
 }
 
 TEST(LauncherFaults, AUsageErrorOfTheProgramIsNotRetried) {

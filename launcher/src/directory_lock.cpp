@@ -1,0 +1,169 @@
+#include "directory_lock.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "tenax/error.hpp"
+
+namespace tenax::launch {
+namespace {
+
+constexpr std::size_t kHolderBytes = 512;  // a holder line is about 80 bytes; more is not a holder line
+constexpr int kMaxRelinks = 100;           // the file replaced under us this often: someone keeps removing it
+constexpr auto kPollPause = std::chrono::milliseconds(100);
+
+// The lock file `fd` is open on is still the one at `path` (a launcher taking over, or a person, may have removed it).
+bool still_linked(int fd, const std::string& path) {
+  struct stat held {
+  }, named{};
+  return ::fstat(fd, &held) == 0 && held.st_nlink > 0 && ::lstat(path.c_str(), &named) == 0 &&
+         held.st_dev == named.st_dev && held.st_ino == named.st_ino;
+}
+
+std::string now_utc() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  char text[32] = "unknown";
+  if (::gmtime_r(&now, &utc) != nullptr) std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+std::string host_name() {
+  char name[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "unknown";
+  return name;
+}
+
+// key=value fields of a holder line. The file is anyone's to write: values are kept only when short and made of the
+// characters a pid, host name, job id or time has, so nothing else reaches a message or a terminal.
+std::map<std::string, std::string> holder_fields(const std::string& line) {
+  std::map<std::string, std::string> fields;
+  std::istringstream words(line);
+  std::string word;
+  while (words >> word) {
+    const std::size_t eq = word.find('=');
+    if (eq == std::string::npos || eq == 0 || word.size() - eq - 1 > 64) continue;
+    const std::string value = word.substr(eq + 1);
+    bool plain = !value.empty();
+    for (const char c : value)
+      plain = plain && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' ||
+                        c == '-' || c == '_' || c == ':');
+    if (plain) fields[word.substr(0, eq)] = value;
+  }
+  return fields;
+}
+
+std::string read_holder(int fd) {
+  char buffer[kHolderBytes];
+  const ssize_t n = ::pread(fd, buffer, sizeof buffer, 0);
+  return n > 0 ? std::string(buffer, static_cast<std::size_t>(n)) : std::string();
+}
+
+std::string describe_holder(const std::string& line) {
+  auto fields = holder_fields(line);
+  std::string out;
+  auto add = [&out](const std::string& part) { out += (out.empty() ? "" : ", ") + part; };
+  if (fields.count("pid")) add("pid " + fields["pid"] + (fields.count("host") ? " on host " + fields["host"] : ""));
+  if (fields.count("job")) add("Slurm job " + fields["job"]);
+  if (fields.count("since")) add("started " + fields["since"]);
+  return out.empty() ? "which one is not recorded in its lock file" : out;
+}
+
+// Records who holds the lock. Best effort: the lock is held either way, and a full disk is reported by the ledger's
+// first write, which follows at once.
+void write_holder(int fd, const LockOwner& self) {
+  const std::string line = lock_holder_line(self);
+  if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, line.data(), line.size(), 0);
+}
+
+}  // namespace
+
+std::string lock_holder_line(const LockOwner& self) {
+  std::string line = "pid=" + std::to_string(::getpid()) + " host=" + host_name();
+  if (!self.job_id.empty()) line += " job=" + self.job_id + " restart=" + std::to_string(self.restart_count);
+  return line + " since=" + now_utc() + "\n";
+}
+
+LockOwner parse_lock_holder(const std::string& line) {
+  auto fields = holder_fields(line);
+  LockOwner owner;
+  owner.job_id = fields["job"];
+  const std::string& restart = fields["restart"];
+  int count = 0;
+  const auto [end, error] = std::from_chars(restart.data(), restart.data() + restart.size(), count);
+  if (error == std::errc() && end == restart.data() + restart.size() && count >= 0) owner.restart_count = count;
+  return owner;
+}
+
+DirectoryLock DirectoryLock::take(const std::string& dir, const std::string& option, const LockOwner& self,
+                                  std::chrono::milliseconds earlier_run_wait) {
+  const std::string path = dir + "/" + kLaunchLockFile;
+  const auto deadline = std::chrono::steady_clock::now() + earlier_run_wait;
+  std::string taken_over;  // the holder description of an earlier run whose lock was taken over
+  for (int relinks = 0;;) {
+    UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644));
+    if (!fd.valid()) {
+      throw UsageError(option + " '" + dir + "': its lock file " + path + " cannot be opened (" + std::strerror(errno) +
+                       "); it keeps a second tenax-launch out of the directory. Make it a regular file this user can "
+                       "write (or remove it), or give another " +
+                       option);
+    }
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) {
+      if (!still_linked(fd.get(), path)) {
+        // Removed between our open and our lock (by a launcher taking over, or by hand): lock the file there now.
+        if (++relinks > kMaxRelinks) throw IoError(path + " keeps being removed while tenax-launch locks it");
+        continue;
+      }
+      write_holder(fd.get(), self);
+      DirectoryLock lock;
+      lock.fd_ = std::move(fd);
+      if (!taken_over.empty())
+        lock.warning_ = option + " '" + dir + "' was still locked by an earlier run of this Slurm job (" + taken_over +
+                        ") after " + std::to_string(earlier_run_wait.count() / 1000) +
+                        " s; Slurm ended that run before requeueing the job, so its lock is taken over";
+      return lock;
+    }
+    const int error = errno;
+    if (error != EWOULDBLOCK) {
+      // ENOLCK, EOPNOTSUPP, ENOSYS: a file system that keeps no locks. Refusing to run there would be worse.
+      DirectoryLock unlocked;
+      unlocked.warning_ = option + " '" + dir + "' cannot be locked (flock: " + std::strerror(error) +
+                          "); nothing keeps a second tenax-launch out of it: start one launcher per directory";
+      return unlocked;
+    }
+    const std::string holder = read_holder(fd.get());
+    const LockOwner owner = parse_lock_holder(holder);
+    const bool earlier_run =
+        !self.job_id.empty() && owner.job_id == self.job_id && owner.restart_count < self.restart_count;
+    if (!earlier_run) {
+      throw UsageError(option + " '" + dir + "' is in use by another tenax-launch (" + describe_holder(holder) +
+                       "): two launchers in one directory would mix their ledgers, heartbeats and checkpoints. Wait "
+                       "for that run to end, or give this one another " +
+                       option + ". If that launcher is gone for good (its host lost while holding the lock), remove " +
+                       path + " and start again");
+    }
+    if (std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(kPollPause);
+      continue;
+    }
+    // The earlier run's lock outlived its wait: unlink its file (if it is still the one there) and lock a new one.
+    taken_over = describe_holder(holder);
+    if (still_linked(fd.get(), path) && ::unlink(path.c_str()) != 0 && errno != ENOENT)
+      throw UsageError(option + " '" + dir + "' is still locked by an earlier run of this Slurm job (" + taken_over +
+                       ") and its lock file " + path + " cannot be removed (" + std::strerror(errno) +
+                       "): remove it, or give another " + option);
+  }
+}
+
+}  // namespace tenax::launch

@@ -1,0 +1,135 @@
+// The one-launcher-per-directory lock (launcher/src/directory_lock.hpp). Two DirectoryLock objects in one process
+// stand for two launchers: each take() opens the file anew, and flock(2) locks conflict between open file descriptions
+// even within one process.
+#include "directory_lock.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tenax/error.hpp"
+
+namespace tenax::launch {
+namespace {
+
+using std::chrono::milliseconds;
+
+class DirectoryLockTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::string(TENAX_LAUNCH_TEST_TMP) + "/dirlock-" + std::to_string(getpid());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string lock_path() const { return dir_ + "/" + kLaunchLockFile; }
+  std::string lock_text() const {
+    std::ifstream in(lock_path());
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+  // The message take() refuses with ("" when it does not).
+  std::string refusal(const LockOwner& owner, milliseconds wait = milliseconds(0)) {
+    try {
+      DirectoryLock::take(dir_, "--run-dir", owner, wait);
+    } catch (const UsageError& error) {
+      return error.what();
+    }
+    return "";
+  }
+
+  std::string dir_;
+};
+
+TEST_F(DirectoryLockTest, ASecondLauncherIsRefusedNamingTheFirstUntilTheFirstLetsGo) {
+  {
+    DirectoryLock first = DirectoryLock::take(dir_, "--run-dir", {}, milliseconds(0));
+    EXPECT_TRUE(first.held());
+    EXPECT_EQ(first.warning(), "");
+    EXPECT_EQ(lock_text().rfind("pid=" + std::to_string(getpid()) + " host=", 0), 0u) << lock_text();
+
+    const std::string message = refusal({});
+    EXPECT_NE(message.find("--run-dir '" + dir_ + "' is in use by another tenax-launch (pid " +
+                           std::to_string(getpid()) + " on host "),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("give this one another --run-dir"), std::string::npos) << message;
+    EXPECT_NE(message.find("remove " + lock_path() + " and start again"), std::string::npos) << message;
+    // Another Slurm job, and the same run of one Slurm job (two launchers in one batch script), are refused too.
+    EXPECT_NE(refusal({"77", 0}), "");
+  }
+  // Released with its holder; the file stays (removing it would race with a launcher that just opened it).
+  EXPECT_TRUE(std::filesystem::exists(lock_path()));
+  DirectoryLock second = DirectoryLock::take(dir_, "--run-dir", {"77", 0}, milliseconds(0));
+  EXPECT_TRUE(second.held());
+  EXPECT_NE(lock_text().find(" job=77 restart=0 since="), std::string::npos) << lock_text();
+  EXPECT_NE(refusal({"77", 0}), "") << "two launchers of one run of a job";
+}
+
+TEST_F(DirectoryLockTest, TheEarlierRunOfARequeuedJobIsWaitedForThenTakenOver) {
+  DirectoryLock earlier = DirectoryLock::take(dir_, "--run-dir", {"77", 1}, milliseconds(0));
+  struct stat before {};
+  ASSERT_EQ(::stat(lock_path().c_str(), &before), 0);
+
+  EXPECT_NE(refusal({"78", 2}), "") << "another job's lock is never taken over";
+  EXPECT_NE(refusal({"77", 1}), "") << "nor the same run's";
+  EXPECT_NE(refusal({"77", 0}), "") << "nor a later run's";
+
+  const auto t0 = std::chrono::steady_clock::now();
+  DirectoryLock requeued = DirectoryLock::take(dir_, "--run-dir", {"77", 2}, milliseconds(300));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, milliseconds(300)) << "taken over without waiting";
+  EXPECT_TRUE(requeued.held());
+  EXPECT_NE(
+      requeued.warning().find("still locked by an earlier run of this Slurm job (pid " + std::to_string(getpid())),
+      std::string::npos)
+      << requeued.warning();
+  struct stat after {};
+  ASSERT_EQ(::stat(lock_path().c_str(), &after), 0);
+  EXPECT_NE(before.st_ino, after.st_ino) << "the new holder must lock a new file, not the one still held";
+  EXPECT_NE(lock_text().find(" job=77 restart=2 "), std::string::npos) << lock_text();
+  // The new holder's lock is a real one: the next launcher is refused by it, not let in.
+  EXPECT_NE(refusal({}), "");
+}
+
+TEST_F(DirectoryLockTest, RemovingTheLockFileOfALauncherThatIsGoneLetsTheNextOneIn) {
+  DirectoryLock stuck = DirectoryLock::take(dir_, "--run-dir", {}, milliseconds(0));  // as if its host were lost
+  ASSERT_NE(refusal({}), "");
+  ASSERT_EQ(::unlink(lock_path().c_str()), 0);  // the way out the refusal names
+  DirectoryLock next = DirectoryLock::take(dir_, "--run-dir", {}, milliseconds(0));
+  EXPECT_TRUE(next.held());
+}
+
+TEST_F(DirectoryLockTest, ALockFileThatIsNotAFileIsAUsageErrorNamingIt) {
+  std::filesystem::create_symlink("/dev/null", lock_path());
+  std::string message = refusal({});
+  EXPECT_NE(message.find("its lock file " + lock_path() + " cannot be opened ("), std::string::npos) << message;
+  std::filesystem::remove(lock_path());
+  std::filesystem::create_directory(lock_path());
+  message = refusal({});
+  EXPECT_NE(message.find("Make it a regular file this user can write (or remove it)"), std::string::npos) << message;
+}
+
+TEST(LockHolder, OnlyPlainShortValuesAreBelievedAndShown) {
+  LockOwner owner = parse_lock_holder("pid=12 host=n1 job=345 restart=2 since=2026-11-29T15:00:00Z\n");
+  EXPECT_EQ(owner.job_id, "345");
+  EXPECT_EQ(owner.restart_count, 2);
+  owner = parse_lock_holder("job=$(reboot) restart=-1");
+  EXPECT_EQ(owner.job_id, "");
+  EXPECT_EQ(owner.restart_count, 0);
+  owner = parse_lock_holder("job=12 restart=99999999999999999999 job");
+  EXPECT_EQ(owner.job_id, "12");
+  EXPECT_EQ(owner.restart_count, 0);
+  EXPECT_EQ(parse_lock_holder(std::string(600, 'x')).job_id, "");
+  // What a launcher writes is what it reads back.
+  owner = parse_lock_holder(lock_holder_line({"4242", 3}));
+  EXPECT_EQ(owner.job_id, "4242");
+  EXPECT_EQ(owner.restart_count, 3);
+}
+
+}  // namespace
+}  // namespace tenax::launch
