@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <string>
 
+#include "command_line.hpp"
 #include "tenax/data_staging.hpp"
 #include "tenax/engine.hpp"
 #include "tenax/error.hpp"
@@ -76,17 +77,11 @@ cxxopts::Options make_options() {
 int body(int argc, char** argv) {
   tenax::Runtime runtime(argc, argv);
   cxxopts::Options options = make_options();
-  cxxopts::ParseResult a;
-  try {
-    a = options.parse(argc, argv);
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw tenax::UsageError(std::string(e.what()) + " (see --help)");
-  }
+  const cxxopts::ParseResult a = tenax::examples::parse_command_line(options, argc, argv);
   if (a.count("help")) {
     if (runtime.rank() == 0) std::printf("%s\n", options.help().c_str());
     return tenax::kExitSuccess;
   }
-  if (!a.unmatched().empty()) throw tenax::UsageError("unexpected argument '" + a.unmatched()[0] + "' (see --help)");
   if (!a.count("data")) throw tenax::UsageError("--data is missing: give a dataset (scripts/prepare-corpus.sh DIR)");
 
   tenax::EngineConfig c;

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <string>
 
+#include "command_line.hpp"
 #include "tenax/engine.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
@@ -65,17 +66,11 @@ cxxopts::Options make_options() {
 int body(int argc, char** argv) {
   tenax::Runtime runtime(argc, argv);
   cxxopts::Options options = make_options();
-  cxxopts::ParseResult a;
-  try {
-    a = options.parse(argc, argv);
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw tenax::UsageError(std::string(e.what()) + " (see --help)");
-  }
+  const cxxopts::ParseResult a = tenax::examples::parse_command_line(options, argc, argv);
   if (a.count("help")) {
     if (runtime.rank() == 0) std::printf("%s\n", options.help().c_str());
     return tenax::kExitSuccess;
   }
-  if (!a.unmatched().empty()) throw tenax::UsageError("unexpected argument '" + a.unmatched()[0] + "' (see --help)");
 
   tenax::EngineConfig c;
   if (a.count("tp") || a.count("pp") || a.count("dp")) {
