@@ -60,17 +60,42 @@ inputs_digest=$(cd "$sources" && find . -name '*.txt' -type f -print0 | LC_ALL=C
   sha256sum | cut -c1-64)
 label="prepare-corpus python3.11-doc sha256=$inputs_digest vocab=$vocab validation=$fraction shard=$shard_tokens; $("$tool" --version)"
 
-if [[ -e "$out" ]]; then
-  if [[ -f "$out/index.json" ]]; then
+# Whether every entry of directory $1 is a file a dataset directory holds (docs/data-format.md): replacing it then
+# loses nothing but a dataset.
+only_dataset_files() {
+  local entry
+  for entry in "$1"/* "$1"/.[!.]* "$1"/..?*; do
+    [[ -e "$entry" || -L "$entry" ]] || continue
+    [[ -f "$entry" && ! -L "$entry" ]] || return 1
+    case "${entry##*/}" in
+      index.json | tokenizer.model | train-[0-9]*.tok | validation-[0-9]*.tok) ;;
+      *) return 1 ;;
+    esac
+  done
+}
+
+if [[ -e "$out" || -L "$out" ]]; then
+  if [[ -L "$out" || ! -d "$out" ]]; then
+    echo "prepare-corpus: $out exists and is not a directory; refusing to replace it: choose another OUT_DIR" >&2
+    exit 64
+  elif [[ -z "$(ls -A "$out")" ]]; then
+    :
+  elif [[ -f "$out/index.json" ]] && only_dataset_files "$out"; then
     if "$tool" verify "$out" --label "$label" >/dev/null 2>&1; then
       echo "prepare-corpus: $out is up to date (cached; verified)"
       exit 0
     fi
+    # Only a dataset this script made is rebuilt: its label says so (or its index is too damaged to say anything).
+    made_by=$("$tool" info "$out" 2>/dev/null | sed -n 's/^label  *//p' || true)
+    if "$tool" info "$out" >/dev/null 2>&1 && [[ "$made_by" != "prepare-corpus "* ]]; then
+      echo "prepare-corpus: $out holds a tenax dataset this script did not make (label: \"$made_by\"); refusing to" \
+        "replace it: choose another OUT_DIR" >&2
+      exit 64
+    fi
     echo "prepare-corpus: $out is outdated or damaged; rebuilding it" >&2
-  elif [[ -d "$out" && -z "$(ls -A "$out")" ]]; then
-    :
   else
-    echo "prepare-corpus: $out exists and is not a tenax dataset; refusing to replace it: choose another OUT_DIR" >&2
+    echo "prepare-corpus: $out exists and is not a tenax dataset (it holds files a dataset does not); refusing to" \
+      "replace it: choose another OUT_DIR" >&2
     exit 64
   fi
 fi

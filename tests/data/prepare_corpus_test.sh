@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/prepare-corpus.sh end to end on the real corpus (python3.11-doc): a cold build verifies; a second run with
 # the same inputs and options is a cache hit that touches nothing; a damaged dataset is rebuilt; other options
-# rebuild; a directory that is not a dataset is refused and left alone.
+# rebuild; a directory that is not a dataset (an index.json among other files included), or a dataset another tool
+# made, is refused and left alone.
 #   prepare_corpus_test.sh SCRIPT TENAX_DATA
 set -euo pipefail
 script=$1
@@ -40,6 +41,23 @@ echo precious >"$scratch/mine/notes.txt"
 if bash "$script" "$scratch/mine" --tool "$tool" >"$scratch/refused.log" 2>&1; then fail "replaced a foreign directory"; fi
 grep -q "is not a tenax dataset" "$scratch/refused.log" || fail "wrong refusal: $(cat "$scratch/refused.log")"
 [[ $(cat "$scratch/mine/notes.txt") == precious ]] || fail "the foreign directory was changed"
+# A directory with an index.json among other files is not a dataset either.
+mkdir "$scratch/web"
+echo '{"name": "app"}' >"$scratch/web/index.json"
+echo precious >"$scratch/web/important.txt"
+if bash "$script" "$scratch/web" --tool "$tool" >"$scratch/web.log" 2>&1; then fail "replaced a directory with an index.json"; fi
+grep -q "is not a tenax dataset (it holds files a dataset does not)" "$scratch/web.log" ||
+  fail "wrong refusal: $(cat "$scratch/web.log")"
+[[ $(cat "$scratch/web/important.txt") == precious && -f "$scratch/web/index.json" ]] || fail "the directory was changed"
+# A dataset someone else made (its own label) is not this script's to replace.
+mkdir "$scratch/text"
+printf 'Some text of my own.\nAnd a second line of it.\n' >"$scratch/text/a.txt"
+"$tool" encode --input "$scratch/text" --tokenizer "$out/tokenizer.model" --output "$scratch/own" \
+  --validation-fraction 0 --label "my corpus" >/dev/null
+if bash "$script" "$scratch/own" --tool "$tool" >"$scratch/own.log" 2>&1; then fail "replaced another dataset"; fi
+grep -q 'holds a tenax dataset this script did not make (label: "my corpus")' "$scratch/own.log" ||
+  fail "wrong refusal: $(cat "$scratch/own.log")"
+"$tool" verify "$scratch/own" --label "my corpus" >/dev/null || fail "the other dataset was changed"
 # No temporary directories left next to the outputs.
 leftovers=$(find "$scratch" -maxdepth 1 -name '.prepare-corpus.*')
 [[ -z "$leftovers" ]] || fail "left behind: $leftovers"
