@@ -51,7 +51,7 @@ std::vector<std::int32_t> read_stream(const std::string& dir, const data::Datase
     const std::uint64_t lo = std::max(offset, start), hi = std::min(end, start + e.tokens);
     if (lo < hi) {
       const std::string path = dir + "/" + e.file;
-      const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+      const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO: not waited on
       if (!fd.valid()) throw IoError("cannot open token shard " + path + ": " + std::strerror(errno));
       std::vector<unsigned char> buf(static_cast<std::size_t>((hi - lo) * index.token_bytes));
       fs::read_exact(fd.get(), buf.data(), buf.size(), data::kShardHeaderBytes + (lo - start) * index.token_bytes,

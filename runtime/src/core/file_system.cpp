@@ -168,7 +168,13 @@ bool rename_no_replace(const std::string& from, const std::string& to) {
 }
 
 std::string read_file(const std::string& path) {
-  const int fd = open_file(path, O_RDONLY);
+  // O_NONBLOCK: opening a FIFO put where a file belongs must not wait for a writer forever (it is refused below).
+  const int fd = open_file(path, O_RDONLY | O_NONBLOCK);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw IoError(path + " is not a regular file");
+  }
   std::string out;
   char buf[65536];
   while (true) {

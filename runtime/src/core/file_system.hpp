@@ -33,6 +33,7 @@ void make_dirs(const std::string& path);
 void fsync_path(const std::string& path);
 // Creates `path` (which must not exist), writes `contents`, fsyncs and closes it.
 void write_file_durable(const std::string& path, std::string_view contents);
+// The whole content of a regular file; anything else (a FIFO, a device, a directory) is an IoError, not waited on.
 std::string read_file(const std::string& path);
 
 // open(2) with O_CLOEXEC added, retried on EINTR; throws FsError ("create" or "open" <path>) on failure.

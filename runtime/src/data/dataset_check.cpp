@@ -32,7 +32,7 @@ struct Reader {
   std::string error;
   explicit Reader(const std::string& path) {
     do
-      fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+      fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO: refused below
     while (!fd.valid() && errno == EINTR);
     if (!fd.valid()) {
       error = path + ": " + std::strerror(errno);

@@ -211,7 +211,7 @@ DatasetIndex parse_index(std::string_view text, const std::string& file) {
 
 DatasetIndex read_index(const std::string& dir, std::string* text_out) {
   const std::string file = dir + "/" + kIndexName;
-  const UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  const UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO: refused below, not waited on
   if (!fd.valid()) {
     const int err = errno;
     throw IoError("cannot open dataset index " + file + ": " + std::strerror(err) +

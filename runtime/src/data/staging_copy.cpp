@@ -8,11 +8,13 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "checkpoint/crc32c.hpp"
@@ -58,7 +60,7 @@ std::uint32_t copy_file(const std::string& src, const std::string& dst, std::uin
                         std::size_t head_size) {
   UniqueFd in, out;
   do
-    in.reset(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
+    in.reset(::open(src.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO: refused below
   while (!in.valid() && errno == EINTR);
   if (!in.valid()) throw SourceError("cannot open " + src + " of the shared dataset: " + std::strerror(errno));
   struct stat st {};
@@ -175,6 +177,18 @@ void discard(const std::string& dir) {
   }
 }
 
+// Whether `source` (the shared dataset) is `target` or lies inside it, through any links: discarding `target` would
+// then remove the source.
+bool source_within(const std::string& source, const std::string& target) {
+  std::error_code error;
+  const std::filesystem::path real_source = std::filesystem::canonical(source, error);
+  if (error) return false;
+  const std::filesystem::path real_target = std::filesystem::canonical(target, error);
+  if (error) return false;
+  const auto [t, s] = std::mismatch(real_target.begin(), real_target.end(), real_source.begin(), real_source.end());
+  return t == real_target.end();
+}
+
 }  // namespace
 
 std::string staged_dir_name(std::uint32_t index_crc32c) {
@@ -217,6 +231,18 @@ LocalStageResult stage_on_this_node(const std::string& dataset_dir, const std::s
     return r;
   };
   try {
+    if (source_within(dataset_dir, target)) {
+      // The dataset given is where its staged copy belongs (--data names a path a staging log printed): it is read
+      // in place. It is the only copy there is, so it is never discarded or replaced, whatever its state.
+      std::uint64_t verified = 0;
+      const std::string problem = staged_copy_problem(dataset_dir, index_text, &verified);
+      r.bytes_verified += verified;
+      if (!problem.empty())
+        throw SourceError(problem + " (the dataset " + dataset_dir + " is itself at its staging place " + target +
+                          "): the dataset is damaged; check it with `tenax-data verify` and re-create it");
+      r.files = index.train.shards.size() + index.validation.shards.size() + 2;
+      return finish(StagingOutcome::Reused, dataset_dir);
+    }
     struct stat st {};
     if (::lstat(target.c_str(), &st) == 0) {
       std::uint64_t verified = 0;
@@ -226,6 +252,12 @@ LocalStageResult stage_on_this_node(const std::string& dataset_dir, const std::s
         r.files = index.train.shards.size() + index.validation.shards.size() + 2;
         return finish(StagingOutcome::Reused, target);
       }
+      // Another user's copy (a stage directory shared between users) may only look damaged to this one, who could
+      // not remove it anyway: it is left alone.
+      if (st.st_uid != ::geteuid())
+        throw LocalError(
+            "the staged copy " + target + " belongs to another user and is not usable by this one (" + problem +
+            "): give this job a stage directory of its own, e.g. TENAX_DATA_STAGE_DIR=" + stage_root + "/$USER");
       r.reason = "the staged copy " + target + " was not valid (" + problem + ") and was replaced";
       discard(target);
     }

@@ -61,7 +61,7 @@ class MappedShard {
       : path_(path) {
     UniqueFd fd;
     do
-      fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+      fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO: refused below
     while (!fd.valid() && errno == EINTR);
     if (!fd.valid()) {
       const int err = errno;
