@@ -123,6 +123,32 @@ TEST(EngineResume, ARunSavedWithAnotherBatchIsRefused) {
   }
 }
 
+// A run resumed at its last step (a finished run started again, or relaunched after its final checkpoint committed)
+// has nothing to train and ends as it ended; its checkpoint was committed by the earlier run, so neither the final
+// save nor an explicit save() at that step asks this run to have committed it.
+TEST(EngineResume, ARunResumedAtItsLastStepEndsAtOnce) {
+  SharedTempDir dir(world(), "engine-finished");
+  EngineConfig c = small_config({1, 1, 4});
+  c.checkpoint.dir = dir.path();
+  c.steps = 3;
+  std::uint64_t finished = 0;
+  {
+    Engine engine(world(), c, test_model(), test_data());
+    ASSERT_EQ(engine.run(), kExitSuccess);
+    finished = engine.parameters_checksum();
+  }
+  {
+    Engine again(world(), c, test_model(), test_data());
+    EXPECT_EQ(again.run(), kExitSuccess);
+    EXPECT_EQ(again.current_step(), 3);
+    EXPECT_EQ(again.parameters_checksum(), finished);
+  }
+  Engine by_hand(world(), c, test_model(), test_data());
+  ASSERT_EQ(by_hand.resume().step, 3);
+  EXPECT_NO_THROW(by_hand.save());
+  EXPECT_NO_THROW(by_hand.wait_for_checkpoint());
+}
+
 // The engine builds its checkpointer's options itself: the checkpoint variables a user sets must still reach it.
 TEST(EngineResume, TheCheckpointEnvironmentReachesTheEnginesCheckpointer) {
   SharedTempDir dir(world(), "engine-env");

@@ -121,6 +121,7 @@ ResumeInfo Engine::Impl::resume() {
   if (scaler) scaler->restore(p.loss_scaler);
   buffers->refresh_weights();
   last_saved = step;
+  last_saved_loaded = true;
   info.resumed = true;
   info.step = step;
   info.path = r.path;
@@ -135,14 +136,20 @@ ResumeInfo Engine::Impl::resume() {
 void Engine::Impl::save_checkpoint(bool emergency) {
   if (!writer) return;
   if (last_saved == step) {  // a checkpoint is never written twice: its commit is what is left
-    writer->settle(static_cast<std::uint64_t>(step));
+    settle_checkpoint();
     return;
   }
   last_saved = step;
+  last_saved_loaded = false;
   if (emergency)
     writer->emergency_save(static_cast<std::uint64_t>(step), progress_blobs());
   else
     writer->save(static_cast<std::uint64_t>(step), progress_blobs());
+}
+
+void Engine::Impl::settle_checkpoint() {
+  if (!writer || (last_saved == step && last_saved_loaded)) return;
+  writer->settle(static_cast<std::uint64_t>(step));
 }
 
 void Engine::Impl::after_step_checkpoint(double step_seconds) {

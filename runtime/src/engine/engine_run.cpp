@@ -134,7 +134,7 @@ int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCal
         TENAX_LOG(Warn, "engine") << "an earlier checkpoint failed (" << error.what()
                                   << "); the final checkpoint goes on";
     }
-    e.writer->settle(static_cast<std::uint64_t>(e.step));
+    e.settle_checkpoint();
     const double took = seconds_since(start);
     stall += took;
     report_commits(took);

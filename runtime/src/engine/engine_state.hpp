@@ -79,6 +79,9 @@ struct Engine::Impl {
   void open_checkpoints();
   ResumeInfo resume();
   void save_checkpoint(bool emergency);
+  // Waits until nothing is in flight and raises unless this step's checkpoint is committed (Checkpointer::settle);
+  // the checkpoint this run resumed from, committed before, needs nothing.
+  void settle_checkpoint();
   // Periodic save and commits, with the failure policy; step_seconds: the step just taken (automatic interval).
   void after_step_checkpoint(double step_seconds);
   // Automatic interval: a tier's next interval from its save's blocking time and the steps it was in flight (agreed
@@ -152,6 +155,7 @@ struct Engine::Impl {
   std::unique_ptr<Checkpointer> writer;
   std::unique_ptr<HostStateMirror> mirror;
   std::optional<long> last_saved;
+  bool last_saved_loaded = false;  // last_saved is the checkpoint this run resumed from (an earlier run committed it)
   // The periodic interval of each tier in force (TierInterval).
   TierInterval shared_interval;
   TierInterval local_interval{.every = 1};  // CheckpointPolicy::local_automatic: the first save after step 1
