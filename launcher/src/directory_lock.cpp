@@ -114,7 +114,11 @@ DirectoryLock DirectoryLock::take(const std::string& dir, const std::string& opt
   for (int relinks = 0;;) {
     UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644));
     if (!fd.valid()) {
-      throw UsageError(option + " '" + dir + "': its lock file " + path + " cannot be opened (" + std::strerror(errno) +
+      const int error = errno;
+      if (error == EROFS || ((error == EACCES || error == EPERM) && ::access(path.c_str(), F_OK) != 0))
+        throw UsageError(option + " '" + dir + "' is not writable (creating " + path +
+                         " failed: " + std::strerror(error) + "): give a directory this user can write");
+      throw UsageError(option + " '" + dir + "': its lock file " + path + " cannot be opened (" + std::strerror(error) +
                        "); it keeps a second tenax-launch out of the directory. Make it a regular file this user can "
                        "write (or remove it), or give another " +
                        option);

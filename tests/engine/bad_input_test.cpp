@@ -113,5 +113,41 @@ TEST(BadInput, WorldStillUsableAfterRejectedConfigurations) {
   EXPECT_EQ(train(world(), small_config({2, 2, 1}), 1).losses.size(), 1u);
 }
 
+// A rank given other settings than the rest is refused on every rank, naming the setting and the rank: otherwise it
+// would train a drifting replica (seed, rate), report other losses (batch), hang (steps) or split the groups wrongly
+// (layout).
+TEST(BadInput, ARankGivenOtherSettingsThanTheOthers) {
+  const int odd = world().size() - 1;
+  struct Case {
+    const char* field;
+    void (*change)(EngineConfig&);
+  };
+  for (const Case& k :
+       {Case{"seed", [](EngineConfig& c) { c.seed += 1; }}, Case{"steps", [](EngineConfig& c) { c.steps += 10; }},
+        Case{"lr", [](EngineConfig& c) { c.lr.lr *= 2; }},
+        Case{"precision", [](EngineConfig& c) { c.precision = PrecisionPolicy::parse("bf16"); }},
+        Case{"layout", [](EngineConfig& c) {
+               c.layout = ParallelLayout{1, 1, 4};
+             }}}) {
+    SCOPED_TRACE(k.field);
+    EngineConfig c = small_config({2, 1, 2});
+    if (world().rank() == odd) k.change(c);
+    expect_usage_error(c, test_model(),
+                       std::string("EngineConfig ") + k.field + " (rank 0 and rank " + std::to_string(odd) + ") differ",
+                       "Every rank must be given the same settings");
+  }
+}
+
+// Data-parallel replicas that build different models (another width on one rank) are refused before their gradient
+// reductions sum buffers of different sizes.
+TEST(BadInput, DataParallelReplicasThatBuildDifferentModels) {
+  models::MlpLmConfig m;
+  m.vocab = 64;
+  m.hidden = world().rank() == 1 ? 48 : 32;
+  expect_usage_error(small_config({1, 1, 4}), models::mlp_lm(m),
+                     "data-parallel ranks 0 and 1 of this replica group built different models",
+                     "every rank must build the same model");
+}
+
 }  // namespace
 }  // namespace tenax::test

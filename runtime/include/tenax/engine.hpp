@@ -183,7 +183,10 @@ class Engine {
   // Collective. Validates the configuration against the world (UsageError naming the fix on every rank), splits the
   // world into the layout's groups, builds this rank's chunks and the parameter buffers, initialises the weights from
   // the seed, and, with a checkpoint directory, checks that it can hold checkpoints (tenax/checkpoint.hpp).
-  // `world` is a host (MPI) communicator: Runtime::world(), or a split of it.
+  // `world` is a host (MPI) communicator: Runtime::world(), or a split of it, which must outlive the engine.
+  // Every rank must pass the same config (but run_dir, loader_workers and the validation source's object) and build
+  // the same model: a field that differs between ranks, or data-parallel replicas whose parameters differ, is a
+  // UsageError on every rank naming them.
   Engine(Communicator& world, EngineConfig config, ChunkBuilder build, std::shared_ptr<const BatchSource> data);
   ~Engine();
   Engine(const Engine&) = delete;

@@ -9,6 +9,7 @@
 
 #include "comm/agreement.hpp"
 #include "comm/node_local.hpp"
+#include "engine/config_agreement.hpp"
 #include "engine/device_setup.hpp"
 #include "engine/engine_state.hpp"
 #include "tenax/env.hpp"
@@ -381,6 +382,7 @@ void Engine::Impl::make_state() {
       ++local_users[p.name];
     specs = std::move(unique);
   });
+  detail::check_replicas_agree(*groups.dp, encode_specs(specs));
   find_tied_parameters(specs, local_users);
   const DType param_dtype = config.precision.param_dtype();
   buffers = std::make_unique<ParameterBuffers>(std::move(specs), param_dtype, *compute->dp, groups.coords.tp,
@@ -431,6 +433,7 @@ Engine::Engine(Communicator& world, EngineConfig config, ChunkBuilder build, std
     throw UsageError("engine: the world communicator must be a host (MPI) one, such as Runtime::world()");
   Impl& e = *impl_;
   run_agreed(e.world, [&] { e.resolve_layout(); });
+  detail::check_config_agrees(e.world, e.config);  // before the groups: a layout that differs would split them wrongly
   // Determinism of the CPU path: one BLAS thread makes every matrix product's summation order fixed.
   set_deterministic_cpu_math();
   {
