@@ -64,6 +64,12 @@ struct Engine::Impl {
   void mark_ready(const std::vector<std::size_t>& indices);
   void forward_only(const std::vector<std::int32_t>& samples, std::size_t sequences);  // evaluate / generate
   float optimizer_phase(StepResult& result);
+  // After a step: a non-finite loss (or gradient norm) of an applied step, or fp16 overflows that keep skipping steps
+  // at the smallest loss scale, stop the run with a UsageError on every rank (the values are agreed) before anything
+  // of it is saved.
+  void check_divergence(const StepResult& result);
+  int skips_at_min_scale = 0;
+  bool nonfinite_gradients = false;  // the step's gradients (agreed over the world); its update was not applied
 
   // Checkpoints (engine_checkpoint.cpp).
   std::vector<StateEntry> state_entries();  // host memory (a mirror on a device)

@@ -201,13 +201,21 @@ float Engine::Impl::optimizer_phase(StepResult& result) {
     const float local_flag = buffers->unscale_and_check_owned(scaler->inverse_scale());
     result.skipped = scaler->update(agree_on_overflow(world, local_flag));
   }
+  nonfinite_gradients = false;
   if (!result.skipped && config.grad_clip > 0.0f) {
     result.grad_norm = global_grad_norm(*this);
+    nonfinite_gradients = !std::isfinite(result.grad_norm);
     const double coefficient = config.grad_clip / (result.grad_norm + 1e-6);
-    if (coefficient < 1.0) buffers->unscale_and_check_owned(static_cast<float>(coefficient));
+    if (coefficient < 1.0 && !nonfinite_gradients) buffers->unscale_and_check_owned(static_cast<float>(coefficient));
+  } else if (!scaler) {
+    // Nothing else looks at the gradients before the update: one that is not finite would make the weights it
+    // touches non-finite, and the next checkpoint would save them. One pass over this rank's share (a scale of 1
+    // changes no value) and one agreement.
+    wait_for_device_communication(*compute, groups);
+    nonfinite_gradients = agree_on_overflow(world, buffers->unscale_and_check_owned(1.0f));
   }
   const float lr = config.lr.at(step);
-  if (!result.skipped) {
+  if (!result.skipped && !nonfinite_gradients) {
     optimizer->set_learning_rate(lr);
     optimizer->step();
   }
@@ -273,7 +281,40 @@ StepResult Engine::Impl::train_step() {
   result.loss = loss / global_tokens;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   op_profile_step_ends();  // after the step's time: writing the profile is not the step's
+  check_divergence(result);
   return result;
+}
+
+void Engine::Impl::check_divergence(const StepResult& r) {
+  // Overflows that skip step after step at the smallest scale: the gradients overflow fp16 even unscaled.
+  constexpr int kMaxSkipsAtMinScale = 10;
+  skips_at_min_scale = r.skipped && r.loss_scale <= config.loss_scaler.min_scale ? skips_at_min_scale + 1 : 0;
+  std::string problem;
+  if (!r.skipped && nonfinite_gradients)
+    problem = "its gradients are not finite (not applied)";
+  else if (!r.skipped && !std::isfinite(r.loss))
+    problem = "its loss is " + std::to_string(r.loss);
+  else if (skips_at_min_scale >= kMaxSkipsAtMinScale)
+    problem = "fp16 overflowed " + std::to_string(skips_at_min_scale) + " steps in a row at the smallest loss scale (" +
+              std::to_string(config.loss_scaler.min_scale) + "), each skipped";
+  if (problem.empty()) return;
+  // Every rank sees the same agreed loss, norm and skips: all of them stop here together. Nothing of this step is
+  // saved (run() saves after the step returns), so the checkpoints written so far keep finite weights; the one still
+  // being written is of a step before, and is finished first.
+  if (writer && last_saved && !last_saved_loaded) {
+    try {
+      writer->settle(static_cast<std::uint64_t>(*last_saved));
+    } catch (const IoError& e) {
+      if (world.rank() == 0) TENAX_LOG(Warn, "engine") << "the checkpoint of step " << *last_saved << ": " << e.what();
+    }
+  }
+  const std::string newest = last_saved ? "the newest: step " + std::to_string(*last_saved) : "there are none yet";
+  throw UsageError("training diverged at step " + std::to_string(r.step) + ": " + problem +
+                   ", so the weights can no longer be trusted and nothing from this step on is saved. The "
+                   "checkpoints written before it are kept (" +
+                   newest +
+                   "): lower the learning rate, clip the gradients (EngineConfig::grad_clip) or train in higher "
+                   "precision, then resume");
 }
 
 StepResult Engine::step() {

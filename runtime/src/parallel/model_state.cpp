@@ -1,7 +1,9 @@
 #include "tenax/model_state.hpp"
 
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 
 #include "tenax/error.hpp"
@@ -11,6 +13,9 @@ namespace tenax {
 void ParameterSpec::validate() const {
   if (global_shape.size() != offset.size() || global_shape.size() != shape.size())
     throw UsageError("parameter " + name + ": global shape, offset and shape must have the same rank");
+  if (!std::isfinite(init_std) || init_std < 0)
+    throw UsageError("parameter " + name + ": its initialisation's standard deviation is " + std::to_string(init_std) +
+                     "; give a finite value >= 0");
   for (std::size_t d = 0; d < shape.size(); ++d) {
     if (offset[d] < 0 || shape[d] < 0 || offset[d] + shape[d] > global_shape[d])
       throw UsageError("parameter " + name + ": shard at offset " + shape_to_string(offset) + " with shape " +
