@@ -80,8 +80,13 @@ TEST(BadInput, NegativeOrNonFiniteRatesAndCounts) {
   c.optimizer.adamw.weight_decay = -0.1f;
   expect_usage_error(c, test_model(), "the weight decay must be a finite number >= 0", "weight decay");
   c = small_config({1, 1, 4});
+  c.lr.min_lr = c.lr.lr * 2;
+  expect_usage_error(c, test_model(), "is above the peak learning rate", "give min_lr <= lr");
+  c = small_config({1, 1, 4});
   c.checkpoint.keep = -1;
   expect_usage_error(c, test_model(), "keep must be >= 0", "TENAX_CKPT_KEEP");
+  expect_usage_error(small_config({1, 1, 4}), ChunkBuilder(), "the model builder (ChunkBuilder) is empty",
+                     "pass a function that builds a chunk");
   EXPECT_THROW(Engine::check_generation(std::size_t{1} << 21, 0.7f), UsageError);
   EXPECT_THROW(Engine::check_generation(10, -1.0f), UsageError);
   EXPECT_THROW(Engine::check_generation(10, std::numeric_limits<float>::infinity()), UsageError);

@@ -5,6 +5,7 @@
 //   exception_probe run-main        rank 1 throws std::runtime_error inside tenax::run_main (exit 1)
 //   exception_probe usage-error     rank 1 throws UsageError inside tenax::run_main (exit 64: never retried)
 //   exception_probe caught-outside  rank 1 throws; main catches it outside the Runtime's scope and returns 3
+//   exception_probe not-an-exception  rank 1 throws an int inside tenax::run_main (exit 1, not std::terminate)
 // "FAILED" in the output means the waiting rank's collective returned, which it never may.
 #include <cstdio>
 #include <cstring>
@@ -22,6 +23,7 @@ void wait_in_a_collective_or_throw(tenax::Runtime& runtime) {
   if (world.rank() == 1) {
     if (std::strcmp(g_mode, "usage-error") == 0)
       throw tenax::UsageError("injected usage error on rank 1 (exception_probe)");
+    if (std::strcmp(g_mode, "not-an-exception") == 0) throw 42;
     throw std::runtime_error("injected failure on rank 1 (exception_probe)");
   }
   float value = 1.0f;
@@ -49,8 +51,9 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  if (std::strcmp(g_mode, "run-main") != 0 && std::strcmp(g_mode, "usage-error") != 0) {
-    std::fprintf(stderr, "usage: exception_probe run-main|usage-error|caught-outside\n");
+  if (std::strcmp(g_mode, "run-main") != 0 && std::strcmp(g_mode, "usage-error") != 0 &&
+      std::strcmp(g_mode, "not-an-exception") != 0) {
+    std::fprintf(stderr, "usage: exception_probe run-main|usage-error|caught-outside|not-an-exception\n");
     return 2;
   }
   return tenax::run_main(body, argc, argv);

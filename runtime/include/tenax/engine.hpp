@@ -69,7 +69,7 @@ struct ChunkContext {
 // exists; every tp rank of a chunk builds the same modules.
 using ChunkBuilder = std::function<std::unique_ptr<nn::Module>(const ChunkContext&)>;
 
-// The learning rate at a step: linear warm-up, then cosine decay to min_lr (or constant).
+// The learning rate at a step: linear warm-up, then cosine decay to min_lr (or constant). 0 <= min_lr <= lr.
 struct LearningRateSchedule {
   float lr = 3e-3f;
   float min_lr = 0.0f;
@@ -140,7 +140,7 @@ struct EngineConfig {
   std::size_t seq_len = 32;
   std::uint64_t seed = 1234;  // weights (and nothing else: the batch source has its own)
   long steps = 100;           // run(): train until this step (counting steps before a resume)
-  OptimizerConfig optimizer;
+  OptimizerConfig optimizer;  // its `lr` fields are not used: the rate of every step comes from `lr` below
   LearningRateSchedule lr;
   float grad_clip = 0.0f;  // clip the global gradient norm to this (0: no clipping)
   LossScalerConfig loss_scaler;

@@ -261,15 +261,17 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
 
 Checkpointer::~Checkpointer() {
   if (state_->writing) {
-    TENAX_LOG(Warn, "ckpt") << "checkpoint step " << *state_->writing
-                            << " was still being written and is not committed: call wait() before the checkpointer "
-                               "goes away";
+    TENAX_LOG(Warn, "ckpt")
+        << "checkpoint step " << *state_->writing
+        << " was still being written and is not committed: call wait() (Engine::wait_for_checkpoint()) before the "
+           "checkpointer (the Engine) goes away";
   }
   if (state_->partner && state_->partner->started && !state_->partner->work.is_completed()) {
     // Transfers still posted read and write these buffers: leave them to the process rather than free them under
     // the network (wait() finishes the exchange; only a checkpointer dropped without it gets here).
-    TENAX_LOG(Warn, "ckpt") << "the partner copy of step " << state_->partner->step
-                            << " was still in transfer: call wait() before the checkpointer goes away";
+    TENAX_LOG(Warn, "ckpt")
+        << "the partner copy of step " << state_->partner->step
+        << " was still in transfer: call wait() (Engine::wait_for_checkpoint()) before the checkpointer goes away";
     new State::PartnerExchange(std::move(*state_->partner));  // NOLINT: deliberately kept
   }
   state_->io.reset();  // finishes queued jobs, including a commit every rank already agreed to

@@ -67,7 +67,8 @@ Blobs Engine::Impl::progress_blobs() const {
 
 void Engine::Impl::open_checkpoints() {
   std::string dir = config.checkpoint.dir.empty() ? env::get_string("TENAX_CHECKPOINT_DIR") : config.checkpoint.dir;
-  if (dir == "none") dir.clear();
+  const bool none_asked_for = dir == "none";  // "none" says so on purpose: no warning below
+  if (none_asked_for) dir.clear();
   checkpoint_dir = dir;
   if (config.checkpoint.every < 0) throw UsageError("checkpoint: every must be >= 0 (0: no periodic saves)");
   if (!(std::isfinite(config.checkpoint.mtbf_s) && config.checkpoint.mtbf_s >= 0))
@@ -75,7 +76,14 @@ void Engine::Impl::open_checkpoints() {
   shared_interval.every = config.checkpoint.automatic && config.checkpoint.every == 0 ? 50 : config.checkpoint.every;
   if (config.checkpoint.max_failures < 1)
     throw UsageError("checkpoint: max_failures must be >= 1 (consecutive failed saves before the run stops)");
-  if (checkpoint_dir.empty()) return;
+  if (checkpoint_dir.empty()) {
+    if ((config.checkpoint.every > 0 || config.checkpoint.automatic) && !none_asked_for && world.rank() == 0)
+      TENAX_LOG(Warn, "engine") << "checkpoints are asked for (every " << config.checkpoint.every
+                                << (config.checkpoint.automatic ? ", automatic" : "")
+                                << ") but there is no checkpoint directory (EngineConfig::checkpoint.dir, or "
+                                   "TENAX_CHECKPOINT_DIR, which tenax-launch --checkpoint-dir sets): nothing is saved";
+    return;
+  }
   // The configuration's directories and keep win where it sets them; every other checkpoint setting comes from the
   // environment.
   CheckpointOptions o = CheckpointOptions::tuning_from_env();

@@ -103,6 +103,9 @@ void Engine::Impl::resolve_layout() {
   if (!finite_at_least_0(config.lr.lr) || !finite_at_least_0(config.lr.min_lr))
     throw UsageError("engine: the learning rate must be a finite number >= 0 (lr " + std::to_string(config.lr.lr) +
                      ", min_lr " + std::to_string(config.lr.min_lr) + ")");
+  if (config.lr.min_lr > config.lr.lr)
+    throw UsageError("engine: min_lr " + std::to_string(config.lr.min_lr) + " is above the peak learning rate " +
+                     std::to_string(config.lr.lr) + ": the decay would raise the rate; give min_lr <= lr");
   if (config.lr.warmup_steps < 0 || config.lr.decay_steps < 0)
     throw UsageError("engine: the learning rate's warm-up and decay steps must be >= 0 (warm-up " +
                      std::to_string(config.lr.warmup_steps) + ", decay " + std::to_string(config.lr.decay_steps) + ")");
@@ -168,6 +171,8 @@ void Engine::Impl::build_chunks(const ChunkBuilder& build) {
   holds_last = spec.stage_of(total - 1) == stage;
   chunks.resize(static_cast<std::size_t>(spec.virtual_stages));
   run_agreed(world, [&] {
+    if (!build)
+      throw UsageError("engine: the model builder (ChunkBuilder) is empty; pass a function that builds a chunk");
     for (int c = 0; c < spec.virtual_stages; ++c) {
       Chunk& chunk = chunks[static_cast<std::size_t>(c)];
       chunk.virtual_stage = c * pp + stage;

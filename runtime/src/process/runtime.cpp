@@ -144,6 +144,11 @@ int run_main(int (*body)(int, char**), int argc, char** argv) {
   } catch (const std::exception& e) {
     TENAX_LOG(Error, "core") << e.what();
     return finish_after(kExitCrash);
+  } catch (...) {
+    // Something that is no std::exception (`throw 42` in a callback): reported as such instead of std::terminate.
+    TENAX_LOG(Error, "core") << "an exception that is not a std::exception left the program (throw only types "
+                             << "derived from std::exception, so that their message can be shown)";
+    return finish_after(kExitCrash);
   }
 }
 
