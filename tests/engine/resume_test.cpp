@@ -123,6 +123,68 @@ TEST(EngineResume, ARunSavedWithAnotherBatchIsRefused) {
   }
 }
 
+TEST(EngineResume, ARunSavedWithAnotherSequenceLengthIsRefused) {
+  SharedTempDir dir(world(), "engine-seq-len");
+  EngineConfig a = small_config({1, 1, 4});
+  a.checkpoint.dir = dir.path();
+  {
+    Engine engine(world(), a, test_model(), test_data());
+    engine.step();
+    engine.save();
+    engine.wait_for_checkpoint();
+  }
+  EngineConfig b = a;
+  b.seq_len = a.seq_len * 2;
+  Engine engine(world(), b, test_model(), test_data());
+  try {
+    engine.resume();
+    ADD_FAILURE() << "resumed with another sequence length";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("was saved with sequences of " + std::to_string(a.seq_len) + " tokens"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// The test data under a name of its own, as a dataset names itself.
+class NamedSource : public BatchSource {
+ public:
+  explicit NamedSource(std::string name) : name_(std::move(name)) {}
+  void fill(std::uint64_t first, std::size_t count, std::size_t seq_len, std::int32_t* out) const override {
+    test_data()->fill(first, count, seq_len, out);
+  }
+  std::string identity() const override { return name_; }
+
+ private:
+  std::string name_;
+};
+
+// Resuming on other data is allowed (a deliberate switch of corpus) but said: the position continues over other
+// samples.
+TEST(EngineResume, ARunResumedOnOtherDataIsWarnedOf) {
+  SharedTempDir dir(world(), "engine-other-data");
+  EngineConfig c = small_config({1, 1, 4});
+  c.checkpoint.dir = dir.path();
+  {
+    Engine engine(world(), c, test_model(), std::make_shared<NamedSource>("corpus A"));
+    engine.step();
+    engine.save();
+    engine.wait_for_checkpoint();
+  }
+  for (const char* name : {"corpus A", "corpus B"}) {
+    SCOPED_TRACE(name);
+    Engine engine(world(), c, test_model(), std::make_shared<NamedSource>(name));
+    if (world().rank() == 0) testing::internal::CaptureStderr();
+    EXPECT_EQ(engine.resume().step, 1);
+    if (world().rank() != 0) continue;
+    const std::string log = testing::internal::GetCapturedStderr();
+    const bool warned = log.find(
+                            "was saved by a run reading corpus A; this run reads corpus B: training continues "
+                            "at sample position 8 of the other data") != std::string::npos;
+    EXPECT_EQ(warned, std::string(name) == "corpus B") << log;
+  }
+}
+
 // A run resumed at its last step (a finished run started again, or relaunched after its final checkpoint committed)
 // has nothing to train and ends as it ended; its checkpoint was committed by the earlier run, so neither the final
 // save nor an explicit save() at that step asks this run to have committed it.

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace tenax {
 
@@ -22,6 +23,10 @@ class BatchSource {
   // of the positions (seed any randomness with them) and safe to call from several threads at once. Throws UsageError
   // for a seq_len the source cannot serve, IoError for damaged data.
   virtual void fill(std::uint64_t first, std::size_t count, std::size_t seq_len, std::int32_t* out) const = 0;
+  // What names the data this source serves (a dataset's identity and split), or "" when it cannot say. The engine
+  // records it in its checkpoints and warns when a run resumes on other data: the sample position continues, but
+  // over other samples.
+  virtual std::string identity() const { return {}; }
 };
 
 }  // namespace tenax

@@ -108,6 +108,8 @@ class TokenDataset : public BatchSource {
   void fill(std::uint64_t first_position, std::size_t count, std::int32_t* out) const;
   // BatchSource: the same, for a caller that names the sequence length; UsageError unless it is options().seq_len.
   void fill(std::uint64_t first, std::size_t count, std::size_t seq_len, std::int32_t* out) const override;
+  // BatchSource: "token dataset 0x<index crc32c> (<split> split)": the dataset's content, wherever it is staged.
+  std::string identity() const override;
 
   TokenDatasetCounters counters() const;
 

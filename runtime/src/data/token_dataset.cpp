@@ -249,6 +249,12 @@ void TokenDataset::fill(std::uint64_t first_position, std::size_t count, std::in
   s.fill_calls.fetch_add(1, std::memory_order_relaxed);
 }
 
+std::string TokenDataset::identity() const {
+  char crc[16];
+  std::snprintf(crc, sizeof crc, "0x%08x", info().index_crc32c);
+  return std::string("token dataset ") + crc + " (" + std::string(split_name(options().split)) + " split)";
+}
+
 void TokenDataset::fill(std::uint64_t first, std::size_t count, std::size_t seq_len, std::int32_t* out) const {
   if (seq_len != state_->options.seq_len)
     throw UsageError("TokenDataset " + state_->info.dir + " was opened with seq_len " +

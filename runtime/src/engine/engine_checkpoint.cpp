@@ -62,6 +62,10 @@ Blobs Engine::Impl::progress_blobs() const {
   if (scaler) p.loss_scaler = scaler->state();
   Blobs b;
   put_value(b, "engine.progress", p);
+  // Beside the progress (whose layout older checkpoints fix): what a sample position means.
+  put_value(b, "engine.seq_len", static_cast<std::uint64_t>(config.seq_len));
+  if (const std::string source = data->identity(); !source.empty())
+    b["engine.data_source"] = std::vector<std::uint8_t>(source.begin(), source.end());
   return b;
 }
 
@@ -121,6 +125,21 @@ ResumeInfo Engine::Impl::resume() {
     throw UsageError("checkpoint " + r.path + " was saved with a global batch of " + std::to_string(p.global_batch) +
                      " sequences, this run uses " + std::to_string(config.global_batch) +
                      ": the data position would not continue where it stopped; resume with the saved batch");
+  if (r.blobs.count("engine.seq_len")) {
+    const auto saved = get_value<std::uint64_t>(r.blobs, "engine.seq_len");
+    if (saved != config.seq_len)
+      throw UsageError("checkpoint " + r.path + " was saved with sequences of " + std::to_string(saved) +
+                       " tokens, this run uses " + std::to_string(config.seq_len) +
+                       ": the data position would not continue where it stopped; resume with the saved length");
+  }
+  if (const auto saved = r.blobs.find("engine.data_source"); saved != r.blobs.end() && world.rank() == 0) {
+    const std::string was(saved->second.begin(), saved->second.end()), is = data->identity();
+    if (!is.empty() && is != was)
+      TENAX_LOG(Warn, "engine") << "checkpoint " << r.path << " was saved by a run reading " << was
+                                << "; this run reads " << is << ": training continues at sample position " << p.samples
+                                << " of the other data (resume with the saved dataset to continue "
+                                << "exactly where the run stopped)";
+  }
   if (p.seed != config.seed)
     throw UsageError("checkpoint " + r.path + " was saved by a run with seed " + std::to_string(p.seed) +
                      ", this one uses " + std::to_string(config.seed) + "; resume with the saved run's seed");
