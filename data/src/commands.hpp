@@ -31,6 +31,7 @@ struct TrainTokenizerOptions {
 };
 struct TrainTokenizerResult {
   std::uint64_t sentences = 0;
+  std::uint64_t split_lines = 0;  // lines longer than SentencePiece takes, fed in pieces
   std::uint64_t bytes = 0;
   std::uint32_t vocab = 0;
   double seconds = 0;

@@ -124,12 +124,15 @@ int run(int argc, char** argv) {
     o.corpus = corpus_options(r);
     o.output = r["output"].as<std::string>();
     o.vocab = static_cast<std::uint32_t>(parse_u64("--vocab", r["vocab"].as<std::string>(), 16, 1 << 22));
-    o.max_sentences = parse_u64("--max-sentences", r["max-sentences"].as<std::string>(), 1, 1000000000);
+    // SentencePiece's own limits (it samples more than 100 lines, trains on at most 128 threads), as options.
+    o.max_sentences = parse_u64("--max-sentences", r["max-sentences"].as<std::string>(), 101, 1000000000);
     o.seed = static_cast<std::uint32_t>(parse_u64("--seed", r["seed"].as<std::string>(), 0, 0xffffffffll));
-    o.threads = static_cast<int>(parse_u64("--threads", r["threads"].as<std::string>(), 0, 1024));
+    o.threads = static_cast<int>(parse_u64("--threads", r["threads"].as<std::string>(), 0, 128));
     const TrainTokenizerResult t = train_tokenizer(o);
     std::cout << "tenax-data: trained " << o.output << ": " << t.vocab << " pieces from " << t.sentences << " lines ("
-              << t.bytes << " bytes) in " << t.seconds << " s\n";
+              << t.bytes << " bytes";
+    if (t.split_lines > 0) std::cout << "; " << t.split_lines << " lines over 16384 bytes fed in pieces";
+    std::cout << ") in " << t.seconds << " s\n";
     return 0;
   }
   if (command == "encode") {

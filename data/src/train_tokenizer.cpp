@@ -28,13 +28,30 @@ void SetMinLogLevel(int v);
 namespace tenax::datatool {
 namespace {
 
-// Feeds the non-empty lines of every document, reading one document at a time.
+// SentencePiece's longest training sentence in bytes (max_sentence_length): it drops longer ones silently.
+constexpr std::size_t kMaxSentenceBytes = 16384;
+
+// Where to cut `line` (longer than `limit`) so that the first piece is at most `limit` bytes: after the last space or
+// tab within the limit, else at the last UTF-8 character boundary (a continuation byte is 10xxxxxx).
+std::size_t cut_point(const std::string& line, std::size_t from, std::size_t limit) {
+  const std::size_t end = from + limit;
+  for (std::size_t at = end; at > from + limit / 2; --at)
+    if (line[at - 1] == ' ' || line[at - 1] == '\t') return at;
+  std::size_t at = end;
+  while (at > from + 1 && (static_cast<unsigned char>(line[at]) & 0xC0) == 0x80)
+    --at;
+  return at;
+}
+
+// Feeds the non-empty lines of every document, reading one document at a time. A line longer than SentencePiece
+// takes (one-article-per-line corpora, minified code) is fed in pieces of at most kMaxSentenceBytes, cut at
+// whitespace where there is some: dropped, it would leave the tokenizer trained on the short lines alone.
 class LineIterator : public sentencepiece::SentenceIterator {
  public:
   explicit LineIterator(const std::vector<Document>& docs) : docs_(docs) { advance(); }
   bool done() const override { return done_; }
   void Next() override { advance(); }
-  const std::string& value() const override { return line_; }
+  const std::string& value() const override { return piece_; }
   // A failure to read a document ends the iteration with an error status (no exception crosses SentencePiece's
   // frames); train_tokenizer rethrows it.
   sentencepiece::util::Status status() const override {
@@ -46,9 +63,14 @@ class LineIterator : public sentencepiece::SentenceIterator {
   }
   std::uint64_t lines() const { return lines_; }
   std::uint64_t bytes() const { return bytes_; }
+  std::uint64_t split_lines() const { return split_lines_; }
 
  private:
   void advance() {
+    if (piece_end_ < line_.size()) {  // the rest of a long line
+      next_piece();
+      return;
+    }
     while (true) {
       if (pos_ >= text_.size()) {
         if (next_doc_ >= docs_.size()) {
@@ -74,9 +96,17 @@ class LineIterator : public sentencepiece::SentenceIterator {
       pos_ = end + 1;
       if (!line_.empty()) {
         ++lines_;
+        if (line_.size() > kMaxSentenceBytes) ++split_lines_;
+        piece_end_ = 0;
+        next_piece();
         return;
       }
     }
+  }
+  void next_piece() {
+    const std::size_t from = piece_end_;
+    piece_end_ = line_.size() - from <= kMaxSentenceBytes ? line_.size() : cut_point(line_, from, kMaxSentenceBytes);
+    piece_.assign(line_, from, piece_end_ - from);
   }
 
   const std::vector<Document>& docs_;
@@ -84,9 +114,12 @@ class LineIterator : public sentencepiece::SentenceIterator {
   std::string text_;
   std::size_t pos_ = 0;
   std::string line_;
+  std::size_t piece_end_ = 0;  // line_[0, piece_end_) was fed
+  std::string piece_;
   bool done_ = false;
   std::uint64_t lines_ = 0;
   std::uint64_t bytes_ = 0;
+  std::uint64_t split_lines_ = 0;
   std::exception_ptr error_;
 };
 
@@ -116,6 +149,8 @@ TrainTokenizerResult train_tokenizer(const TrainTokenizerOptions& o) {
                      "name a new file");
   if (o.vocab < 16 || o.vocab > (1u << 22))
     throw UsageError("--vocab " + std::to_string(o.vocab) + " is outside 16..4194304");
+  if (const std::string parent = fs::parent_of(o.output); !fs::is_directory(parent))
+    throw UsageError("--output " + o.output + ": its parent directory " + parent + " does not exist: create it first");
   const std::vector<Document> docs = collect_documents(o.corpus);
   {
     // An empty corpus is reported as such, not as SentencePiece's complaint about an empty vocabulary.
@@ -136,7 +171,7 @@ TrainTokenizerResult train_tokenizer(const TrainTokenizerOptions& o) {
       {"split_digits", "true"},
       {"allow_whitespace_only_pieces", "true"},
       {"character_coverage", "0.9995"},
-      {"max_sentence_length", "16384"},
+      {"max_sentence_length", std::to_string(kMaxSentenceBytes)},
       {"input_sentence_size", std::to_string(o.max_sentences)},
       {"shuffle_input_sentence", "true"},
       {"num_threads", std::to_string(threads)},
@@ -153,7 +188,15 @@ TrainTokenizerResult train_tokenizer(const TrainTokenizerOptions& o) {
     throw IoError("SentencePiece returned a model that does not load back with " + std::to_string(o.vocab) + " pieces");
 
   const std::string tmp = o.output + ".tmp-" + std::to_string(::getpid());
-  fs::write_file_durable(tmp, model);
+  try {
+    fs::write_file_durable(tmp, model);
+  } catch (const IoError&) {
+    try {
+      fs::remove_tree(tmp);  // a failed command leaves nothing behind (a full disk left a partial model here)
+    } catch (const IoError&) {
+    }
+    throw;
+  }
   if (!fs::rename_no_replace(tmp, o.output)) {
     fs::remove_tree(tmp);
     throw UsageError("--output " + o.output + " appeared while the model was trained; it was left alone");
@@ -161,6 +204,7 @@ TrainTokenizerResult train_tokenizer(const TrainTokenizerOptions& o) {
   fs::fsync_path(fs::parent_of(o.output));
   TrainTokenizerResult r;
   r.sentences = lines.lines();
+  r.split_lines = lines.split_lines();
   r.bytes = lines.bytes();
   r.vocab = o.vocab;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

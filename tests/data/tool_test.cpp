@@ -199,6 +199,32 @@ TEST_F(RealText, BadInputsAreNamedAndLeaveNothingBehind) {
   EXPECT_EQ(left, (std::vector<std::string>{"ds", "empty", "latin1.txt", "tok.model"}));
 }
 
+// Lines longer than SentencePiece takes (16384 bytes: one article per line, minified code) are trained on in pieces,
+// not dropped: a corpus of nothing but such lines trains, and the pieces count in what the tokenizer learns.
+TEST(TrainTokenizer, LinesLongerThanSentencePieceTakesAreTrainedOnInPieces) {
+  ScratchDir dir("longlines");
+  std::string text;
+  const std::string words[] = {"alpha ", "beta ", "gamma ", "delta ", "epsilon ", "zeta "};
+  for (int line = 0; line < 60; ++line) {
+    std::string long_line;
+    for (int w = 0; long_line.size() < 40000; ++w)
+      long_line += words[(w * 7 + line) % 6];
+    text += long_line + "\n";
+  }
+  stdfs::create_directories(dir / "corpus");
+  write_file(dir / "corpus/long.txt", text);
+  datatool::TrainTokenizerOptions t;
+  t.corpus.inputs = {dir / "corpus"};
+  t.output = dir / "long.model";
+  t.vocab = 300;
+  const datatool::TrainTokenizerResult r = datatool::train_tokenizer(t);
+  EXPECT_EQ(r.sentences, 60u);
+  EXPECT_EQ(r.split_lines, 60u);
+  // Trained on the words: each encodes to few pieces, not to its bytes one by one.
+  const Tokenizer tokenizer(dir / "long.model");
+  EXPECT_LE(tokenizer.encode("alpha beta gamma delta ").size(), 8u);
+}
+
 // Runs tenax-data with `args` (already quoted for the shell); returns its exit code and its stdout and stderr.
 int run_tool(const std::string& args, std::string* output) {
   FILE* p = ::popen((std::string(TENAX_DATA_BINARY) + " " + args + " 2>&1").c_str(), "r");
