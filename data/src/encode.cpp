@@ -17,6 +17,24 @@
 namespace tenax::datatool {
 namespace {
 
+// A dataset is only as faithful as its tokenizer. A SentencePiece model made elsewhere may normalise (NFKC folds
+// ligatures and full-width letters), collapse whitespace, map characters it lacks to <unk> or have no end-of-document
+// id; its dataset would then not decode to its corpus, and nothing later could tell. The probe holds each of those.
+void check_lossless(const Tokenizer& tokenizer, const std::string& path) {
+  static const std::string probe =
+      "Tab\tand  two spaces\nnext line \xef\xac\x81 \xef\xbc\xa1 \xe4\xb8\xad\xe6\x96\x87 \xe2\x98\x83 "
+      "\xf0\x9f\x8e\x89 e\xcc\x81 \x7f";
+  if (tokenizer.decode(tokenizer.encode(probe)) != probe)
+    throw UsageError("--tokenizer " + path +
+                     " does not give back the text it encodes (it normalises, collapses whitespace or lacks byte "
+                     "fallback), so the dataset would not be the corpus: train one with `tenax-data train-tokenizer`, "
+                     "whose models are lossless");
+  if (tokenizer.eos_id() < 0)
+    throw UsageError("--tokenizer " + path +
+                     " has no end-of-sequence id, so documents could not be told apart in the token stream: train "
+                     "one with `tenax-data train-tokenizer`");
+}
+
 using data::SplitId;
 
 // Documents per batch, bounded by their text's size: the batch's text and tokens are in memory together.
@@ -75,6 +93,7 @@ EncodeResult encode(const EncodeOptions& o) {
   } catch (const IoError& e) {
     throw UsageError(std::string("--tokenizer: ") + e.what());
   }
+  check_lossless(tokenizers.front(), o.tokenizer);
   const std::string model_bytes = fs::read_file(o.tokenizer);
   const std::vector<Document> docs = collect_documents(o.corpus);
   std::uint64_t total_bytes = 0;

@@ -4,6 +4,7 @@
 // behind.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sentencepiece_trainer.h>
 
 #include <sys/wait.h>
 
@@ -197,6 +198,22 @@ TEST_F(RealText, BadInputsAreNamedAndLeaveNothingBehind) {
     left.push_back(f.path().filename().string());
   std::sort(left.begin(), left.end());
   EXPECT_EQ(left, (std::vector<std::string>{"ds", "empty", "latin1.txt", "tok.model"}));
+}
+
+// A SentencePiece model made elsewhere with SentencePiece's defaults (NFKC, whitespace collapsed, no byte fallback)
+// would write a dataset that does not decode to its corpus: encode refuses it, naming the fix.
+TEST_F(RealText, ALossyTokenizerIsRefused) {
+  std::string model;
+  const auto status = sentencepiece::SentencePieceTrainer::Train(
+      {{"input", std::string(kPythonDocSources) + "/tutorial/classes.rst.txt"}, {"vocab_size", "500"}}, nullptr,
+      &model);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  write_file(scratch_ / "lossy.model", model);
+  auto e = encode_options(scratch_ / "lossy-ds");
+  e.tokenizer = scratch_ / "lossy.model";
+  EXPECT_THAT(usage_error([&] { datatool::encode(e); }),
+              AllOf(HasSubstr("does not give back the text it encodes"), HasSubstr("tenax-data train-tokenizer")));
+  EXPECT_FALSE(stdfs::exists(scratch_ / "lossy-ds"));
 }
 
 // Lines longer than SentencePiece takes (16384 bytes: one article per line, minified code) are trained on in pieces,
