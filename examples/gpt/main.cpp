@@ -32,7 +32,10 @@ cxxopts::Options make_options() {
   o.add_options("data")
     ("data", "dataset directory (tenax-data encode, scripts/prepare-corpus.sh)", cxxopts::value<std::string>())
     ("validate-every", "validation loss every N steps (0: only at the end)", cxxopts::value<int>()->default_value("50"))
-    ("validation-samples", "sequences in each validation pass", cxxopts::value<std::size_t>()->default_value("64"));
+    ("validation-samples", "sequences in each validation pass", cxxopts::value<std::size_t>()->default_value("64"))
+    ("verify-data", "check every shard's payload checksum at start (reads the dataset once per rank): on, off, or auto "
+     "(on for a dataset of up to 1 GiB read in place; a staged copy was checked by staging)",
+     cxxopts::value<std::string>()->default_value("auto"));
   o.add_options("layout (default: TENAX_LAYOUT, else data parallelism over every rank)")
     ("tp", "tensor-parallel size", cxxopts::value<int>())
     ("pp", "pipeline-parallel size (stages)", cxxopts::value<int>())
@@ -117,16 +120,32 @@ int body(int argc, char** argv) {
   tenax::Engine::check_generation(a["sample-tokens"].as<std::size_t>(), a["temperature"].as<float>());
 
   // Each node copies the dataset to local disk first when TENAX_DATA_STAGE_DIR is set (else it is read in place).
+  const std::string verify = a["verify-data"].as<std::string>();
+  if (verify != "on" && verify != "off" && verify != "auto")
+    throw tenax::UsageError("--verify-data must be on, off or auto, not '" + verify + "'");
   const tenax::StagingResult staged = tenax::stage_dataset(runtime.world(), a["data"].as<std::string>());
-  auto train = std::make_shared<tenax::TokenDataset>(
-      staged.dir, tenax::TokenDatasetOptions{.split = tenax::Split::Train, .seq_len = seq_len, .seed = c.seed});
+  tenax::TokenDatasetOptions train_options{.split = tenax::Split::Train, .seq_len = seq_len, .seed = c.seed};
+  auto train = std::make_shared<tenax::TokenDataset>(staged.dir, train_options);
+  // Opening checks every shard's header; the payloads' checksums are read only when asked for, since at scale every
+  // rank would read the whole dataset. A small one read in place is checked: a flipped byte would train silently.
+  const tenax::TokenDatasetInfo& info = train->info();
+  const bool staged_copy =
+      staged.outcome == tenax::StagingOutcome::Copied || staged.outcome == tenax::StagingOutcome::Reused;
+  const double dataset_bytes = static_cast<double>(info.tokens + info.validation_tokens) * info.token_bytes;
+  const bool verify_payloads =
+      verify == "on" || (verify == "auto" && !staged_copy && dataset_bytes <= 1024.0 * 1024 * 1024);
+  if (verify_payloads) {
+    train_options.verify_checksums = true;
+    train = std::make_shared<tenax::TokenDataset>(staged.dir, train_options);
+  }
   if (train->info().validation_tokens > 0)  // a dataset encoded with --validation-fraction 0 has none
-    c.validation = {
-        .source = std::make_shared<tenax::TokenDataset>(
-            staged.dir,
-            tenax::TokenDatasetOptions{.split = tenax::Split::Validation, .seq_len = seq_len, .shuffle = false}),
-        .every = a["validate-every"].as<int>(),
-        .samples = a["validation-samples"].as<std::size_t>()};
+    c.validation = {.source = std::make_shared<tenax::TokenDataset>(
+                        staged.dir, tenax::TokenDatasetOptions{.split = tenax::Split::Validation,
+                                                               .seq_len = seq_len,
+                                                               .shuffle = false,
+                                                               .verify_checksums = verify_payloads}),
+                    .every = a["validate-every"].as<int>(),
+                    .samples = a["validation-samples"].as<std::size_t>()};
   else if (runtime.rank() == 0)
     std::printf("no validation split in %s: training without a validation loss\n", staged.dir.c_str());
 
