@@ -4,6 +4,7 @@
 // behind.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
 #include <sys/wait.h>
@@ -198,6 +199,21 @@ TEST_F(RealText, BadInputsAreNamedAndLeaveNothingBehind) {
     left.push_back(f.path().filename().string());
   std::sort(left.begin(), left.end());
   EXPECT_EQ(left, (std::vector<std::string>{"ds", "empty", "latin1.txt", "tok.model"}));
+}
+
+// A text longer than Tokenizer::encode takes at once (1 MiB) is encoded in parts cut after newlines, with the ids of
+// the whole text at once (SentencePiece's own answer), in a fraction of the memory.
+TEST_F(RealText, ALongTextEncodesInPartsToTheIdsOfTheWhole) {
+  std::string text;
+  for (int copy = 0; text.size() < (5u << 19); ++copy)
+    for (const auto& f : stdfs::recursive_directory_iterator(corpus_.path()))
+      if (f.is_regular_file()) text += read_file(f.path().string()) + "\n";
+  sentencepiece::SentencePieceProcessor whole;
+  ASSERT_TRUE(whole.Load(scratch_ / "tok.model").ok());
+  std::vector<int> expected;
+  ASSERT_TRUE(whole.Encode(text, &expected).ok());
+  const std::vector<std::int32_t> got = Tokenizer(scratch_ / "tok.model").encode(text);
+  EXPECT_EQ(std::vector<std::int32_t>(expected.begin(), expected.end()), got);
 }
 
 // A SentencePiece model made elsewhere with SentencePiece's defaults (NFKC, whitespace collapsed, no byte fallback)
