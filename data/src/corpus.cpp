@@ -1,5 +1,10 @@
 #include "corpus.hpp"
 
+#include <sys/stat.h>
+
+#include <set>
+#include <utility>
+
 #include <algorithm>
 #include <filesystem>
 #include <system_error>
@@ -89,6 +94,16 @@ std::vector<Document> collect_documents(const CorpusOptions& options) {
     std::sort(found.begin(), found.end(), [](const Document& a, const Document& b) { return a.name < b.name; });
     docs.insert(docs.end(), found.begin(), found.end());
   }
+  // The same file named twice (twice on the command line, or as a file and inside a directory given too) is one
+  // document: twice, it would be trained on twice and could land in both splits.
+  std::set<std::pair<dev_t, ino_t>> seen;
+  std::vector<Document> unique;
+  for (Document& d : docs) {
+    struct stat st {};
+    if (::stat(d.path.c_str(), &st) == 0 && !seen.insert({st.st_dev, st.st_ino}).second) continue;
+    unique.push_back(std::move(d));
+  }
+  docs = std::move(unique);
   if (docs.empty())
     throw UsageError("the inputs hold no files" +
                      (options.extension.empty() ? std::string() : " ending with '" + options.extension + "'") +

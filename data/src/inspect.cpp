@@ -89,9 +89,21 @@ VerifyResult verify(const std::string& dir, const std::string& label, std::ostre
         << "\" (made from other inputs or options)\n";
     ++r.problems;
   }
+  bool tokenizer_named = false;
   for (const std::string& p : data::dataset_problems(dir, index, true, &r.bytes_read)) {
     out << p << "\n";
     ++r.problems;
+    tokenizer_named = tokenizer_named || p.find(index.tokenizer_file) != std::string::npos;
+  }
+  // The tokenizer as a program loads it: its piece count must be the dataset's vocabulary (a dataset written with
+  // another model than its ids come from would otherwise be found only when a trained model samples text).
+  if (!tokenizer_named) {
+    try {
+      Tokenizer::for_dataset(dir);
+    } catch (const std::exception& e) {
+      out << e.what() << "\n";
+      ++r.problems;
+    }
   }
   r.files = index.train.shards.size() + index.validation.shards.size() + 2;
   return r;

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "commands.hpp"
+#include "corpus.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
 #include "tenax/runtime.hpp"
@@ -157,8 +158,11 @@ int run(int argc, char** argv) {
     o.output = r["output"].as<std::string>();
     o.validation_fraction = parse_fraction("--validation-fraction", r["validation-fraction"].as<std::string>());
     o.split_seed = parse_u64("--split-seed", r["split-seed"].as<std::string>(), 0, 0x7fffffffffffffffll);
-    o.shard_tokens = parse_u64("--shard-tokens", r["shard-tokens"].as<std::string>(), 1, 1ll << 40);
+    // A shard per few tokens is no dataset anyone wants (and 32768 of them take minutes before the limit says so).
+    o.shard_tokens = parse_u64("--shard-tokens", r["shard-tokens"].as<std::string>(), 4096, 1ll << 40);
     o.label = r["label"].as<std::string>();
+    if (invalid_utf8_at(o.label) != std::string_view::npos)
+      throw UsageError("--label is not UTF-8 text: the index stores text, and `verify --label` compares it exactly");
     o.threads = static_cast<int>(parse_u64("--threads", r["threads"].as<std::string>(), 0, 1024));
     const EncodeResult e = encode(o);
     std::cout << "tenax-data: wrote " << o.output << ": " << e.documents << " documents (" << e.bytes << " bytes) -> "
@@ -212,7 +216,8 @@ int run(int argc, char** argv) {
     o.split = r["split"].as<std::string>();
     o.offset = parse_u64("--offset", r["offset"].as<std::string>(), 0, 0x7fffffffffffffffll);
     o.count = parse_u64("--count", r["count"].as<std::string>(), 1, 1 << 24);
-    if (!r["ids"].as<std::string>().empty()) {
+    if (r.count("ids")) {
+      if (r["ids"].as<std::string>().empty()) throw UsageError("--ids is empty: give the ids to decode, e.g. 1,2,3");
       if (r.count("split") || r.count("offset") || r.count("count"))
         throw UsageError("--ids decodes exactly the ids given: it takes no --split, --offset or --count");
       o.ids = parse_ids(r["ids"].as<std::string>());

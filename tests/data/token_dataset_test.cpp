@@ -316,6 +316,13 @@ TEST(TokenDataset, BadOptionsAreUsageErrors) {
   EXPECT_EQ(ds.num_samples(), 1u);
   std::vector<std::int32_t> out(100);
   EXPECT_THROW(ds.fill(~0ull, 2, out.data()), UsageError);
+  // A directory that is not there is a wrong path (never retried by a launcher), not a damaged dataset.
+  try {
+    TokenDataset missing(dir / "no-such-dataset", {.seq_len = 10});
+    ADD_FAILURE() << "opened a dataset that does not exist";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("no-such-dataset does not exist: give the directory tenax-data encode wrote"));
+  }
 }
 
 }  // namespace

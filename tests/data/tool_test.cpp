@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "commands.hpp"
+#include "data/dataset_writer.hpp"
 #include "data_test_util.hpp"
 #include "tenax/error.hpp"
 #include "tenax/token_dataset.hpp"
@@ -150,6 +151,19 @@ TEST_F(RealText, VerifyFindsDamage) {
   EXPECT_THAT(out.str(), AllOf(HasSubstr("train-00001.tok: payload checksum mismatch"),
                                HasSubstr("tokenizer.model: checksum mismatch"), HasSubstr("other label")));
   EXPECT_THROW(Tokenizer::for_dataset(scratch_ / "ds"), IoError);
+
+  // Consistent checksums, but a tokenizer of another vocabulary than the ids': found by verify, not by the first
+  // text sample after training.
+  {
+    data::DatasetWriter writer(scratch_ / "mixed", 1000, 2, 50000);
+    writer.append(data::SplitId::Train, std::vector<std::int32_t>(5000, 7));
+    writer.end_document(data::SplitId::Train);
+    writer.set_tokenizer(read_file(scratch_ / "tok.model"));  // 2000 pieces
+    writer.commit();
+  }
+  std::ostringstream mixed;
+  EXPECT_EQ(datatool::verify(scratch_ / "mixed", "", mixed).problems, 1u) << mixed.str();
+  EXPECT_THAT(mixed.str(), HasSubstr("has 2000 pieces but the dataset's vocab_size is 1000"));
 }
 
 TEST_F(RealText, BadInputsAreNamedAndLeaveNothingBehind) {
@@ -303,6 +317,23 @@ TEST_F(RealText, CommandLineExitCodesAndMessages) {
   out.clear();
   EXPECT_EQ(run_tool("decode " + ds + " --offset 999999999 --count 5", &out), 64);
   EXPECT_THAT(out, HasSubstr("beyond"));
+  out.clear();
+  EXPECT_EQ(run_tool("decode " + ds + " --ids ''", &out), 64);
+  EXPECT_THAT(out, HasSubstr("--ids is empty"));
+  out.clear();
+  const std::string encode_again = "encode --input " + corpus_.path() + " --extension .txt --tokenizer " +
+                                   (scratch_ / "tok.model") + " --output " + (scratch_ / "ds-again");
+  EXPECT_EQ(run_tool(encode_again + " --shard-tokens 2", &out), 64);
+  EXPECT_THAT(out, HasSubstr("expected an integer in [4096,"));
+  out.clear();
+  EXPECT_EQ(run_tool(encode_again + " --label \"$(printf '\\377')\"", &out), 64) << out;
+  EXPECT_THAT(out, HasSubstr("--label is not UTF-8 text"));
+  // A file given again, inside its directory too, is one document: the dataset is the one made without it.
+  out.clear();
+  const std::string one_file = corpus_.path() + "/tutorial/classes.rst.txt";
+  ASSERT_TRUE(stdfs::exists(one_file));
+  EXPECT_EQ(run_tool(encode_again + " --input " + one_file + " --input " + one_file, &out), 0) << out;
+  EXPECT_EQ(read_file(scratch_ / "ds-again/index.json"), read_file(ds + "/index.json"));
   flip_byte(ds + "/train-00000.tok", 64 + 10);
   out.clear();
   EXPECT_EQ(run_tool("verify " + ds, &out), 1);

@@ -43,8 +43,11 @@ std::string hex32(std::uint32_t v) {
 }
 
 std::string mib(std::uint64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  char buf[48];
+  if (bytes < (10u << 20))  // small amounts in KiB: "0.2 MiB free, needs 0.2 MiB" said nothing
+    std::snprintf(buf, sizeof buf, "%.0f KiB", static_cast<double>(bytes) / 1024);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
   return buf;
 }
 

@@ -180,6 +180,11 @@ TokenDataset::TokenDataset(const std::string& dir, TokenDatasetOptions options) 
   if (options.seq_len == 0)
     throw UsageError("TokenDataset: seq_len is 0; set TokenDatasetOptions::seq_len to the model's context length");
   s.options = options;
+  // A path that names nothing is a wrong option, not damage: a launcher must not retry it.
+  if (struct stat st{}; ::stat(dir.c_str(), &st) != 0 && errno == ENOENT)
+    throw UsageError("dataset directory " + dir +
+                     " does not exist: give the directory tenax-data encode wrote (its "
+                     "--output), e.g. one made by scripts/prepare-corpus.sh");
   const DatasetIndex index = data::read_index(dir);
   const SplitId split = options.split == Split::Train ? SplitId::Train : SplitId::Validation;
   const data::SplitIndex& entries = index.split(split);
