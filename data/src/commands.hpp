@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -11,6 +12,16 @@
 namespace tenax::datatool {
 
 inline constexpr int kExitDamaged = 1;  // verify found a problem, or an I/O error
+
+// Ctrl-C (SIGINT), SIGTERM or SIGHUP: the commands stop at their next batch and leave nothing behind, instead of dying
+// with a half-written output directory. main() installs the handlers; a second signal ends the process at once.
+struct Interrupted : std::exception {
+  int signal = 0;
+  explicit Interrupted(int signo) : signal(signo) {}
+  const char* what() const noexcept override { return "interrupted"; }
+};
+void install_interrupt_handlers();
+void throw_if_interrupted();  // throws Interrupted once a signal arrived
 
 // "tenax-data 0.1.0 (shard format 1, index version 1, SentencePiece 0.1.97)": prepare-corpus.sh's cache key includes
 // it.

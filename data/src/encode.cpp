@@ -107,6 +107,7 @@ EncodeResult encode(const EncodeOptions& o) {
   EncodeResult r;
   std::size_t next = 0;
   while (next < docs.size()) {
+    throw_if_interrupted();  // the writer's destructor removes the unfinished dataset
     // A batch of documents read here, encoded in parallel, written in order.
     std::vector<std::size_t> batch;
     std::vector<std::string> texts;
@@ -132,6 +133,7 @@ EncodeResult encode(const EncodeOptions& o) {
       th.join();
     for (const auto& e : errors)
       if (e) std::rethrow_exception(e);
+    throw_if_interrupted();  // a large batch takes a while: not a moment longer
     for (std::size_t i = 0; i < batch.size(); ++i) {
       if (texts[i].empty()) continue;  // an empty file is no document
       const SplitId split = validation[batch[i]] ? SplitId::Validation : SplitId::Train;
@@ -152,6 +154,7 @@ EncodeResult encode(const EncodeOptions& o) {
   source.split_seed = o.split_seed;
   source.label = o.label;
   writer.set_source(source);
+  throw_if_interrupted();
   const data::DatasetIndex index = writer.commit();
   r.train_tokens = index.train.tokens;
   r.validation_tokens = index.validation.tokens;

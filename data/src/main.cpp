@@ -233,7 +233,11 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   try {
+    install_interrupt_handlers();
     return run(argc, argv);
+  } catch (const Interrupted& e) {
+    std::cerr << "tenax-data: interrupted (signal " << e.signal << "); nothing was written\n";
+    return 128 + e.signal;
   } catch (const UsageError& e) {
     std::cerr << "tenax-data: usage error: " << e.what() << "\n";
     return tenax::kExitUsage;

@@ -78,6 +78,7 @@ class LineIterator : public sentencepiece::SentenceIterator {
           return;
         }
         try {
+          throw_if_interrupted();
           text_ = read_document(docs_[next_doc_++]);
         } catch (...) {
           error_ = std::current_exception();
@@ -182,6 +183,7 @@ TrainTokenizerResult train_tokenizer(const TrainTokenizerOptions& o) {
   std::string model;
   const auto status = sentencepiece::SentencePieceTrainer::Train(args, &lines, &model);
   lines.rethrow();
+  throw_if_interrupted();  // during the training itself: the model is not written
   if (!status.ok()) explain_failure(status.message(), o.vocab);
   sentencepiece::SentencePieceProcessor check;
   if (!check.LoadFromSerializedProto(model).ok() || check.GetPieceSize() != static_cast<int>(o.vocab))

@@ -7,11 +7,15 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
+#include <thread>
 
 #include "commands.hpp"
 #include "data/dataset_writer.hpp"
@@ -270,6 +274,43 @@ TEST(TrainTokenizer, LinesLongerThanSentencePieceTakesAreTrainedOnInPieces) {
   // Trained on the words: each encodes to few pieces, not to its bytes one by one.
   const Tokenizer tokenizer(dir / "long.model");
   EXPECT_LE(tokenizer.encode("alpha beta gamma delta ").size(), 8u);
+}
+
+// Ctrl-C during encode: exit 130 and nothing left behind, neither the output nor its temporary directory. The signal
+// is sent once the temporary directory exists, while the one large document (seconds of work) is being encoded.
+TEST_F(RealText, AnInterruptedEncodeLeavesNothingBehind) {
+  std::string text;
+  while (text.size() < (6u << 20))
+    for (const auto& f : stdfs::recursive_directory_iterator(corpus_.path()))
+      if (f.is_regular_file()) text += read_file(f.path().string());
+  stdfs::create_directories(scratch_ / "big");
+  write_file(scratch_ / "big/all.txt", text);
+  const std::string out = scratch_ / "interrupted";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::execl(TENAX_DATA_BINARY, TENAX_DATA_BINARY, "encode", "--input", (scratch_ / "big").c_str(), "--tokenizer",
+            (scratch_ / "tok.model").c_str(), "--output", out.c_str(), "--validation-fraction", "0", nullptr);
+    ::_exit(127);
+  }
+  auto temporary_exists = [&] {
+    for (const auto& f : stdfs::directory_iterator(scratch_.path()))
+      if (f.path().filename().string().starts_with("interrupted.tmp")) return true;
+    return false;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!temporary_exists() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(temporary_exists());
+  ASSERT_EQ(::kill(pid, SIGINT), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by the signal instead of stopping";
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  std::vector<std::string> left;
+  for (const auto& f : stdfs::directory_iterator(scratch_.path()))
+    if (f.path().filename().string().starts_with("interrupted")) left.push_back(f.path().string());
+  EXPECT_TRUE(left.empty()) << left.front();
 }
 
 // Runs tenax-data with `args` (already quoted for the shell); returns its exit code and its stdout and stderr.
