@@ -174,6 +174,10 @@ class Supervisor {
         if (!probed.unreachable.empty() || !probed.slow.empty()) classified = classify(report.evidence);
       }
       const std::int64_t committed = newest_committed_step(report);
+      // Heartbeats are written once per interval, so the last one read may lag the ranks; a checkpoint committed
+      // after the attempt resumed proves its step was reached ("reached step 534, checkpoint step 560" said
+      // otherwise). An attempt that reported no step keeps none: the checkpoint is then an earlier one.
+      if (report.max_step >= 0 && committed > report.max_step) report.max_step = committed;
       progress_.record(progress_basis_, {report.max_step, committed}, failed);
       // A program that reports no steps (not a tenax worker, or one that failed before its first) shows as such,
       // not as step -1.
