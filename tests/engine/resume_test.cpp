@@ -102,16 +102,19 @@ TEST(EngineResume, AnotherLayoutContinuesWithinTheStatedTolerance) {
   if (world().rank() == 0) std::printf("  largest relative loss difference after a resharded resume: %.2e\n", worst);
 }
 
+// One step trained and saved with `c` (its checkpoint directory set), for the resume checks below.
+void save_one_step(const EngineConfig& c, std::shared_ptr<const BatchSource> data = test_data()) {
+  Engine engine(world(), c, test_model(), std::move(data));
+  engine.step();
+  engine.save();
+  engine.wait_for_checkpoint();
+}
+
 TEST(EngineResume, ARunSavedWithAnotherBatchIsRefused) {
   SharedTempDir dir(world(), "engine-batch");
   EngineConfig a = small_config({1, 1, 4});
   a.checkpoint.dir = dir.path();
-  {
-    Engine engine(world(), a, test_model(), test_data());
-    engine.step();
-    engine.save();
-    engine.wait_for_checkpoint();
-  }
+  save_one_step(a);
   EngineConfig b = a;
   b.global_batch = 16;
   Engine engine(world(), b, test_model(), test_data());
@@ -127,12 +130,7 @@ TEST(EngineResume, ARunSavedWithAnotherSequenceLengthIsRefused) {
   SharedTempDir dir(world(), "engine-seq-len");
   EngineConfig a = small_config({1, 1, 4});
   a.checkpoint.dir = dir.path();
-  {
-    Engine engine(world(), a, test_model(), test_data());
-    engine.step();
-    engine.save();
-    engine.wait_for_checkpoint();
-  }
+  save_one_step(a);
   EngineConfig b = a;
   b.seq_len = a.seq_len * 2;
   Engine engine(world(), b, test_model(), test_data());
@@ -165,12 +163,7 @@ TEST(EngineResume, ARunResumedOnOtherDataIsWarnedOf) {
   SharedTempDir dir(world(), "engine-other-data");
   EngineConfig c = small_config({1, 1, 4});
   c.checkpoint.dir = dir.path();
-  {
-    Engine engine(world(), c, test_model(), std::make_shared<NamedSource>("corpus A"));
-    engine.step();
-    engine.save();
-    engine.wait_for_checkpoint();
-  }
+  save_one_step(c, std::make_shared<NamedSource>("corpus A"));
   for (const char* name : {"corpus A", "corpus B"}) {
     SCOPED_TRACE(name);
     Engine engine(world(), c, test_model(), std::make_shared<NamedSource>(name));
