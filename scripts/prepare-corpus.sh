@@ -75,16 +75,20 @@ only_dataset_files() {
 }
 
 if [[ -e "$out" || -L "$out" ]]; then
+  # A dataset reached through a link is used as it is; only replacing it is refused below (the link, not its target,
+  # would be moved).
+  if [[ -d "$out" && -f "$out/index.json" ]] && only_dataset_files "$out" &&
+    "$tool" verify "$out" --label "$label" >/dev/null 2>&1; then
+    echo "prepare-corpus: $out is up to date (cached; verified)"
+    exit 0
+  fi
   if [[ -L "$out" || ! -d "$out" ]]; then
-    echo "prepare-corpus: $out exists and is not a directory; refusing to replace it: choose another OUT_DIR" >&2
+    echo "prepare-corpus: $out exists and is not a directory (or is a link); refusing to replace it: choose another" \
+      "OUT_DIR" >&2
     exit 64
   elif [[ -z "$(ls -A "$out")" ]]; then
     :
   elif [[ -f "$out/index.json" ]] && only_dataset_files "$out"; then
-    if "$tool" verify "$out" --label "$label" >/dev/null 2>&1; then
-      echo "prepare-corpus: $out is up to date (cached; verified)"
-      exit 0
-    fi
     # Only a dataset this script made is rebuilt: its label says so (or its index is too damaged to say anything).
     made_by=$("$tool" info "$out" 2>/dev/null | sed -n 's/^label  *//p' || true)
     if "$tool" info "$out" >/dev/null 2>&1 && [[ "$made_by" != "prepare-corpus "* ]]; then

@@ -13,8 +13,10 @@ namespace tenax::datatool {
 
 inline constexpr int kExitDamaged = 1;  // verify found a problem, or an I/O error
 
-// Ctrl-C (SIGINT), SIGTERM or SIGHUP: the commands stop at their next batch and leave nothing behind, instead of dying
-// with a half-written output directory. main() installs the handlers; a second signal ends the process at once.
+// Ctrl-C (SIGINT), SIGTERM or SIGHUP during encode: it stops at its next batch and leaves nothing behind, instead of
+// dying with a half-written output directory; main() then ends by the same signal. main() installs the handlers for
+// encode only (train-tokenizer writes its model at the very end, the other commands write nothing); a second signal
+// ends the process at once.
 struct Interrupted : std::exception {
   int signal = 0;
   explicit Interrupted(int signo) : signal(signo) {}

@@ -93,7 +93,7 @@ VerifyResult verify(const std::string& dir, const std::string& label, std::ostre
   for (const std::string& p : data::dataset_problems(dir, index, true, &r.bytes_read)) {
     out << p << "\n";
     ++r.problems;
-    tokenizer_named = tokenizer_named || p.find(index.tokenizer_file) != std::string::npos;
+    tokenizer_named = tokenizer_named || p.rfind(dir + "/" + index.tokenizer_file + ":", 0) == 0;
   }
   // The tokenizer as a program loads it: its piece count must be the dataset's vocabulary (a dataset written with
   // another model than its ids come from would otherwise be found only when a trained model samples text).

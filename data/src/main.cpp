@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
@@ -137,6 +138,8 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (command == "encode") {
+    // encode writes its output for minutes; the other commands write nothing or their output at the very end.
+    install_interrupt_handlers();
     p.custom_help("--input PATH... --tokenizer MODEL --output DIR [options]");
     add_corpus_options(p);
     p.add_options()("tokenizer", "Model from train-tokenizer", cxxopts::value<std::string>()->default_value(""))(
@@ -233,10 +236,12 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   try {
-    install_interrupt_handlers();
     return run(argc, argv);
   } catch (const Interrupted& e) {
     std::cerr << "tenax-data: interrupted (signal " << e.signal << "); nothing was written\n";
+    // End by the signal itself, as without the handler: a shell running a script of such commands stops there too.
+    std::signal(e.signal, SIG_DFL);
+    std::raise(e.signal);
     return 128 + e.signal;
   } catch (const UsageError& e) {
     std::cerr << "tenax-data: usage error: " << e.what() << "\n";

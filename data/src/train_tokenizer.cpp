@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <regex>
@@ -78,7 +79,6 @@ class LineIterator : public sentencepiece::SentenceIterator {
           return;
         }
         try {
-          throw_if_interrupted();
           text_ = read_document(docs_[next_doc_++]);
         } catch (...) {
           error_ = std::current_exception();
@@ -161,7 +161,9 @@ TrainTokenizerResult train_tokenizer(const TrainTokenizerOptions& o) {
       throw UsageError("the corpus has no text (" + std::to_string(docs.size()) +
                        " input files, all empty or blank): name inputs that hold text");
   }
-  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // SentencePiece trains on at most 128 threads (a larger count fails its own check).
+  const int threads =
+      o.threads > 0 ? o.threads : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 128u));
   const std::unordered_map<std::string, std::string> args = {
       {"model_type", "bpe"},
       {"vocab_size", std::to_string(o.vocab)},
@@ -183,7 +185,6 @@ TrainTokenizerResult train_tokenizer(const TrainTokenizerOptions& o) {
   std::string model;
   const auto status = sentencepiece::SentencePieceTrainer::Train(args, &lines, &model);
   lines.rethrow();
-  throw_if_interrupted();  // during the training itself: the model is not written
   if (!status.ok()) explain_failure(status.message(), o.vocab);
   sentencepiece::SentencePieceProcessor check;
   if (!check.LoadFromSerializedProto(model).ok() || check.GetPieceSize() != static_cast<int>(o.vocab))

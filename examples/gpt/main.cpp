@@ -16,6 +16,7 @@
 #include <string>
 
 #include "command_line.hpp"
+#include "tenax/agreement.hpp"
 #include "tenax/data_staging.hpp"
 #include "tenax/engine.hpp"
 #include "tenax/error.hpp"
@@ -124,29 +125,33 @@ int body(int argc, char** argv) {
   if (verify != "on" && verify != "off" && verify != "auto")
     throw tenax::UsageError("--verify-data must be on, off or auto, not '" + verify + "'");
   const tenax::StagingResult staged = tenax::stage_dataset(runtime.world(), a["data"].as<std::string>());
-  tenax::TokenDatasetOptions train_options{.split = tenax::Split::Train, .seq_len = seq_len, .seed = c.seed};
-  auto train = std::make_shared<tenax::TokenDataset>(staged.dir, train_options);
-  // Opening checks every shard's header; the payloads' checksums are read only when asked for, since at scale every
-  // rank would read the whole dataset. A small one read in place is checked: a flipped byte would train silently.
-  const tenax::TokenDatasetInfo& info = train->info();
-  const bool staged_copy =
-      staged.outcome == tenax::StagingOutcome::Copied || staged.outcome == tenax::StagingOutcome::Reused;
-  const double dataset_bytes = static_cast<double>(info.tokens + info.validation_tokens) * info.token_bytes;
-  const bool verify_payloads =
-      verify == "on" || (verify == "auto" && !staged_copy && dataset_bytes <= 1024.0 * 1024 * 1024);
-  if (verify_payloads) {
-    train_options.verify_checksums = true;
+  std::shared_ptr<tenax::TokenDataset> train;
+  tenax::run_on_every_rank(runtime.world(), [&] {  // this node's copy: a failure here must stop every rank
+    tenax::TokenDatasetOptions train_options{.split = tenax::Split::Train, .seq_len = seq_len, .seed = c.seed};
     train = std::make_shared<tenax::TokenDataset>(staged.dir, train_options);
-  }
-  if (train->info().validation_tokens > 0)  // a dataset encoded with --validation-fraction 0 has none
-    c.validation = {.source = std::make_shared<tenax::TokenDataset>(
-                        staged.dir, tenax::TokenDatasetOptions{.split = tenax::Split::Validation,
-                                                               .seq_len = seq_len,
-                                                               .shuffle = false,
-                                                               .verify_checksums = verify_payloads}),
-                    .every = a["validate-every"].as<int>(),
-                    .samples = a["validation-samples"].as<std::size_t>()};
-  else if (runtime.rank() == 0)
+    // Opening checks every shard's header; the payloads' checksums are read only when asked for, since at scale
+    // every rank would read the whole dataset. A small one read in place is checked: a flipped byte would train
+    // silently.
+    const tenax::TokenDatasetInfo& info = train->info();
+    const bool staged_copy =
+        staged.outcome == tenax::StagingOutcome::Copied || staged.outcome == tenax::StagingOutcome::Reused;
+    const double dataset_bytes = static_cast<double>(info.tokens + info.validation_tokens) * info.token_bytes;
+    const bool verify_payloads =
+        verify == "on" || (verify == "auto" && !staged_copy && dataset_bytes <= 1024.0 * 1024 * 1024);
+    if (verify_payloads) {
+      train_options.verify_checksums = true;
+      train = std::make_shared<tenax::TokenDataset>(staged.dir, train_options);
+    }
+    if (train->info().validation_tokens > 0)  // a dataset encoded with --validation-fraction 0 has none
+      c.validation = {.source = std::make_shared<tenax::TokenDataset>(
+                          staged.dir, tenax::TokenDatasetOptions{.split = tenax::Split::Validation,
+                                                                 .seq_len = seq_len,
+                                                                 .shuffle = false,
+                                                                 .verify_checksums = verify_payloads}),
+                      .every = a["validate-every"].as<int>(),
+                      .samples = a["validation-samples"].as<std::size_t>()};
+  });
+  if (!c.validation.source && runtime.rank() == 0)
     std::printf("no validation split in %s: training without a validation loss\n", staged.dir.c_str());
 
   tenax::models::GptConfig model{.vocab = train->info().vocab_size,

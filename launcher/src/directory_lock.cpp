@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <charconv>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <map>
@@ -29,6 +30,12 @@ bool still_linked(int fd, const std::string& path) {
   }, named{};
   return ::fstat(fd, &held) == 0 && held.st_nlink > 0 && ::lstat(path.c_str(), &named) == 0 &&
          held.st_dev == named.st_dev && held.st_ino == named.st_ino;
+}
+
+std::string seconds_text(std::chrono::milliseconds wait) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f s", static_cast<double>(wait.count()) / 1000);
+  return text;
 }
 
 std::string now_utc() {
@@ -134,8 +141,8 @@ DirectoryLock DirectoryLock::take(const std::string& dir, const std::string& opt
       lock.fd_ = std::move(fd);
       if (!taken_over.empty())
         lock.warning_ = option + " '" + dir + "' was still locked by an earlier run of this Slurm job (" + taken_over +
-                        ") after " + std::to_string(earlier_run_wait.count() / 1000) +
-                        " s; Slurm ended that run before requeueing the job, so its lock is taken over";
+                        ") after a wait of " + seconds_text(earlier_run_wait) +
+                        "; Slurm ended that run before requeueing the job, so its lock is taken over";
       return lock;
     }
     const int error = errno;

@@ -12,7 +12,10 @@
 // A requeued Slurm job starts after Slurm ended its earlier run; a lock the earlier run (same job id, lower restart
 // count) still holds can only belong to a host that is gone or a process that outlived the job. It is waited for (up to
 // `earlier_run_wait`), then taken over with a warning: a requeued job must not be kept from running by its own past.
-// On a file system without locks the directory is used unlocked, with a warning.
+// On a file system without locks the directory is used unlocked, with a warning. An NFS mount with `local_lock=flock`
+// (or `all`, or `nolock`) keeps flock locks on each client only: two launchers on two hosts then both get the lock,
+// and nothing here can tell. On NFSv3 a lock held by a host that died may stay until that host reboots: the refusal
+// names the lock file to remove.
 #pragma once
 
 #include <chrono>

@@ -86,17 +86,18 @@ Spawned spawn(const std::vector<std::string>& argv, const std::vector<std::pair<
   if (pid < 0) sys_fail("fork");
   if (pid == 0) {
     setpgid(0, 0);  // its own group: a signal aimed at the launcher's terminal group does not hit it twice
-    // The launcher's death, even by SIGKILL or the OOM killer, must not leave an attempt running unsupervised: its
-    // ranks would go on writing checkpoints while the next launcher's attempt writes the same ones. mpirun and srun
-    // get SIGTERM then, which they pass to the ranks (an emergency checkpoint, as for a preemption). The signal is
-    // tied to the forking thread; tenax-launch forks only from its main thread, which lives as long as it does.
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != launcher) _exit(127);  // the launcher died before prctl took effect
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     for (int signo : {SIGTERM, SIGUSR1, SIGINT, SIGCHLD, SIGPIPE, SIGHUP})
       signal(signo, SIG_DFL);
+    // After the signal dispositions are reset (a SIGTERM must not reach the launcher's own handler here): the
+    // launcher's death, even by SIGKILL or the OOM killer, must not leave an attempt running unsupervised: its
+    // ranks would go on writing checkpoints while the next launcher's attempt writes the same ones. mpirun and srun
+    // get SIGTERM then, which they pass to the ranks (an emergency checkpoint, as for a preemption). The signal is
+    // tied to the forking thread; tenax-launch forks only from its main thread, which lives as long as it does.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != launcher) _exit(127);  // the launcher died before prctl took effect
     dup2(out[1], STDOUT_FILENO);
     dup2(err[1], STDERR_FILENO);
     execvpe(argp[0], argp.data(), envp.data());

@@ -161,6 +161,7 @@ class Supervisor {
       if (!plan.exclude.empty()) start_line += ", excluding " + join(plan.exclude, ",");
       announce(start_line + ": " + join(command.argv, " "));
 
+      const std::int64_t newest_before = newest_in_checkpoint_dir();
       AttemptReport report = run_attempt(options_, plan, command, run_dir_,
                                          slurm_ ? NodeProber([this] { return probe_nodes_now(); }) : NodeProber());
       Classification classified = classify(report.evidence);
@@ -174,10 +175,10 @@ class Supervisor {
         if (!probed.unreachable.empty() || !probed.slow.empty()) classified = classify(report.evidence);
       }
       const std::int64_t committed = newest_committed_step(report);
-      // Heartbeats are written once per interval, so the last one read may lag the ranks; a checkpoint committed
-      // after the attempt resumed proves its step was reached ("reached step 534, checkpoint step 560" said
-      // otherwise). An attempt that reported no step keeps none: the checkpoint is then an earlier one.
-      if (report.max_step >= 0 && committed > report.max_step) report.max_step = committed;
+      // Heartbeats are written once per interval, so the last one read may lag the ranks; a checkpoint this attempt
+      // committed (newer than any before it) proves its step was reached ("reached step 534, checkpoint step 560"
+      // said otherwise). An attempt that reported no step keeps none.
+      if (report.max_step >= 0 && committed > report.max_step && committed > newest_before) report.max_step = committed;
       progress_.record(progress_basis_, {report.max_step, committed}, failed);
       // A program that reports no steps (not a tenax worker, or one that failed before its first) shows as such,
       // not as step -1.
@@ -219,6 +220,16 @@ class Supervisor {
   // The checkpoint a restart would resume from: the newest committed one in the checkpoint directory, or the newest
   // the ranks reported (a program with its own checkpoint layout reports commits through its heartbeats, late by up
   // to one heartbeat interval; the step it resumed from is committed too, 0 for a fresh start).
+  // The newest committed checkpoint in --checkpoint-dir, -1 when none or unreadable.
+  std::int64_t newest_in_checkpoint_dir() const {
+    if (checkpoint_dir_.empty()) return -1;
+    try {
+      return newest_committed_checkpoint(checkpoint_dir_);
+    } catch (const IoError&) {
+      return -1;
+    }
+  }
+
   std::int64_t newest_committed_step(const AttemptReport& report) {
     std::int64_t step = std::max(report.checkpoint_step, report.resumed_step);
     if (checkpoint_dir_.empty()) return step;

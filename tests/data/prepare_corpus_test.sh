@@ -27,6 +27,11 @@ bash "$script" "$out" --vocab 1000 --tool "$tool" >"$scratch/warm.log" 2>&1 || f
 grep -q "up to date (cached" "$scratch/warm.log" || fail "second run was not a cache hit: $(cat "$scratch/warm.log")"
 [[ $(stat -c %Y.%i "$out/index.json") == "$stamp" ]] || fail "the cached run rewrote the dataset"
 
+# Reached through a link: a cache hit all the same.
+ln -s "$out" "$scratch/link"
+bash "$script" "$scratch/link" --vocab 1000 --tool "$tool" >"$scratch/link.log" 2>&1 || fail "run through a link"
+grep -q "up to date (cached" "$scratch/link.log" || fail "a linked dataset was not a cache hit: $(cat "$scratch/link.log")"
+
 # Damaged: rebuilt, and valid again.
 python3 -c "
 import sys; p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[1000] ^= 1; open(p, 'wb').write(b)" \

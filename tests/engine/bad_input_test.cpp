@@ -152,6 +152,19 @@ TEST(BadInput, DataParallelReplicasThatBuildDifferentModels) {
   expect_usage_error(small_config({1, 1, 4}), models::mlp_lm(m),
                      "data-parallel ranks 0 and 1 of this replica group built different models",
                      "every rank must build the same model");
+  // With two pipeline stages only one data-parallel group differs (an extra layer norm on world rank 3): the other
+  // group, and the ranks of the stage that does not differ, must stop too instead of waiting in the next collective.
+  const ChunkBuilder extra_on_rank_3 = [](const ChunkContext& c) -> std::unique_ptr<nn::Module> {
+    std::unique_ptr<nn::Module> chunk = test_model()(c);
+    if (world().rank() != 3) return chunk;
+    std::vector<std::unique_ptr<nn::Module>> parts;
+    if (!c.first()) parts.push_back(std::make_unique<nn::LayerNorm>("extra_ln", kHidden));
+    parts.push_back(std::move(chunk));
+    if (c.first()) parts.push_back(std::make_unique<nn::LayerNorm>("extra_ln", kHidden));
+    return std::make_unique<nn::Sequential>("with_extra", std::move(parts));
+  };
+  expect_usage_error(small_config({1, 2, 2}), extra_on_rank_3, "of this replica group built different models",
+                     "every rank must build the same model");
 }
 
 }  // namespace

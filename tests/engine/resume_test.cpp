@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 
 #include "common/scoped_env.hpp"
 #include "engine_test_util.hpp"
@@ -202,6 +203,28 @@ TEST(EngineResume, ARunResumedAtItsLastStepEndsAtOnce) {
   ASSERT_EQ(by_hand.resume().step, 3);
   EXPECT_NO_THROW(by_hand.save());
   EXPECT_NO_THROW(by_hand.wait_for_checkpoint());
+}
+
+// Resumed at its last step from a node-local copy alone (the shared checkpoint of that step is gone): the final save
+// writes the shared copy, which the job's end would otherwise leave nowhere (node-local copies go with the job).
+TEST(EngineResume, AResumeAtTheLastStepFromANodeLocalCopyWritesTheSharedOne) {
+  SharedTempDir dir(world(), "engine-final-local"), local(world(), "engine-final-local-tier");
+  EngineConfig c = small_config({1, 1, 4});
+  c.checkpoint.dir = dir.path();
+  c.checkpoint.local_dir = local.path();
+  c.checkpoint.local_every = 1;
+  c.steps = 3;
+  {
+    Engine engine(world(), c, test_model(), test_data());
+    ASSERT_EQ(engine.run(), kExitSuccess);
+  }
+  world().barrier();
+  if (world().rank() == 0) std::filesystem::remove_all(dir.path() + "/step_3");
+  world().barrier();
+  Engine again(world(), c, test_model(), test_data());
+  EXPECT_EQ(again.run(), kExitSuccess);
+  world().barrier();
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/step_3/manifest.json")) << "the final weights are only node-local";
 }
 
 // The engine builds its checkpointer's options itself: the checkpoint variables a user sets must still reach it.

@@ -32,7 +32,13 @@ class Tokenizer {
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;
 
+  // The ids of `text`. A text over 1 MiB is encoded in parts cut after newlines when the model allows it (see
+  // encodes_in_parts), with the same ids: SentencePiece needs ~175 bytes of memory per byte it encodes at once.
   std::vector<std::int32_t> encode(std::string_view text) const;
+  // Whether encode() may cut long texts into parts: no piece holds a newline, and encoding the parts of a few probes
+  // gives the ids of the whole (no dummy prefix, no whitespace removal, newlines not folded into <unk>). True for the
+  // models tenax-data trains.
+  bool encodes_in_parts() const;
   std::string decode(std::span<const std::int32_t> ids) const;
   std::int32_t vocab_size() const;
   std::int32_t eos_id() const;  // -1 if the model has none

@@ -1,5 +1,7 @@
 #include "comm/agreement.hpp"
 
+#include "tenax/agreement.hpp"
+
 #include <algorithm>
 #include <cstdint>
 
@@ -128,6 +130,14 @@ std::vector<bool> DeferredAgreement::answer() {
   for (std::size_t i = 0; i < count_; ++i)
     every[i] = (*flags_)[i] != 0;
   return every;
+}
+
+}  // namespace tenax
+
+namespace tenax {
+
+void run_on_every_rank(Communicator& comm, const std::function<void()>& local) {
+  run_agreed(comm, local);
 }
 
 }  // namespace tenax

@@ -148,7 +148,8 @@ ResumeInfo Engine::Impl::resume() {
   if (scaler) scaler->restore(p.loss_scaler);
   buffers->refresh_weights();
   last_saved = step;
-  last_saved_loaded = true;
+  last_saved_loaded = !r.node_local;
+  last_saved_local_only = r.node_local;
   info.resumed = true;
   info.step = step;
   info.path = r.path;
@@ -162,12 +163,14 @@ ResumeInfo Engine::Impl::resume() {
 
 void Engine::Impl::save_checkpoint(bool emergency) {
   if (!writer) return;
-  if (last_saved == step) {  // a checkpoint is never written twice: its commit is what is left
+  // A checkpoint is never written twice: its commit is what is left. One resumed from a node-local copy alone is
+  // written to the shared tier now (the node-local copies go with the job).
+  if (last_saved == step && !last_saved_local_only) {
     settle_checkpoint();
     return;
   }
   last_saved = step;
-  last_saved_loaded = false;
+  last_saved_loaded = last_saved_local_only = false;
   if (emergency)
     writer->emergency_save(static_cast<std::uint64_t>(step), progress_blobs());
   else

@@ -387,8 +387,11 @@ void Engine::Impl::make_state() {
       ++local_users[p.name];
     specs = std::move(unique);
   });
-  detail::check_replicas_agree(*groups.dp, encode_specs(specs));
-  find_tied_parameters(specs, local_users);
+  // Each agreed over the world on its own: each throws in its own group only (a data-parallel group, a pipeline
+  // group; every rank of that group alike, after the group's last collective), and the groups that do not would
+  // wait for the others in the next collective.
+  run_agreed(world, [&] { detail::check_replicas_agree(*groups.dp, encode_specs(specs)); });
+  run_agreed(world, [&] { find_tied_parameters(specs, local_users); });
   const DType param_dtype = config.precision.param_dtype();
   buffers = std::make_unique<ParameterBuffers>(std::move(specs), param_dtype, *compute->dp, groups.coords.tp,
                                                config.data_parallel, *ctx);

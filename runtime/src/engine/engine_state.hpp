@@ -161,7 +161,10 @@ struct Engine::Impl {
   std::unique_ptr<Checkpointer> writer;
   std::unique_ptr<HostStateMirror> mirror;
   std::optional<long> last_saved;
-  bool last_saved_loaded = false;  // last_saved is the checkpoint this run resumed from (an earlier run committed it)
+  // last_saved is the checkpoint this run resumed from: committed by an earlier run to the shared tier (loaded), or
+  // read from a node-local copy, which the shared tier may lack (local_only: a save of that step still writes it).
+  bool last_saved_loaded = false;
+  bool last_saved_local_only = false;
   // The periodic interval of each tier in force (TierInterval).
   TierInterval shared_interval;
   TierInterval local_interval{.every = 1};  // CheckpointPolicy::local_automatic: the first save after step 1

@@ -308,7 +308,9 @@ void Engine::Impl::check_divergence(const StepResult& r) {
       if (world.rank() == 0) TENAX_LOG(Warn, "engine") << "the checkpoint of step " << *last_saved << ": " << e.what();
     }
   }
-  const std::string newest = last_saved ? "the newest: step " + std::to_string(*last_saved) : "there are none yet";
+  const std::optional<std::uint64_t> committed = writer ? writer->last_committed_step() : std::nullopt;
+  const std::string newest = committed ? "the newest this run committed: step " + std::to_string(*committed)
+                                       : "this run committed none; older ones are as they were";
   throw UsageError("training diverged at step " + std::to_string(r.step) + ": " + problem +
                    ", so the weights can no longer be trusted and nothing from this step on is saved. The "
                    "checkpoints written before it are kept (" +
