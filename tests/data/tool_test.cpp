@@ -7,15 +7,15 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <poll.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
-#include <thread>
 
 #include "commands.hpp"
 #include "data/dataset_writer.hpp"
@@ -289,6 +289,10 @@ TEST_F(RealText, AnInterruptedEncodeLeavesNothingBehind) {
   stdfs::create_directories(scratch_ / "big");
   write_file(scratch_ / "big/all.txt", text);
   const std::string out = scratch_ / "interrupted";
+  // The temporary directory's creation, as the kernel reports it (watched before the program starts).
+  const int watch = ::inotify_init1(IN_CLOEXEC);
+  ASSERT_GE(watch, 0);
+  ASSERT_GE(::inotify_add_watch(watch, scratch_.path().c_str(), IN_CREATE | IN_MOVED_TO), 0);
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
@@ -296,15 +300,19 @@ TEST_F(RealText, AnInterruptedEncodeLeavesNothingBehind) {
             (scratch_ / "tok.model").c_str(), "--output", out.c_str(), "--validation-fraction", "0", nullptr);
     ::_exit(127);
   }
-  auto temporary_exists = [&] {
-    for (const auto& f : stdfs::directory_iterator(scratch_.path()))
-      if (f.path().filename().string().starts_with("interrupted.tmp")) return true;
-    return false;
-  };
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!temporary_exists() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  ASSERT_TRUE(temporary_exists());
+  bool created = false;
+  alignas(inotify_event) char events[4096];
+  pollfd readable{watch, POLLIN, 0};
+  while (!created && ::poll(&readable, 1, 60000) == 1) {
+    const ssize_t n = ::read(watch, events, sizeof events);
+    for (ssize_t at = 0; n > 0 && at < n;) {
+      const auto* e = reinterpret_cast<const inotify_event*>(events + at);
+      created = created || (e->len > 0 && std::string_view(e->name).starts_with("interrupted.tmp"));
+      at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
+    }
+  }
+  ::close(watch);
+  ASSERT_TRUE(created) << "encode never created its temporary directory";
   ASSERT_EQ(::kill(pid, SIGINT), 0);
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);

@@ -129,8 +129,7 @@ TEST(GptDataCheck, AFlippedPayloadByteIsFoundBeforeTraining) {
   auto args = gpt_args(data, {"--steps", "3", "--checkpoint-dir", "none"});
   Launch checked({"-n", "1", "--run-dir", dir / "run", "--max-restarts", "0"}, args, dir / "checked.txt");
   EXPECT_NE(checked.wait(seconds(60)), 0) << checked.output();
-  EXPECT_NE(checked.output().find("train-00001.tok: payload checksum mismatch"), std::string::npos)
-      << checked.output();
+  EXPECT_NE(checked.output().find("train-00001.tok: payload checksum mismatch"), std::string::npos) << checked.output();
   EXPECT_EQ(checked.output().find("step     1"), std::string::npos) << "trained on damaged data";
   args.insert(args.end(), {"--verify-data", "off"});
   Launch unchecked({"-n", "1", "--run-dir", dir / "run2"}, args, dir / "unchecked.txt");

@@ -111,38 +111,32 @@ void save_one_step(const EngineConfig& c, std::shared_ptr<const BatchSource> dat
   engine.wait_for_checkpoint();
 }
 
-TEST(EngineResume, ARunSavedWithAnotherBatchIsRefused) {
-  SharedTempDir dir(world(), "engine-batch");
+// A run saved with the small config, resumed with `change` applied: refused with a message holding `expected`.
+void expect_resume_refused(const char* tag, void (*change)(EngineConfig&), const std::string& expected) {
+  SharedTempDir dir(world(), tag);
   EngineConfig a = small_config({1, 1, 4});
   a.checkpoint.dir = dir.path();
   save_one_step(a);
   EngineConfig b = a;
-  b.global_batch = 16;
+  change(b);
   Engine engine(world(), b, test_model(), test_data());
   try {
     engine.resume();
-    ADD_FAILURE() << "resumed with another global batch";
+    ADD_FAILURE() << "resumed although " << expected;
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("saved with a global batch of 8 sequences"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
   }
 }
 
+TEST(EngineResume, ARunSavedWithAnotherBatchIsRefused) {
+  expect_resume_refused(
+      "engine-batch", [](EngineConfig& c) { c.global_batch = 16; }, "saved with a global batch of 8 sequences");
+}
+
 TEST(EngineResume, ARunSavedWithAnotherSequenceLengthIsRefused) {
-  SharedTempDir dir(world(), "engine-seq-len");
-  EngineConfig a = small_config({1, 1, 4});
-  a.checkpoint.dir = dir.path();
-  save_one_step(a);
-  EngineConfig b = a;
-  b.seq_len = a.seq_len * 2;
-  Engine engine(world(), b, test_model(), test_data());
-  try {
-    engine.resume();
-    ADD_FAILURE() << "resumed with another sequence length";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("was saved with sequences of " + std::to_string(a.seq_len) + " tokens"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_resume_refused(
+      "engine-seq-len", [](EngineConfig& c) { c.seq_len *= 2; },
+      "was saved with sequences of " + std::to_string(small_config({1, 1, 4}).seq_len) + " tokens");
 }
 
 // The test data under a name of its own, as a dataset names itself.

@@ -1,8 +1,11 @@
 // tenax-launch against real failures: real mpirun, real ranks of the deterministic worker, real signals.
 // Every test compares the final parameters with an uninterrupted run of the same program, bit for bit.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -12,7 +15,6 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <thread>
 
 #include "launch_harness.hpp"
 
@@ -427,13 +429,19 @@ TEST(LauncherFaults, ARunDirectoryThatFilledUpStopsTheRunNamingIt) {
   EXPECT_EQ(output.find("attempt 2"), std::string::npos) << "no relaunch:\n" << output;
 }
 
-// Gone: no such process, or a zombie nobody reaped yet (it runs nothing).
-bool process_gone(long pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  if (!std::getline(stat, text)) return true;
-  const std::size_t paren = text.rfind(')');
-  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'Z';
+// Waits until process `pid` (not a child of this one) has ended, on the kernel's word: a pidfd turns readable when
+// its process exits; one already reaped cannot be opened (ESRCH). False when it still runs at `deadline`.
+bool ended_by(long pid, std::chrono::steady_clock::time_point deadline) {
+  const int fd = static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
+  if (fd < 0) return errno == ESRCH;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  pollfd ready{fd, POLLIN, 0};
+  int polled;
+  do
+    polled = ::poll(&ready, 1, static_cast<int>(std::max<std::int64_t>(0, left.count())));
+  while (polled < 0 && errno == EINTR);
+  ::close(fd);
+  return polled == 1;
 }
 
 // One launcher per run directory and per checkpoint directory: a second is refused before it writes anything there,
@@ -477,12 +485,7 @@ TEST(LauncherFaults, ADirectoryInUseIsRefusedAndAKilledLaunchersRanksDoNotOutliv
   // Without their launcher the ranks must end (mpirun gets SIGTERM from the kernel when the launcher dies) instead of
   // sleeping out their 100 s step and training on, unsupervised, into the directories of the next launcher.
   const auto deadline = std::chrono::steady_clock::now() + seconds(60);
-  auto all_gone = [&] {
-    return std::all_of(rank_pids.begin(), rank_pids.end(), [](long pid) { return process_gone(pid); });
-  };
-  while (!all_gone() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  const bool gone = all_gone();
+  const bool gone = std::all_of(rank_pids.begin(), rank_pids.end(), [&](long pid) { return ended_by(pid, deadline); });
   if (!gone) {
     for (const long pid : rank_pids)
       kill(static_cast<pid_t>(pid), SIGKILL);  // a failed test must not leave ranks behind
