@@ -38,7 +38,7 @@ TEST(BadInput, TensorParallelSizeNotDividingTheModel) {
   expect_usage_error(small_config({4, 1, 1}), models::mlp_lm(m),
                      "output: tensor-parallel size 4 does not divide its "
                      "output features (66)",
-                     "choose --tp among the divisors of 66");
+                     "(ParallelLayout::tp, the examples' --tp) among the divisors of 66");
 }
 
 TEST(BadInput, MoreModelChunksThanBlocks) {

@@ -302,6 +302,21 @@ TEST(Env, EveryVariableTheScriptsUseIsDeclared) {
   EXPECT_GT(seen, 4u) << "the scripts' settings were not found in " << TENAX_SCRIPTS_DIR;
 }
 
+// Only the SPANK plugin expands %u and %j; a path set outside it that still holds one is warned of.
+TEST(Env, AnUnexpandedSlurmPlaceholderIsFound) {
+  EXPECT_EQ(env::unexpanded_placeholder("/scratch/%u/run"), "%u");
+  EXPECT_EQ(env::unexpanded_placeholder("/scratch/me/run-%j"), "%j");
+  EXPECT_EQ(env::unexpanded_placeholder("/scratch/100%%used"), "");  // "%%" is a literal '%'
+  EXPECT_EQ(env::unexpanded_placeholder("/scratch/%%u"), "");
+  EXPECT_EQ(env::unexpanded_placeholder("/scratch/%%%j"), "%j");
+  EXPECT_EQ(env::unexpanded_placeholder("/dev/shm/tenax-%n"), "");  // the node's name: the runtime expands it
+  EXPECT_EQ(env::unexpanded_placeholder("/scratch/%"), "");
+  EXPECT_EQ(env::unexpanded_placeholder(""), "");
+  const std::string warning = env::unexpanded_placeholder_warning("TENAX_DATA_STAGE_DIR", "/local/%u/data");
+  EXPECT_NE(warning.find("TENAX_DATA_STAGE_DIR '/local/%u/data' holds '%u'"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("user name"), std::string::npos) << warning;
+}
+
 TEST(Env, DescribeListsEveryVariable) {
   const std::string text = env::describe();
   for (const env::Var& v : env::registry())

@@ -54,6 +54,15 @@ bool parse_bool(std::string_view what, std::string_view value);
 long long parse_int(std::string_view what, std::string_view value, long long min = 0, long long max = 0);
 std::chrono::milliseconds parse_duration(std::string_view what, std::string_view value);
 
+// The Slurm plugin's placeholder ("%u" or "%j") still in `path`, or "" when there is none ("%%" is a literal '%').
+// Only the plugin expands them, at submission; a path that still holds one was set outside it (plain mpirun, a
+// local tenax-launch, a variable exported inside the batch script) and would make a folder literally named "%u".
+std::string_view unexpanded_placeholder(std::string_view path);
+// "<what> '<path>' holds '%u', which only the Slurm plugin expands ...; write the value itself".
+std::string unexpanded_placeholder_warning(std::string_view what, std::string_view path);
+// Logs that warning (once per process for each what and path) when `path` holds a placeholder.
+void warn_if_unexpanded(std::string_view what, std::string_view path);
+
 // A human-readable table of every variable (name, type, default, help) for --help-env.
 std::string describe();
 

@@ -252,6 +252,10 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
           std::make_unique<ckpt::StagingPass>(threads, *ckpt::crc32c_find_copy_kernel(s.options.staging_kernel));
     });
   }
+  if (world.rank() == 0) {
+    env::warn_if_unexpanded("the checkpoint directory", s.options.dir);
+    env::warn_if_unexpanded("the node-local checkpoint directory", s.options.local_dir);
+  }
   TENAX_LOG(Info, "ckpt") << "checkpointer on " << s.options.dir << ": " << s.plan.tensors.size() << " tensors, "
                           << s.writes.size() << " blocks and " << offset << " staging bytes on this rank"
                           << (s.staging ? ", copied by " + std::to_string(s.staging->threads()) + " threads (" +

@@ -3,12 +3,15 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 
 #include "core/env_registry.hpp"
 #include "tenax/error.hpp"
+#include "tenax/log.hpp"
 
 extern char** environ;
 
@@ -327,6 +330,36 @@ std::chrono::milliseconds get_duration(std::string_view name) {
 
 bool is_set(std::string_view name) {
   return std::getenv(std::string(lookup(name).name).c_str()) != nullptr;
+}
+
+std::string_view unexpanded_placeholder(std::string_view path) {
+  for (std::size_t i = 0; i + 1 < path.size(); ++i) {
+    if (path[i] != '%') continue;
+    if (path[i + 1] == 'u') return "%u";
+    if (path[i + 1] == 'j') return "%j";
+    ++i;  // "%%" and any other pair: skip the second character
+  }
+  return {};
+}
+
+std::string unexpanded_placeholder_warning(std::string_view what, std::string_view path) {
+  const std::string_view placeholder = unexpanded_placeholder(path);
+  return std::string(what) + " '" + std::string(path) + "' holds '" + std::string(placeholder) +
+         "', which only the Slurm plugin expands (given at submission: its --tenax-... options or the variables "
+         "exported before sbatch/srun); here it is used literally: write the " +
+         (placeholder == "%u" ? "user name itself (e.g. $USER)" : "job id itself (e.g. $SLURM_JOB_ID)");
+}
+
+void warn_if_unexpanded(std::string_view what, std::string_view path) {
+  if (unexpanded_placeholder(path).empty()) return;
+  static std::mutex mutex;
+  static std::set<std::string> warned;
+  std::string message = unexpanded_placeholder_warning(what, path);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!warned.insert(message).second) return;
+  }
+  TENAX_LOG(Warn, "env") << message;
 }
 
 std::string describe() {

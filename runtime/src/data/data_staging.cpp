@@ -98,6 +98,7 @@ StagingResult stage_dataset(Communicator& comm, const std::string& dataset_dir, 
   StagingResult result;
   result.dir = dataset_dir;
   if (requested[0] == 0) return result;
+  if (comm.rank() == 0) env::warn_if_unexpanded("TENAX_DATA_STAGE_DIR", stage_root);
 
   std::string node = options.node_name.empty() ? default_node_name() : options.node_name;
   std::string usage;

@@ -24,7 +24,7 @@ std::size_t local_heads(const std::string& name, std::size_t hidden, std::size_t
     throw UsageError(name + ": tensor-parallel size " + std::to_string(n) + " does not divide the " +
                      std::to_string(heads) +
                      " attention heads (tensor parallelism splits attention by heads); "
-                     "choose --tp among the divisors of " +
+                     "choose a tensor-parallel size (ParallelLayout::tp, the examples' --tp) among the divisors of " +
                      std::to_string(heads));
   return heads / n;
 }

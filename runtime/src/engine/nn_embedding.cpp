@@ -61,9 +61,11 @@ VocabParallelEmbedding::VocabParallelEmbedding(std::string name, std::size_t voc
   if (vocab < 1 || features < 1) throw UsageError(this->name() + ": vocabulary and features must be >= 1");
   const auto ranks = static_cast<std::size_t>(tp.size());
   if (vocab % ranks != 0)
-    throw UsageError(this->name() + ": tensor-parallel size " + std::to_string(ranks) + " does not divide the " +
-                     "vocabulary (" + std::to_string(vocab) +
-                     "); choose --tp among its divisors or pad the vocabulary");
+    throw UsageError(
+        this->name() + ": tensor-parallel size " + std::to_string(ranks) + " does not divide the " + "vocabulary (" +
+        std::to_string(vocab) +
+        "); choose a tensor-parallel size (ParallelLayout::tp, the examples' --tp) among its divisors or pad the "
+        "vocabulary");
   local_ = vocab / ranks;
   begin_ = local_ * static_cast<std::size_t>(tp.rank());
 }

@@ -14,7 +14,10 @@
 namespace tenax {
 
 void DataParallelConfig::validate() const {
-  if (bucket_bytes == 0) throw UsageError("data parallel: the gradient bucket size must be > 0 (e.g. --bucket-mb 32)");
+  if (bucket_bytes == 0)
+    throw UsageError(
+        "data parallel: the gradient bucket size (DataParallelConfig::bucket_bytes, the examples' "
+        "--bucket-mb) must be > 0, e.g. 32 MiB");
 }
 
 FlatLayout FlatLayout::build(const std::vector<ParameterSpec>& specs, std::size_t bucket_bytes, int dp_size,

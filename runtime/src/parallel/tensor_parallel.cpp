@@ -15,9 +15,11 @@ namespace {
 std::size_t split(const std::string& layer, const char* what, std::size_t features, Communicator& tp) {
   const auto n = static_cast<std::size_t>(tp.size());
   if (features % n != 0)
-    throw UsageError(layer + ": tensor-parallel size " + std::to_string(n) + " does not divide its " + what + " (" +
-                     std::to_string(features) + "); choose --tp among the divisors of " + std::to_string(features) +
-                     " or change the model size");
+    throw UsageError(
+        layer + ": tensor-parallel size " + std::to_string(n) + " does not divide its " + what + " (" +
+        std::to_string(features) +
+        "); choose a tensor-parallel size (ParallelLayout::tp, the examples' --tp) among the divisors of " +
+        std::to_string(features) + " or change the model size");
   return features / n;
 }
 
