@@ -167,5 +167,19 @@ TEST(BadInput, DataParallelReplicasThatBuildDifferentModels) {
                      "every rank must build the same model");
 }
 
+// The ranks of a tensor-parallel group hold different blocks of the same tensors: their models must agree but for
+// the blocks' offsets. Unchecked, another width on one rank made the group's all-reduces differ in size.
+TEST(BadInput, TensorParallelRanksThatBuildDifferentModels) {
+  models::MlpLmConfig m;
+  m.vocab = 64;
+  m.hidden = world().rank() == 2 ? 48 : 32;
+  expect_usage_error(small_config({4, 1, 1}), models::mlp_lm(m),
+                     "tensor-parallel ranks 0 and 2 of this tensor-parallel group built different models",
+                     "every rank must build the same model");
+  // The same model on every rank passes, its blocks at different offsets.
+  m.hidden = 32;
+  EXPECT_NO_THROW(Engine(world(), small_config({4, 1, 1}), models::mlp_lm(m), test_data()));
+}
+
 }  // namespace
 }  // namespace tenax::test

@@ -87,15 +87,17 @@ void check_config_agrees(Communicator& world, const EngineConfig& config) {
                      "file and TENAX_* environment, e.g. TENAX_LAYOUT)");
 }
 
-void check_replicas_agree(Communicator& dp, const std::string& parameters) {
+void check_group_models_agree(Communicator& group, ModelGroup kind, const std::string& parameters) {
   const std::int64_t mine = digest(parameters);
-  std::vector<std::int64_t> all(static_cast<std::size_t>(dp.size()));
-  dp.all_gather(&mine, all.data(), 1, DType::I64);
-  for (int r = 1; r < dp.size(); ++r)
+  std::vector<std::int64_t> all(static_cast<std::size_t>(group.size()));
+  group.all_gather(&mine, all.data(), 1, DType::I64);
+  const bool dp = kind == ModelGroup::DataParallel;
+  for (int r = 1; r < group.size(); ++r)
     if (all[static_cast<std::size_t>(r)] != all[0])
-      throw UsageError("engine: data-parallel ranks 0 and " + std::to_string(r) +
-                       " of this replica group built different models (their parameters' names, shapes, splits or "
-                       "initialisation differ): every rank must build the same model from the same options");
+      throw UsageError(std::string("engine: ") + (dp ? "data" : "tensor") + "-parallel ranks 0 and " +
+                       std::to_string(r) + " of this " + (dp ? "replica" : "tensor-parallel") +
+                       " group built different models (their parameters' names, shapes, splits or initialisation "
+                       "differ): every rank must build the same model from the same options");
 }
 
 }  // namespace tenax::detail

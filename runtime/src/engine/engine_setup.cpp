@@ -246,9 +246,10 @@ std::vector<std::string> all_gather_text(Communicator& comm, const std::string& 
 
 // What must agree between the copies of a tied parameter on different stages: the global tensor, this rank's block
 // of it, its tensor-parallel split and its initialisation.
-std::string signature(const ParameterSpec& p) {
+std::string signature(const ParameterSpec& p, bool with_offset) {
   std::string out;
-  for (const Shape* s : {&p.global_shape, &p.offset, &p.shape}) {
+  const Shape none;
+  for (const Shape* s : {&p.global_shape, with_offset ? &p.offset : &none, &p.shape}) {
     for (std::int64_t d : *s)
       out += std::to_string(d) + ",";
     out += ";";
@@ -269,10 +270,11 @@ struct Declarations {
 
 // (name, signature, "b"orrowed or "o"wned) triples as "<length>:<text>" fields one after another (a name may hold any
 // character).
-std::string encode_specs(const std::vector<ParameterSpec>& specs) {
+// Without offsets: what the ranks of a tensor-parallel group, which hold different blocks, must share.
+std::string encode_specs(const std::vector<ParameterSpec>& specs, bool with_offsets = true) {
   std::string out;
   for (const ParameterSpec& p : specs)
-    for (const std::string& field : {p.name, signature(p), std::string(p.borrowed ? "b" : "o")})
+    for (const std::string& field : {p.name, signature(p, with_offsets), std::string(p.borrowed ? "b" : "o")})
       out += std::to_string(field.size()) + ":" + field;
   return out;
 }
@@ -390,7 +392,12 @@ void Engine::Impl::make_state() {
   // Each agreed over the world on its own: each throws in its own group only (a data-parallel group, a pipeline
   // group; every rank of that group alike, after the group's last collective), and the groups that do not would
   // wait for the others in the next collective.
-  run_agreed(world, [&] { detail::check_replicas_agree(*groups.dp, encode_specs(specs)); });
+  run_agreed(world, [&] {
+    detail::check_group_models_agree(*groups.dp, detail::ModelGroup::DataParallel, encode_specs(specs));
+  });
+  run_agreed(world, [&] {
+    detail::check_group_models_agree(*groups.tp, detail::ModelGroup::TensorParallel, encode_specs(specs, false));
+  });
   run_agreed(world, [&] { find_tied_parameters(specs, local_users); });
   const DType param_dtype = config.precision.param_dtype();
   buffers = std::make_unique<ParameterBuffers>(std::move(specs), param_dtype, *compute->dp, groups.coords.tp,
