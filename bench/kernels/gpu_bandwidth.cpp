@@ -108,7 +108,12 @@ class GpuBench {
     add("cast f32->bf16", flat, 6 * n, [&] { cuda::cast_from_f32(a.f(), h.f(), DType::BF16, n_, nullptr); });
     add("cast f32->f16", flat, 6 * n, [&] { cuda::cast_from_f32(a.f(), h.f(), DType::F16, n_, nullptr); });
     add("cast bf16->f32", flat, 6 * n, [&] { cuda::cast_to_f32(h.f(), DType::BF16, b.f(), n_, nullptr); });
-    add("unscale_and_check", flat, 8 * n, [&] { cuda::unscale_and_check(a.f(), n_, 1.0f, flag.f(), nullptr); });
+    float factor = 0.5f;  // halving and doubling in turn keeps the values; a factor of one only reads
+    add("unscale_and_check", flat, 8 * n, [&] {
+      cuda::unscale_and_check(a.f(), n_, factor, flag.f(), nullptr);
+      factor = 1.0f / factor;
+    });
+    add("finite check (factor 1)", flat, 4 * n, [&] { cuda::unscale_and_check(a.f(), n_, 1.0f, flag.f(), nullptr); });
     add("sum_squares", flat, 4 * n, [&] { cuda::sum_squares(a.f(), n_, sum.as<double>(), nullptr); });
     AdamWParams ap{};
     add("adamw_step +bf16 copy", flat, 30 * n, [&] {

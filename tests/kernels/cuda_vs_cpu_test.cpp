@@ -91,6 +91,13 @@ TEST_F(CudaElementwiseTest, UnscaleMatchesTheCpuAndSetsTheSharedFlag) {
       d_flag.upload({0.0f});
       cuda::unscale_and_check(d_bad.get(), kN, 0.5f, d_flag.get(), nullptr);
       EXPECT_EQ(d_flag.download()[0], 1.0f) << "inf at " << where << " offset " << off;
+      // A factor of one: the check alone, the values left as they are.
+      bad[where] = std::numeric_limits<float>::quiet_NaN();
+      DeviceBuffer<float> d_nan(bad, off);
+      d_flag.upload({0.0f});
+      cuda::unscale_and_check(d_nan.get(), kN, 1.0f, d_flag.get(), nullptr);
+      EXPECT_EQ(d_flag.download()[0], 1.0f) << "NaN at " << where << " offset " << off;
+      EXPECT_EQ(bits_of(d_nan.download()), bits_of(bad)) << "offset " << off;
     }
   }
 }

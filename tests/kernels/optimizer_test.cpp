@@ -1,6 +1,8 @@
 // Fused optimizer steps, gradient unscaling and the sum of squares against float64 computations of the same formulas.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
@@ -145,6 +147,32 @@ TEST(UnscaleTest, ScalesEveryElementAndLeavesTheFlagAloneWhenFinite) {
   flag = 1.0f;  // set by an earlier buffer of the same step: must stay set
   cpu::unscale_and_check(g.data(), kN, 1.0f, &flag);
   EXPECT_EQ(flag, 1.0f);
+}
+
+// A factor of one is the check alone: the gradients are only read (here from read-only pages, where a write back would
+// fault), and every NaN or infinity is still found.
+TEST(UnscaleTest, AFactorOfOneOnlyReadsAndStillFindsNonFiniteValues) {
+  const std::size_t bytes = kN * sizeof(float);
+  void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(memory, MAP_FAILED);
+  auto* g = static_cast<float*>(memory);
+  const std::vector<float> values = random_floats(kN, -1e4f, 1e4f, 43);
+  std::copy(values.begin(), values.end(), g);
+  ASSERT_EQ(mprotect(memory, bytes, PROT_READ), 0);
+  float flag = 0.0f;
+  cpu::unscale_and_check(g, kN, 1.0f, &flag);
+  EXPECT_EQ(flag, 0.0f);
+  for (std::size_t where : {std::size_t{0}, kN / 2, kN - 1})
+    for (float special : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+      ASSERT_EQ(mprotect(memory, bytes, PROT_READ | PROT_WRITE), 0);
+      std::copy(values.begin(), values.end(), g);
+      g[where] = special;
+      ASSERT_EQ(mprotect(memory, bytes, PROT_READ), 0);
+      flag = 0.0f;
+      cpu::unscale_and_check(g, kN, 1.0f, &flag);
+      EXPECT_EQ(flag, 1.0f) << "value " << special << " at " << where;
+    }
+  munmap(memory, bytes);
 }
 
 TEST(UnscaleTest, FlagsNaNInfAndOverflowAfterScaling) {

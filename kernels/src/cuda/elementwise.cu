@@ -89,7 +89,7 @@ struct UnscaleOp {
       bad |= detail::is_nonfinite(g.v[k]) | detail::is_nonfinite(r);
       g.v[k] = r;
     }
-    detail::store<V>(grad, e, g);
+    if (inv_scale != 1.0f) detail::store<V>(grad, e, g);  // a factor of one: the check alone, nothing to write back
   }
   // Every writer stores the same 1.0f, so the race is benign; no thread ever writes 0 (the caller zeroes the flag).
   __device__ void finish() {

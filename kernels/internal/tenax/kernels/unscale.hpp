@@ -1,5 +1,5 @@
 // Gradient unscaling fused with the non-finite check used by mixed precision (the loss scaler): one read and one write
-// of each gradient.
+// of each gradient; with a factor of one (the check alone, before an update nothing else inspects) one read.
 #pragma once
 
 #include <cstddef>
@@ -9,8 +9,9 @@
 namespace tenax::kernels {
 
 namespace cpu {
-// grad[i] *= inv_scale for i < n. If any gradient is NaN or ±inf before or after scaling, sets *found_nonfinite = 1.0f.
-// The flag is never reset here: the caller zeroes it once per step, so several gradient buffers share one flag.
+// grad[i] *= inv_scale for i < n (inv_scale == 1: grad is only read). If any gradient is NaN or ±inf before or after
+// scaling, sets *found_nonfinite = 1.0f. The flag is never reset here: the caller zeroes it once per step, so several
+// gradient buffers share one flag.
 void unscale_and_check(float* grad, std::size_t n, float inv_scale, float* found_nonfinite);
 }  // namespace cpu
 
