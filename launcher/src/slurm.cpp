@@ -2,7 +2,12 @@
 
 #include <chrono>
 #include <climits>
+#include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <thread>
 
 #include "attempt_plan.hpp"
 #include "processes.hpp"
@@ -10,6 +15,8 @@
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
 #if TENAX_HAVE_SLURM
+#include <slurm/slurm.h>
+
 #include "tenax/hostlist.hpp"
 #endif
 
@@ -97,6 +104,43 @@ SlurmJob read_slurm_job() {
       job.nodelist + ": rebuild it where Slurm is installed, or use --mode local");
 #endif
   return job;
+}
+
+std::optional<bool> job_cancelled(const std::string& job_id) {
+#if TENAX_HAVE_SLURM
+  if (job_id.empty() || job_id.size() > 10 || job_id.find_first_not_of("0123456789") != std::string::npos) return {};
+  const unsigned long id = std::stoul(job_id);
+  if (id == 0 || id > UINT32_MAX) return {};
+  // libslurm bounds its own wait for slurmctld (MessageTimeout per try), as it does scontrol's; the thread only keeps
+  // a controller slower than that from holding the launcher's exit, as scontrol's 20 s limit does for the requeue.
+  struct Answer {
+    std::mutex mutex;
+    std::condition_variable done;
+    bool ready = false;
+    std::optional<bool> cancelled;
+  };
+  auto answer = std::make_shared<Answer>();
+  std::thread([answer, id] {
+    std::optional<bool> cancelled;
+    job_info_msg_t* message = nullptr;
+    if (slurm_load_job(&message, static_cast<std::uint32_t>(id), SHOW_ALL) == SLURM_SUCCESS && message != nullptr) {
+      for (std::uint32_t i = 0; i < message->record_count; ++i)
+        if (message->job_array[i].job_id == id)
+          cancelled = (message->job_array[i].job_state & JOB_STATE_BASE) == JOB_CANCELLED;
+    }
+    if (message != nullptr) slurm_free_job_info_msg(message);
+    std::lock_guard<std::mutex> lock(answer->mutex);
+    answer->cancelled = cancelled;
+    answer->ready = true;
+    answer->done.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(answer->mutex);
+  if (!answer->done.wait_for(lock, kScontrolTimeLimit, [&] { return answer->ready; })) return {};
+  return answer->cancelled;
+#else
+  (void)job_id;
+  return {};
+#endif
 }
 
 std::vector<std::string> requeue_command(const Options& options, const std::string& job_id) {

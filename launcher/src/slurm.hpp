@@ -1,7 +1,8 @@
-// What the launcher reads from and asks of Slurm: the allocation (expanded by libslurm), the requeue count, and
-// `scontrol requeue`.
+// What the launcher reads from and asks of Slurm: the allocation (expanded by libslurm), the requeue count, whether
+// the job was cancelled, and `scontrol requeue`.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,12 @@ std::vector<std::string> requeue_command(const Options& options, const std::stri
 // `already` (if given) is set when Slurm answered that the job is pending execution: it was requeued before
 // tenax-launch asked (`scontrol requeue` by an operator, or a node failure), which is success, not a failure to report.
 std::string requeue_job(const Options& options, const std::string& job_id, bool* already = nullptr);
+
+// Whether slurmctld has job `job_id` as cancelled (scancel): std::nullopt when that cannot be told (a build without
+// libslurm, slurmctld not answering within 20 s, an unknown job). It asks libslurm (slurm_load_job) for the job's base
+// state: scontrol and squeue show a cancelled job whose processes still run as COMPLETING, as they do a job that
+// reached its time limit or was preempted, while only a cancel is the user's wish that the job end.
+std::optional<bool> job_cancelled(const std::string& job_id);
 
 // "`ARGV` exited with status S: <stderr, then stdout, lines joined by ' | '>" (or "was killed ...").
 std::string describe_failure(const std::vector<std::string>& argv, const CommandResult& result);

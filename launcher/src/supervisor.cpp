@@ -291,6 +291,15 @@ class Supervisor {
       announce("not requeueing (--no-requeue)");
       return reason;
     }
+    // `scancel` sends the same SIGTERM as a time limit or a preemption, but asks for the job's end: requeueing it
+    // would bring it back (and again after every further scancel) until it finished its training.
+    if (job_cancelled(job_.job_id).value_or(false)) {
+      const std::string note = "Slurm job " + job_.job_id +
+                               " was cancelled (scancel): not requeued; the emergency checkpoint is kept: submit the "
+                               "job again (the same command) to resume from it";
+      announce(note);
+      return reason + "; " + note;
+    }
     bool already = false;
     const std::string problem = requeue_job(options_, job_.job_id, &already);
     if (problem.empty()) {

@@ -5,8 +5,9 @@ ranks). The test first runs it uninterrupted for the reference checksum, then in
 - preemption: a job in `high` (PreemptMode=REQUEUE over `low`) needs every node; Slurm sends the low job's batch shell
   USR1 at once (sbatch --signal=B:USR1, preempt_send_user_signal), the launcher forwards it to the ranks, which finish
   their step, commit an emergency checkpoint and exit 75; the launcher requeues the job;
-- `scontrol requeue`: SIGTERM to the launcher and the ranks alike, SIGKILL after KillWait; same checkpoint path.
-Each interrupted job must restart once (SLURM_RESTART_COUNT=1), resume at the emergency checkpoint's step and print
+- `scontrol requeue`: SIGTERM to the launcher and the ranks alike, SIGKILL after KillWait; same checkpoint path;
+- `scancel`: the same signals, but the job must stay cancelled (with its emergency checkpoint committed).
+Each requeued job must restart once (SLURM_RESTART_COUNT=1), resume at the emergency checkpoint's step and print
 the reference checksum.
 """
 
@@ -104,3 +105,21 @@ def run(tools):
         lab.wait_job(job, timeout=60)
         check_resumed(lab, job, output, checkpoint_dir, reference, "scontrol requeue", "SIGTERM")
         print(f"scontrol requeue: {time.monotonic() - started:.1f}s", flush=True)
+
+        # The user's scancel: the same SIGTERM, but a wish that the job end. The emergency checkpoint is taken and the
+        # job stays cancelled (requeued, it came back after every scancel until it had trained to its end).
+        started = time.monotonic()
+        job, output, checkpoint_dir, _ = submit_training(tools, lab, "cancelled", ["-p", "debug", "--requeue"])
+        wait_mid_run(job, lab, checkpoint_dir, output)
+        lab.check(["scancel", str(job)])
+        lab.wait_job(job, states=("CANCELLED",), timeout=60)
+        text = read_text(output)
+        info = lab.job_info(job)
+        expect(f"Slurm job {job} was cancelled (scancel): not requeued" in text and "requeued Slurm job" not in text
+               and info.get("Restarts") == "0", f"scancel: job {job} should end, not be requeued: {info}\n{text}")
+        emergency = [int(s) for s in re.findall(r"preempted, emergency checkpoint at step (\d+)", text)]
+        expect(len(emergency) == 1 and emergency[0] in checkpoint_steps(checkpoint_dir),
+               f"scancel: expected one committed emergency checkpoint, got {emergency} and "
+               f"{checkpoint_steps(checkpoint_dir)}\n{text}")
+        print(f"scancel: emergency checkpoint at step {emergency[0]}, job cancelled, "
+              f"{time.monotonic() - started:.1f}s", flush=True)
