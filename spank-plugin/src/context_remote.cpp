@@ -106,7 +106,19 @@ void plan_step(spank_t sp, PluginState& s) {
   items.total_tasks = item_u32(sp, S_JOB_TOTAL_TASK_COUNT, "S_JOB_TOTAL_TASK_COUNT");
   items.node_index = item_u32(sp, S_JOB_NODEID, "S_JOB_NODEID");
   items.local_tasks = item_u32(sp, S_JOB_LOCAL_TASK_COUNT, "S_JOB_LOCAL_TASK_COUNT");
-  check_step_items(shape, items);
+  try {
+    check_step_items(shape, items);
+  } catch (const Error&) {
+    // A step over several components of a heterogeneous job (srun ... : ...): Slurm counts each component apart, the
+    // step's node list spans them all. Its ranks would be numbered per component: not one tenax run.
+    const std::optional<std::string> components = job_getenv(sp, "SLURM_HET_SIZE");
+    if (components && !components->empty() && *components != "1")
+      throw UsageError(
+          "this step spans several components of a heterogeneous job (srun ... : ..., or --het-group with more than "
+          "one component), which tenax cannot place as one run: run the tenax step in one component (srun "
+          "--het-group=N), or submit one job of the nodes and tasks it needs");
+    throw;
+  }
   check_step_request(s.settings, items.total_tasks, shape.nodes.size());
   const std::int64_t total = shape.total_tasks();  // at most kMaxStepTasks, like every count below
   plan.node_index = static_cast<int>(items.node_index);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <slurm/slurm.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <random>
@@ -179,8 +180,14 @@ void expect_usage_error(const std::string& expression, const std::string& fragme
     ADD_FAILURE() << "no error for \"" << expression << "\"";
   } catch (const UsageError& e) {
     const std::string message = e.what();
-    // Long expressions are quoted in part: their beginning is always there.
-    EXPECT_NE(message.find(expression.substr(0, 100)), std::string::npos) << message;
+    // Long expressions are quoted in part: their beginning is always there, control characters as \xNN.
+    std::string shown;
+    for (const char c : expression.substr(0, 100)) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", static_cast<unsigned char>(c));
+      shown += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? std::string(escaped) : std::string(1, c);
+    }
+    EXPECT_NE(message.find(shown), std::string::npos) << message;
     EXPECT_NE(message.find(fragment), std::string::npos) << message;
   }
 }

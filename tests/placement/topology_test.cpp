@@ -86,6 +86,10 @@ TEST(TopologyConf, BadFilesNameTheLineAndTheFix) {
   expect_conf_error("SwitchName=s0 junk\n", "is not key=value");
   expect_conf_error("SwitchName=s0 Nodes=a1 Nodes=a2\n", "given twice");
   expect_conf_error("BlockName=b1 Nodes=a1\n", "topology/block");
+  // Control characters are shown escaped: a NUL once cut slurmd's log line where it stood.
+  expect_conf_error(std::string("SwitchName=s0 Nodes=a1\n\0SwitchName=s1 Nodes=a2\n", 47),
+                    "test.conf:2: unknown key \"\\x00SwitchName\"; topology.conf lines take");
+  expect_conf_error("SwitchName=s0 Nodes=a1 Speed\x1b[2J\n", "\"Speed\\x1b[2J\"");
 }
 
 // A scratch folder of this test process's own (tests run in parallel).

@@ -224,8 +224,9 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
           if (!job.empty())
             fs::replace_file_atomically(fs::join(folder, ckpt::kLocalTierJobFile), job + "\n", fs::Durability::None);
         } catch (const std::exception& e) {
-          throw UsageError("the node-local checkpoint directory " + s.options.local_dir + " cannot hold copies (rank " +
-                           std::to_string(world.rank()) + "): " + e.what() +
+          // run_agreed names the first rank that failed, on every rank.
+          throw UsageError("the node-local checkpoint directory " + s.options.local_dir +
+                           " cannot hold copies: " + e.what() +
                            "; point TENAX_CKPT_LOCAL_DIR at a writable directory on the node's own storage, or "
                            "unset it");
         }

@@ -55,6 +55,10 @@ def check_refusals(lab, ckpt_root):
     # An uneven split that only slurmstepd can see (4 CPUs per node pack 4,2,1,1) fails the step, not silently.
     expect_refused(lab.run(["srun", "-N4", "-n8", "--tenax", "true"]), "needs the same number of tasks on every node",
                    "--ntasks-per-node")
+    # A step over two components of a heterogeneous job is not one run: refused as such (it once blamed the user for
+    # setting SLURM_STEP_NODELIST).
+    expect_refused(lab.run(["srun", "-N1", "-n2", "--tenax", "true", ":", "-N1", "-n2", "true"]),
+                   "this step spans several components of a heterogeneous job", "srun --het-group=N")
     # Inside an allocation the refused step must not hold the job's CPUs: the next srun of the same job runs. (Refused
     # by srun itself, the step was once created and left RUNNING, and every later srun waited for ever.)
     script = ("#!/bin/bash\n"
