@@ -4,7 +4,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <random>
+#include <system_error>
 
 #include "checkpoint/local_tier_cleanup.hpp"
 
@@ -45,6 +47,23 @@ std::string remove_node_local_copies(const std::string& job_id) {
     line += std::string(line.empty() ? "" : "; ") + "warning: could not remove a node-local copy: " + error;
   }
   return line;
+}
+
+std::string kept_node_local_copies(const std::string& job_id) {
+  const char* pattern = std::getenv("TENAX_CKPT_LOCAL_DIR");
+  if (pattern == nullptr || *pattern == '\0' || std::string(pattern) == "none" || job_id.empty()) return "";
+  const std::string dir = ckpt::expand_node(pattern, ckpt::this_node_name());
+  std::string folders;
+  std::error_code error;
+  for (auto it = std::filesystem::directory_iterator(dir, error); !error && it != std::filesystem::directory_iterator();
+       it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (ckpt::is_local_tier_folder(name) && ckpt::local_tier_folder_job(it->path().string()) == job_id)
+      folders += (folders.empty() ? "" : ", ") + it->path().string();
+  }
+  if (folders.empty()) return "";
+  return "kept this run's node-local checkpoint copies (" + folders +
+         "): running the same command again resumes from them; remove them yourself if you give the run up";
 }
 
 }  // namespace tenax::launch

@@ -18,4 +18,8 @@ std::string new_local_job_id();
 // a removal that fails is reported in the line and the run's result stands.
 std::string remove_node_local_copies(const std::string& job_id);
 
+// The line that says where job `job_id`'s copies stay when a run outside Slurm stops unfinished (they are what the
+// same command, run again, resumes from; removing them would make it start over): "" when it has none.
+std::string kept_node_local_copies(const std::string& job_id);
+
 }  // namespace tenax::launch

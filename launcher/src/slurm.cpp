@@ -1,5 +1,6 @@
 #include "slurm.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <condition_variable>
@@ -7,6 +8,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 #include "attempt_plan.hpp"
@@ -97,6 +99,11 @@ SlurmJob read_slurm_job() {
     throw UsageError(std::string("SLURM_JOB_NODELIST: ") + e.what());
   }
   if (job.nodes.empty()) throw UsageError("SLURM_JOB_NODELIST names no node: not a Slurm job step?");
+  job.cpus_per_node = expand_per_node_counts(getenv_or_empty("SLURM_JOB_CPUS_PER_NODE"), job.nodes.size());
+  if (job.cpus_per_node.size() != job.nodes.size()) job.cpus_per_node.clear();
+  const std::string per_task = getenv_or_empty("SLURM_CPUS_PER_TASK");
+  if (!per_task.empty() && per_task.size() < 6 && per_task.find_first_not_of("0123456789") == std::string::npos)
+    job.cpus_per_task = std::max(1, std::stoi(per_task));
 #else
   throw UsageError(
       "this tenax-launch was built without Slurm (libslurm-dev was not found), so it cannot read the "
@@ -141,6 +148,54 @@ std::optional<bool> job_cancelled(const std::string& job_id) {
   (void)job_id;
   return {};
 #endif
+}
+
+std::vector<int> expand_per_node_counts(const std::string& text, std::size_t max_nodes) {
+  std::vector<int> counts;
+  auto number = [](std::string_view digits, long long max, long long* value) {
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string_view::npos)
+      return false;
+    *value = std::stoll(std::string(digits));
+    return *value >= 1 && *value <= max;
+  };
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    std::string_view item(text.data() + start, comma - start);
+    long long repeat = 1, count = 0;
+    if (const std::size_t paren = item.find("(x"); paren != std::string_view::npos) {
+      if (!item.ends_with(')') ||
+          !number(item.substr(paren + 2, item.size() - paren - 3), static_cast<long long>(max_nodes), &repeat))
+        return {};
+      item = item.substr(0, paren);
+    }
+    if (!number(item, 1 << 24, &count) || counts.size() + static_cast<std::size_t>(repeat) > max_nodes) return {};
+    counts.insert(counts.end(), static_cast<std::size_t>(repeat), static_cast<int>(count));
+    start = comma + 1;
+  }
+  return counts;
+}
+
+std::string tasks_fit_allocation(const Options& options, int nodes, int tasks_per_node, const SlurmJob& job) {
+  if (job.cpus_per_node.empty()) return "";
+  for (const std::string& arg : options.extra_launcher_args)
+    for (const char* own : {"--overcommit", "-O", "--cpus-per-task", "-c"})
+      if (arg == own || arg.starts_with(std::string(own) + "=") ||
+          (std::string_view(own).size() == 2 && arg.starts_with(own)))
+        return "";
+  const long long needed = static_cast<long long>(tasks_per_node) * job.cpus_per_task;
+  const auto fitting =
+      std::count_if(job.cpus_per_node.begin(), job.cpus_per_node.end(), [&](int cpus) { return cpus >= needed; });
+  if (fitting >= nodes) return "";
+  const int most = *std::max_element(job.cpus_per_node.begin(), job.cpus_per_node.end());
+  const std::string given = options.tasks_per_node ? "--tasks-per-node " + std::to_string(options.tasks_per_node)
+                                                   : "--ranks " + std::to_string(options.ranks);
+  return given + " puts " + std::to_string(tasks_per_node) + " tasks of " + std::to_string(job.cpus_per_task) +
+         " CPU(s) on each of " + std::to_string(nodes) + " nodes, but the job holds " + std::to_string(needed) +
+         " or more CPUs on " + std::to_string(fitting) + " of its nodes only (at most " + std::to_string(most) +
+         "; SLURM_JOB_CPUS_PER_NODE=" + getenv_or_empty("SLURM_JOB_CPUS_PER_NODE") +
+         "): srun would refuse the step; give fewer tasks per node, or allocate more CPUs per node (sbatch "
+         "--ntasks-per-node, --cpus-per-task or --exclusive)";
 }
 
 std::vector<std::string> requeue_command(const Options& options, const std::string& job_id) {

@@ -96,7 +96,10 @@ class Supervisor {
       job_ = read_slurm_job();
       job_id_ = job_.job_id;
       // Fail now, before anything starts (or is created), when the options cannot fit the allocation.
-      plan_slurm_attempt(options_, job_.nodes, {});
+      const AttemptPlan first = plan_slurm_attempt(options_, job_.nodes, {});
+      if (const std::string problem = tasks_fit_allocation(options_, first.nodes, first.tasks_per_node, job_);
+          !problem.empty())
+        throw UsageError(problem);
     }
     std::error_code error;
     std::filesystem::create_directories(run_dir_, error);
@@ -373,8 +376,15 @@ class Supervisor {
     line.add("event", "end").add("time", unix_now()).add("invocation", ledger_->history().invocations + 1);
     line.add("exit_code", exit_code).add("reason", ledger_text(reason));
     ledger_->append(line.str());
-    // The run is over (a requeued job restarts from the shared tier, on whichever nodes it gets).
-    if (const std::string removed = remove_node_local_copies(job_id_); !removed.empty()) announce(removed);
+    // A finished run needs its node-local copies no more, nor does a Slurm job (a requeued job restarts from the shared
+    // tier, on whichever nodes it gets, and the job's end removes them on every node). A run outside Slurm that
+    // stopped unfinished (gave up, a usage error, a divergence, a preemption) resumes from them when the same command
+    // runs again: they stay, and the last lines say where.
+    if (exit_code == 0 || std::getenv("SLURM_JOB_ID") != nullptr) {
+      if (const std::string removed = remove_node_local_copies(job_id_); !removed.empty()) announce(removed);
+    } else if (const std::string kept = kept_node_local_copies(job_id_); !kept.empty()) {
+      announce(kept);
+    }
     GoodputSummary summary = summarize_ledger(ledger_->path());
     announce((exit_code == 0 ? "done: " : "stopping (exit " + std::to_string(exit_code) + "): ") + reason);
     write_all_to(STDERR_FILENO, "tenax-launch: " + format_summary(summary));

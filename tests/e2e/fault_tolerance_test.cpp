@@ -97,6 +97,46 @@ TEST(ExampleFaultTolerance, KillNineOfARandomRankAtARandomStepRestartsToTheSameR
   }
 }
 
+// Outside Slurm a run that stops unfinished keeps its node-local copies: the same command, run again, resumes from
+// them (tenax-launch removed them whatever the exit, and the next run started over from the shared directory, or from
+// step 0 when the node-local tier had saved more often). A finished run removes them.
+TEST(ExampleFaultTolerance, ARunThatGivesUpKeepsItsNodeLocalCopiesForTheNextInvocation) {
+  const int ranks = 2;
+  const std::vector<std::string> args = {"--steps", "60", "--checkpoint-every", "10"};
+  const std::string expected = reference_checksum(ranks, args);
+  ScratchDir dir("give-up-local"), local("give-up-local-tier");
+  ::setenv("TENAX_CKPT_LOCAL_DIR", local.path().c_str(), 1);
+  std::vector<std::string> launcher = with(quick_restart_launcher_args(dir, ranks), {"--max-restarts", "0"});
+  int first_exit = 0;
+  std::string first_output;
+  {
+    Launch launch(launcher, args, dir / "out1.txt");
+    auto beat = wait_for_step(dir / "run", 1, 1, 25, seconds(60));
+    ASSERT_TRUE(beat.has_value()) << launch.output();
+    ASSERT_EQ(kill(static_cast<pid_t>(beat->pid), SIGKILL), 0);
+    first_exit = launch.wait(seconds(60));
+    first_output = launch.output();
+  }
+  EXPECT_EQ(first_exit, 70) << first_output;  // gave up: no relaunch allowed
+  EXPECT_NE(first_output.find("kept this run's node-local checkpoint copies (" + local.path() + "/tenax-"),
+            std::string::npos)
+      << first_output;
+  EXPECT_EQ(first_output.find("removed this run's node-local checkpoint copies"), std::string::npos) << first_output;
+
+  Launch again(launcher, args, dir / "out2.txt");
+  const int second_exit = again.wait(seconds(90));
+  ::unsetenv("TENAX_CKPT_LOCAL_DIR");
+  const std::string output = again.output();
+  ASSERT_EQ(second_exit, 0) << output;
+  EXPECT_NE(output.find("resumed from " + local.path() + "/tenax-"), std::string::npos)
+      << "the second invocation should read the node-local copies\n"
+      << output;
+  EXPECT_EQ(final_checksum(output), expected) << output;
+  EXPECT_NE(output.find("removed this run's node-local checkpoint copies from " + local.path()), std::string::npos)
+      << output;
+  EXPECT_TRUE(fs::is_empty(local.path())) << "a finished run removes its copies";
+}
+
 TEST(ExampleFaultTolerance, SigtermTakesAnEmergencyCheckpointAndASecondInvocationFinishesTheRun) {
   const int ranks = 4;
   const auto args = example_args({"--dp", "2", "--tp", "2", "--zero1", "--steps", "300", "--checkpoint-every", "25"});

@@ -142,6 +142,44 @@ TEST_F(FakeScontrol, TheAllocationIsExpandedWithoutScontrol) {
   unsetenv("SLURM_JOB_NODELIST");
 }
 
+TEST(SlurmAllocation, PerNodeCountsAreExpandedOrLeftUnknown) {
+  EXPECT_EQ(expand_per_node_counts("4(x2),2", 10), (std::vector<int>{4, 4, 2}));
+  EXPECT_EQ(expand_per_node_counts("8", 1), (std::vector<int>{8}));
+  for (const char* bad : {"", "4(x2", "0", "x", "2,,2", "2(x0)", "-1", "99999999999"})
+    EXPECT_TRUE(expand_per_node_counts(bad, 10).empty()) << bad;
+  EXPECT_TRUE(expand_per_node_counts("2(x11)", 10).empty()) << "more nodes than the job has";
+}
+
+// srun refuses a step whose tasks need more CPUs than the job holds on a node; the launcher once retried that into a
+// restart loop (exit 71). It is now a usage error before anything starts.
+TEST(SlurmAllocation, TasksThatNeedMoreCpusThanTheJobHoldsAreNamed) {
+  Options options;
+  options.tasks_per_node = 3;
+  SlurmJob job;
+  job.nodes = {"n1", "n2"};
+  job.cpus_per_node = {2, 2};
+  const std::string problem = tasks_fit_allocation(options, 2, 3, job);
+  EXPECT_NE(problem.find("--tasks-per-node 3 puts 3 tasks of 1 CPU(s) on each of 2 nodes, but the job holds 3 or more "
+                         "CPUs on 0 of its nodes only (at most 2"),
+            std::string::npos)
+      << problem;
+  EXPECT_NE(problem.find("allocate more CPUs per node"), std::string::npos) << problem;
+  EXPECT_EQ(tasks_fit_allocation(options, 2, 2, job), "");
+  job.cpus_per_task = 2;
+  EXPECT_NE(tasks_fit_allocation(options, 2, 2, job), "") << "2 tasks of 2 CPUs on nodes of 2";
+  job.cpus_per_task = 1;
+  job.cpus_per_node = {4, 2};
+  EXPECT_EQ(tasks_fit_allocation(options, 1, 3, job), "") << "one node of 4 CPUs is enough";
+  EXPECT_NE(tasks_fit_allocation(options, 2, 3, job), "");
+  options.extra_launcher_args = {"--overcommit"};
+  EXPECT_EQ(tasks_fit_allocation(options, 2, 3, job), "") << "srun is told to overcommit";
+  options.extra_launcher_args = {"-c1"};
+  EXPECT_EQ(tasks_fit_allocation(options, 2, 3, job), "") << "srun is given its own CPU count";
+  job.cpus_per_node.clear();
+  options.extra_launcher_args.clear();
+  EXPECT_EQ(tasks_fit_allocation(options, 2, 3, job), "") << "unknown CPU counts check nothing";
+}
+
 TEST(RunCommand, ACommandPastItsTimeLimitIsKilledWithWhatItStarted) {
   const auto start = std::chrono::steady_clock::now();
   // The shell's child keeps the pipes open: the whole process group must go.
