@@ -120,6 +120,37 @@ TEST(CheckpointFaults, CorruptManifestFallsBack) {
   EXPECT_TRUE(has(r.rejected[0], "manifest.json is unreadable")) << r.rejected[0];
 }
 
+// A checkpoint copied under another step's name is not loaded as that step (it was: the newest forever, every restart
+// going back to what it held); a name with leading zeros is no checkpoint name at all.
+TEST(CheckpointFaults, ACheckpointUnderAnotherStepsNameIsNotLoadedAsThatStep) {
+  Communicator& world = tenax::test::world();
+  const ParallelLayout layout{1, 1, world.size()};
+  SharedTempDir dir(world, "renamed");
+  TestModel model = make_model(layout, world.rank());
+  Checkpointer ckpt(world, options_for(dir.path(), layout), model.shards);
+  fill(model, 1);
+  ckpt.save(1);
+  fill(model, 2);
+  ckpt.save(2);
+  ckpt.wait();
+  if (world.rank() == 0) {
+    std::filesystem::copy(dir / "step_1", dir / "step_1000", std::filesystem::copy_options::recursive);
+    std::filesystem::copy(dir / "step_1", dir / "step_0500", std::filesystem::copy_options::recursive);
+  }
+  world.barrier();
+  fill(model, 9);
+  LoadResult r = ckpt.load();
+  EXPECT_EQ(r.step, 2u);
+  EXPECT_EQ(mismatches(model, 2), 0u);
+  ASSERT_EQ(r.rejected.size(), 1u);
+  EXPECT_TRUE(has(r.rejected[0], "step_1000 holds the checkpoint of step 1 (its manifest says so)")) << r.rejected[0];
+  EXPECT_TRUE(has(r.rejected[0], "rename it step_1 to load it as that step")) << r.rejected[0];
+  std::vector<std::uint64_t> listed;
+  for (const CheckpointInfo& c : list_checkpoints(dir.path()))
+    listed.push_back(c.step);
+  EXPECT_EQ(listed, (std::vector<std::uint64_t>{1000, 2, 1})) << "step_0500 is no checkpoint name";
+}
+
 TEST(CheckpointFaults, AnotherModelIsRefusedNamingTheTensor) {
   Communicator& world = tenax::test::world();
   const ParallelLayout layout{1, 1, world.size()};

@@ -14,11 +14,12 @@
 namespace tenax::ckpt {
 namespace {
 
-// Parses "step_<digits>" (exactly) into its step.
+// Parses "step_<digits>" (exactly, as step_dir_name writes it: no leading zero) into its step.
 bool parse_step_name(const std::string& name, std::uint64_t& step) {
   constexpr std::string_view prefix = "step_";
   if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0 || name.size() > prefix.size() + 19)
     return false;
+  if (name[prefix.size()] == '0' && name.size() > prefix.size() + 1) return false;  // "step_0030" is no name of 30
   std::uint64_t v = 0;
   for (std::size_t i = prefix.size(); i < name.size(); ++i) {
     if (name[i] < '0' || name[i] > '9') return false;

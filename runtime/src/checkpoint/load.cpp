@@ -216,6 +216,14 @@ AttemptResult attempt(const std::string& dir, const std::vector<TensorShard>& sh
     } catch (const std::exception& e) {
       throw IoError(dir + "/" + ckpt::kManifestName + " is unreadable: " + e.what());
     }
+    // A directory copied or renamed under another step's name would be taken for that step: the newest forever, every
+    // restart going back to what it really holds, and retention removing the real newer ones beside it.
+    if (const std::string name = std::filesystem::path(dir).filename().string();
+        name.starts_with("step_") && name != ckpt::step_dir_name(m.step))
+      throw IoError(
+          dir + " holds the checkpoint of step " + std::to_string(m.step) +
+          " (its manifest says so), not of the step its name says: a copied or renamed directory; rename it " +
+          ckpt::step_dir_name(m.step) + " to load it as that step, or remove it");
     if (my_rank == 0 && m.vds) verify_vds(dir, *m.vds);
     if (cuda_device >= 0) ckpt::use_device(cuda_device);  // this runs on the I/O thread
     Attempt a(dir, m, cuda_stream);
