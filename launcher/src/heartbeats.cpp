@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -164,6 +166,21 @@ std::vector<Heartbeat> read_heartbeats(const std::string& run_dir, int attempt) 
   }
   if (error) throw IoError("listing the heartbeats in '" + dir + "' failed: " + error.message());
   return out;
+}
+
+int highest_heartbeat_attempt(const std::string& run_dir) {
+  std::error_code error;
+  int highest = 0;
+  for (auto it = std::filesystem::directory_iterator(run_dir + "/heartbeat", error);
+       !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    const std::string_view digits = std::string_view(name).substr(std::min(name.size(), std::size_t{8}));
+    if (!name.starts_with("attempt-") || digits.empty() || digits.size() > 9 ||
+        digits.find_first_not_of("0123456789") != std::string_view::npos)
+      continue;
+    highest = std::max(highest, std::stoi(std::string(digits)));
+  }
+  return highest;
 }
 
 std::vector<std::string> prepare_heartbeats(const std::string& run_dir, int attempt) {

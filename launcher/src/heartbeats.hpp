@@ -44,4 +44,9 @@ Heartbeat parse_heartbeat(const std::string& text, const std::string& origin);
 // made; returns a warning for each stale folder it could not remove (harmless: only attempt-<attempt> is read).
 std::vector<std::string> prepare_heartbeats(const std::string& run_dir, int attempt);
 
+// The highest attempt whose heartbeat folder (<run_dir>/heartbeat/attempt-N) is there, 0 when none: the attempt of a
+// launcher killed outright (SIGKILL) left its folder but no ledger record, and numbering must go on after it (its
+// per-attempt files would be overwritten otherwise). Never throws.
+int highest_heartbeat_attempt(const std::string& run_dir);
+
 }  // namespace tenax::launch

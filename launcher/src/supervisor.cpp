@@ -125,6 +125,13 @@ class Supervisor {
   int run() {
     const auto& history = ledger_->history();
     attempt_ = history.attempts;
+    if (const int started = highest_heartbeat_attempt(run_dir_); started > attempt_) {
+      announce("warning: attempt " + std::to_string(started) +
+               " has no record in the ledger (its launcher was killed outright, e.g. by SIGKILL): the attempts go on "
+               "from " +
+               std::to_string(started + 1));
+      attempt_ = started;
+    }
     failed_restarts_ = history.failed_restarts;
     progress_ = history.progress;
     if (!checkpoint_dir_.empty()) {
@@ -136,7 +143,7 @@ class Supervisor {
     }
     append_start();
     announce("run directory " + run_dir_ +
-             (history.attempts ? ", resuming after " + std::to_string(history.attempts) + " earlier attempt(s)" : ""));
+             (attempt_ ? ", resuming after " + std::to_string(attempt_) + " earlier attempt(s)" : ""));
     while (true) {
       if (received_signal() != 0) {
         const std::string reason = "preempted before the next attempt started";
