@@ -265,7 +265,10 @@ GoodputSummary summarize_ledger(std::istream& in, const std::string& path) {
       s.backoff_s += r.number_or("backoff_s", 0);
       last_time = std::max(last_time, r.number_or("end", 0) + r.number_or("backoff_s", 0));
     } else if (event == "end") {
-      last_time = std::max(last_time, r.number_or("time", 0));
+      // A backoff cut short by a preemption: its attempt record counted all of it, also past the invocation's end.
+      const double unused = std::clamp(r.number_or("backoff_unused_s", 0), 0.0, s.backoff_s);
+      s.backoff_s -= unused;
+      last_time = std::max(last_time - unused, r.number_or("time", 0));
       previous_end = r.number_or("time", 0);
       previous_exit = static_cast<double>(r.i64_or("exit_code", 0));
     }

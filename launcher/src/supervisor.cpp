@@ -219,9 +219,14 @@ class Supervisor {
       }
       announce("decision: " + decision.reason + " after " + fixed(decision.backoff.count() / 1000.0, 1) +
                " s backoff, from the newest checkpoint");
+      const auto backoff_start = std::chrono::steady_clock::now();
       if (!wait_unless_signalled(decision.backoff)) {
+        // The attempt record (written first, so that a launcher killed now still leaves it) planned the whole
+        // backoff: the end record says how much of it was not waited.
+        const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - backoff_start).count();
         const std::string reason = "preempted during the backoff; the newest checkpoint is kept";
-        return finish(kExitPreempted, slurm_ ? requeue(reason) : reason);
+        return finish(kExitPreempted, slurm_ ? requeue(reason) : reason,
+                      std::max(0.0, decision.backoff.count() / 1000.0 - waited));
       }
     }
   }
@@ -378,10 +383,11 @@ class Supervisor {
     ledger_->append(line.str());
   }
 
-  int finish(int exit_code, const std::string& reason) {
+  int finish(int exit_code, const std::string& reason, double backoff_unused_s = 0) {
     json::ObjectWriter line;
     line.add("event", "end").add("time", unix_now()).add("invocation", ledger_->history().invocations + 1);
     line.add("exit_code", exit_code).add("reason", ledger_text(reason));
+    if (backoff_unused_s > 0) line.add("backoff_unused_s", backoff_unused_s);
     ledger_->append(line.str());
     // A finished run needs its node-local copies no more, nor does a Slurm job (a requeued job restarts from the shared
     // tier, on whichever nodes it gets, and the job's end removes them on every node). A run outside Slurm that

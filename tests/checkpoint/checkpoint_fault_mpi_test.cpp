@@ -189,6 +189,24 @@ TEST(CheckpointFaults, AnotherModelIsRefusedNamingTheTensor) {
       message = e.what();
     }
     EXPECT_TRUE(has(message, "'adapter/lora_a' is not in the checkpoint")) << message;
+    EXPECT_TRUE(has(message, "none of them 'adapter/...'): it was saved with another optimizer or precision"))
+        << message;
+  }
+  {  // The same tensor in another precision: said as such, not as another model.
+    TestModel model = make_model(layout, world.rank());
+    TensorShard* w = model.find("layers.2.w1");
+    w->dtype = DType::F16;
+    Checkpointer ckpt(world, options_for(dir.path(), layout), model.shards);
+    std::string message;
+    try {
+      ckpt.load();
+    } catch (const UsageError& e) {
+      message = e.what();
+    }
+    EXPECT_TRUE(has(message,
+                    "tensor 'layers.2.w1': the checkpoint holds it in f32, the model in f16: it was saved "
+                    "with another precision"))
+        << message;
   }
 }
 

@@ -157,6 +157,28 @@ TEST_F(LedgerTest, GoodputIsKeptStepTimeOverWallTimeIncludingRequeueWaits) {
   EXPECT_NE(table.find("requeue wait"), std::string::npos) << table;
 }
 
+// A preemption 2 s into a 10 s backoff: the attempt record planned all 10 s, the end record says 8 were not waited.
+// Only the 2 s count, and the invocation's wall time ends at its end record (it counted the whole backoff).
+TEST_F(LedgerTest, ABackoffCutShortByAPreemptionCountsOnlyWhatWasWaited) {
+  {
+    Ledger ledger(path_);
+    ledger.append(start(1000));
+    ledger.append(attempt("crash", 10, 1000, 1001, 0.5, 0, 0, 0, 0, 0, 10));
+    ledger.append(json::ObjectWriter()
+                      .add("event", "end")
+                      .add("time", 1003.0)
+                      .add("exit_code", 75)
+                      .add("backoff_unused_s", 8.0)
+                      .str());
+  }
+  GoodputSummary s = summarize_ledger(path_);
+  EXPECT_NEAR(s.backoff_s, 2.0, 1e-6);
+  EXPECT_NEAR(s.wall_s, 3.0, 1e-6);
+  const double attributed = s.productive_s + s.work_lost_s + s.detect_s + s.teardown_s + s.relaunch_s + s.load_s +
+                            s.checkpoint_stall_s + s.backoff_s + s.requeue_wait_s + s.other_s;
+  EXPECT_NEAR(attributed, s.wall_s, 1e-6);
+}
+
 // The checkpoints committed per tier add up over every attempt, across requeues; records without the counts (an
 // older launcher, a program that does not report them) add none.
 TEST_F(LedgerTest, CheckpointsCommittedAddUpPerTierOverEveryAttempt) {

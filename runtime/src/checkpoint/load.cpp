@@ -53,10 +53,27 @@ class Attempt {
         confirm_against_files([&](const ckpt::ManifestTensor& other) {
           return std::none_of(shards.begin(), shards.end(), [&](const TensorShard& x) { return x.name == other.name; });
         });
+        // A kind of state the checkpoint holds none of ("sgd.momentum/..." beside "adamw.m/...") says more than a
+        // different model: another optimizer, or another precision's extra state.
+        const std::size_t slash = s.name.find('/');
+        const std::string kind = slash == std::string::npos ? "" : s.name.substr(0, slash + 1);
+        const bool kind_missing =
+            !kind.empty() && std::none_of(m_.tensors.begin(), m_.tensors.end(),
+                                          [&](const ckpt::ManifestTensor& x) { return x.name.starts_with(kind); });
         throw UsageError("tensor '" + s.name + "' is not in the checkpoint (it holds " +
                          std::to_string(m_.tensors.size()) + " other tensors" +
                          (m_.tensors.empty() ? std::string() : ", e.g. '" + m_.tensors.front().name + "'") +
-                         "): it was saved from a different model");
+                         (kind_missing ? ", none of them '" + kind +
+                                             "...'): it was saved with another optimizer or "
+                                             "precision, or from a different model"
+                                       : "): it was saved from a different model"));
+      }
+      if (t->dtype != s.dtype && t->global_shape == s.global_shape) {
+        confirm_against_files([&](const ckpt::ManifestTensor& other) { return &other == t; });
+        throw UsageError("tensor '" + s.name + "': the checkpoint holds it in " + std::string(dtype_name(t->dtype)) +
+                         ", the model in " + std::string(dtype_name(s.dtype)) +
+                         ": it was saved with another precision; resume with the precision it was saved with, or "
+                         "start a new run in another checkpoint directory");
       }
       if (t->dtype != s.dtype || t->global_shape != s.global_shape) {
         confirm_against_files([&](const ckpt::ManifestTensor& other) { return &other == t; });
