@@ -277,6 +277,16 @@ TEST(CheckpointLocalTier, AnUnusableLocalDirectoryIsAUsageErrorNamingIt) {
     EXPECT_NE(std::string(e.what()).find("TENAX_CKPT_LOCAL_DIR"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find(base.path() + "/a-file"), std::string::npos) << e.what();
   }
+  // A relative path (resolved against each rank's working directory) or blanks are no node-local directory.
+  for (const std::string bad : {"tier0-relative", " "}) {
+    try {
+      Checkpointer ckpt(world, tiered(dir.path(), bad, layout), model.shards);
+      ADD_FAILURE() << "'" << bad << "' was accepted as the node-local directory";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + bad + "' is not an absolute path"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists("tier0-relative")) << "nothing is created for a refused directory";
 }
 
 // The copies' folder names the job using them (TENAX_JOB_ID, else SLURM_JOB_ID), so that the job's end removes exactly

@@ -86,6 +86,12 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
   run_agreed(world, [&] {
     if (s.options.dir.empty())
       throw UsageError("checkpoint: no directory given (set CheckpointOptions::dir or TENAX_CHECKPOINT_DIR)");
+    // Node-local storage is each node's own: a relative path would resolve against every rank's working directory
+    // (a shared one, often), and blanks are a typing slip that made a folder named " ".
+    if (local_tier && s.options.local_dir.front() != '/')
+      throw UsageError("checkpoint: the node-local checkpoint directory '" + s.options.local_dir +
+                       "' is not an absolute path; give one on the node's own storage, e.g. /dev/shm/tenax-$USER "
+                       "(TENAX_CKPT_LOCAL_DIR, CheckpointOptions::local_dir), or leave it unset");
     if (s.options.keep < 1)
       throw UsageError("checkpoint: keep = " + std::to_string(s.options.keep) +
                        " would delete the newest checkpoint; keep at least 1 (TENAX_CKPT_KEEP)");
