@@ -169,9 +169,8 @@ const std::vector<Var>& registry() {
        {"auto", "crc32-3x-nt64", "vpclmulqdq-fold-nt32", "crc32-3x-nt32", "crc32-3x-nt8", "tables"}},
       {"TENAX_CKPT_LOCAL_DIR", Path, "",
        "Node-local checkpoint tier: an absolute directory on each node's own storage (/dev/shm, a local SSD) where "
-       "every rank "
-       "also keeps its own copy of each checkpoint, read instead of the shared directory when a restart finds a valid "
-       "copy on every rank; empty: none."},
+       "every rank also keeps its own copy of each checkpoint, read instead of the shared directory when a restart "
+       "finds a valid copy on every rank; empty: none."},
       {"TENAX_CKPT_LOCAL_KEEP", Int, "2", "Node-local copies each rank keeps (the newest first).", {}, 1, 1000},
       {"TENAX_JOB_ID", String, "",
        "The job the node-local copies belong to, written beside them so that the job's end removes exactly its own "
