@@ -169,6 +169,8 @@ LedgerHistory read_ledger_history(std::istream& in, const std::string& path) {
       ++history.invocations;
     } else if (event == "attempt") {
       ++history.attempts;
+      history.last_attempt = std::max(
+          history.last_attempt, static_cast<int>(std::clamp<std::int64_t>(record.i64_or("attempt", 0), 0, 1 << 30)));
       const bool failed = is_failure_outcome(record.string_or("outcome", ""));
       if (failed) ++history.failed_restarts;
       // Records of launchers that judged progress by heartbeats only have no "progress_by"; their "checkpoint_step"

@@ -16,7 +16,8 @@ namespace tenax::launch {
 // What the launcher needs from earlier invocations of the same run directory.
 struct LedgerHistory {
   int invocations = 0;       // "start" records
-  int attempts = 0;          // "attempt" records (the next attempt number is attempts + 1)
+  int attempts = 0;          // "attempt" records
+  int last_attempt = 0;      // the highest attempt number they carry (the next attempt is numbered after it)
   int failed_restarts = 0;   // failed attempts since the last invocation that ended other than preempted
   ProgressTracker progress;  // restart-loop state: every attempt replayed on the basis it was judged on
   // The text's last line has no newline; torn_tail_bytes > 0 when that line is no record (an append cut short by a

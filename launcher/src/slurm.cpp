@@ -100,8 +100,12 @@ SlurmJob read_slurm_job() {
   }
   if (job.nodes.empty()) throw UsageError("SLURM_JOB_NODELIST names no node: not a Slurm job step?");
   job.cpus_per_node = expand_per_node_counts(getenv_or_empty("SLURM_JOB_CPUS_PER_NODE"), job.nodes.size());
-  if (job.cpus_per_node.size() != job.nodes.size()) job.cpus_per_node.clear();
-  const std::string per_task = getenv_or_empty("SLURM_CPUS_PER_TASK");
+  // An overcommitting job (sbatch -O: SLURM_OVERCOMMIT, which srun follows) holds CPUs as if for one task per node.
+  if (job.cpus_per_node.size() != job.nodes.size() || !getenv_or_empty("SLURM_OVERCOMMIT").empty())
+    job.cpus_per_node.clear();
+  // srun's CPUs per task: SRUN_CPUS_PER_TASK, which it reads as -c. Not SLURM_CPUS_PER_TASK (the job's): srun 22.05
+  // does not inherit it, and counting it would refuse steps srun runs.
+  const std::string per_task = getenv_or_empty("SRUN_CPUS_PER_TASK");
   if (!per_task.empty() && per_task.size() < 6 && per_task.find_first_not_of("0123456789") == std::string::npos)
     job.cpus_per_task = std::max(1, std::stoi(per_task));
 #else
@@ -118,32 +122,40 @@ std::optional<bool> job_cancelled(const std::string& job_id) {
   if (job_id.empty() || job_id.size() > 10 || job_id.find_first_not_of("0123456789") != std::string::npos) return {};
   const unsigned long id = std::stoul(job_id);
   if (id == 0 || id > UINT32_MAX) return {};
+  // libslurm's API wants its configuration read first (slurm_init, once per process; inside a job it is there).
+  static std::once_flag initialised;
+  std::call_once(initialised, [] { slurm_init(nullptr); });
   // libslurm bounds its own wait for slurmctld (MessageTimeout per try), as it does scontrol's; the thread only keeps
   // a controller slower than that from holding the launcher's exit, as scontrol's 20 s limit does for the requeue.
+  // Past the limit the thread is left inside libslurm, and the launcher exits without it.
   struct Answer {
     std::mutex mutex;
     std::condition_variable done;
     bool ready = false;
     std::optional<bool> cancelled;
   };
-  auto answer = std::make_shared<Answer>();
-  std::thread([answer, id] {
-    std::optional<bool> cancelled;
-    job_info_msg_t* message = nullptr;
-    if (slurm_load_job(&message, static_cast<std::uint32_t>(id), SHOW_ALL) == SLURM_SUCCESS && message != nullptr) {
-      for (std::uint32_t i = 0; i < message->record_count; ++i)
-        if (message->job_array[i].job_id == id)
-          cancelled = (message->job_array[i].job_state & JOB_STATE_BASE) == JOB_CANCELLED;
-    }
-    if (message != nullptr) slurm_free_job_info_msg(message);
-    std::lock_guard<std::mutex> lock(answer->mutex);
-    answer->cancelled = cancelled;
-    answer->ready = true;
-    answer->done.notify_all();
-  }).detach();
-  std::unique_lock<std::mutex> lock(answer->mutex);
-  if (!answer->done.wait_for(lock, kScontrolTimeLimit, [&] { return answer->ready; })) return {};
-  return answer->cancelled;
+  try {
+    auto answer = std::make_shared<Answer>();
+    std::thread([answer, id] {
+      std::optional<bool> cancelled;
+      job_info_msg_t* message = nullptr;
+      if (slurm_load_job(&message, static_cast<std::uint32_t>(id), SHOW_ALL) == SLURM_SUCCESS && message != nullptr) {
+        for (std::uint32_t i = 0; i < message->record_count; ++i)
+          if (message->job_array[i].job_id == id)
+            cancelled = (message->job_array[i].job_state & JOB_STATE_BASE) == JOB_CANCELLED;
+      }
+      if (message != nullptr) slurm_free_job_info_msg(message);
+      std::lock_guard<std::mutex> lock(answer->mutex);
+      answer->cancelled = cancelled;
+      answer->ready = true;
+      answer->done.notify_all();
+    }).detach();
+    std::unique_lock<std::mutex> lock(answer->mutex);
+    if (!answer->done.wait_for(lock, kScontrolTimeLimit, [&] { return answer->ready; })) return {};
+    return answer->cancelled;
+  } catch (const std::exception&) {
+    return {};  // no thread to ask with (a pids limit, no memory): not known, as when slurmctld does not answer
+  }
 #else
   (void)job_id;
   return {};

@@ -17,7 +17,7 @@ struct SlurmJob {
   int restart_count = 0;           // SLURM_RESTART_COUNT (unset on the first run: 0)
   std::vector<std::string> nodes;  // the allocation, expanded
   std::vector<int> cpus_per_node;  // SLURM_JOB_CPUS_PER_NODE expanded, one per node; empty when unknown
-  int cpus_per_task = 1;           // SLURM_CPUS_PER_TASK (1 when unset or unreadable)
+  int cpus_per_task = 1;           // srun's: SRUN_CPUS_PER_TASK (1 when unset or unreadable)
 };
 
 // Reads the job from the environment and expands its node list with libslurm's hostlist parser (tenax/hostlist.hpp,
@@ -31,8 +31,8 @@ std::vector<int> expand_per_node_counts(const std::string& text, std::size_t max
 
 // "" when the attempt's tasks fit the CPUs the job holds on enough nodes, else the problem and its fix (srun would
 // refuse the step with "More processors requested than permitted" at every attempt, which the launcher took for a
-// crash and retried into a restart loop). Nothing is checked when the CPU counts are unknown or when --launcher-arg
-// passes --overcommit or its own CPU count.
+// crash and retried into a restart loop). Nothing is checked when the CPU counts are unknown, when the job
+// overcommits (SLURM_OVERCOMMIT) or when --launcher-arg passes --overcommit or its own CPU count.
 std::string tasks_fit_allocation(const Options& options, int nodes, int tasks_per_node, const SlurmJob& job);
 
 // The argv of `scontrol requeue JOB` (separate for the unit tests).

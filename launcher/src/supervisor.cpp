@@ -124,11 +124,12 @@ class Supervisor {
 
   int run() {
     const auto& history = ledger_->history();
-    attempt_ = history.attempts;
+    // Numbered after every attempt the ledger records (records of older launchers carry no number: counted).
+    attempt_ = std::max(history.attempts, history.last_attempt);
     if (const int started = highest_heartbeat_attempt(run_dir_); started > attempt_) {
       announce("warning: attempt " + std::to_string(started) +
-               " has no record in the ledger (its launcher was killed outright, e.g. by SIGKILL): the attempts go on "
-               "from " +
+               " has no record in the ledger (its launcher ended without writing one: killed outright, e.g. by "
+               "SIGKILL, or unable to write the ledger): the attempts go on from " +
                std::to_string(started + 1));
       attempt_ = started;
     }

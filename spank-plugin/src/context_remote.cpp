@@ -111,8 +111,11 @@ void plan_step(spank_t sp, PluginState& s) {
   } catch (const Error&) {
     // A step over several components of a heterogeneous job (srun ... : ...): Slurm counts each component apart, the
     // step's node list spans them all. Its ranks would be numbered per component: not one tenax run.
+    // SLURM_HET_SIZE is also in a one-component step's environment (inherited from the batch script): only a step
+    // whose node list holds more tasks than Slurm counts for it spans components.
     const std::optional<std::string> components = job_getenv(sp, "SLURM_HET_SIZE");
-    if (components && !components->empty() && *components != "1")
+    if (components && !components->empty() && *components != "1" &&
+        static_cast<std::uint64_t>(shape.total_tasks()) > items.total_tasks)
       throw UsageError(
           "this step spans several components of a heterogeneous job (srun ... : ..., or --het-group with more than "
           "one component), which tenax cannot place as one run: run the tenax step in one component (srun "

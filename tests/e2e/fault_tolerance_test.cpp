@@ -105,7 +105,10 @@ TEST(ExampleFaultTolerance, ARunThatGivesUpKeepsItsNodeLocalCopiesForTheNextInvo
   const std::vector<std::string> args = {"--steps", "60", "--checkpoint-every", "10"};
   const std::string expected = reference_checksum(ranks, args);
   ScratchDir dir("give-up-local"), local("give-up-local-tier");
-  ::setenv("TENAX_CKPT_LOCAL_DIR", local.path().c_str(), 1);
+  struct LocalTier {  // set for both invocations, unset however the test ends
+    explicit LocalTier(const std::string& path) { ::setenv("TENAX_CKPT_LOCAL_DIR", path.c_str(), 1); }
+    ~LocalTier() { ::unsetenv("TENAX_CKPT_LOCAL_DIR"); }
+  } tier(local.path());
   std::vector<std::string> launcher = with(quick_restart_launcher_args(dir, ranks), {"--max-restarts", "0"});
   int first_exit = 0;
   std::string first_output;
@@ -122,14 +125,28 @@ TEST(ExampleFaultTolerance, ARunThatGivesUpKeepsItsNodeLocalCopiesForTheNextInvo
             std::string::npos)
       << first_output;
   EXPECT_EQ(first_output.find("removed this run's node-local checkpoint copies"), std::string::npos) << first_output;
+  // The newest step every rank kept a copy of, and the shared directory's newest: the restart reads the copies when
+  // they are at least as new (the kill may land between a shared commit and the last rank's copy of that step).
+  long kept = -1;
+  for (const auto& folder : fs::directory_iterator(local.path()))
+    for (int rank = 0; rank < ranks; ++rank) {
+      long newest = -1;
+      for (const std::string& name : checkpoint_steps((folder.path() / ("rank_" + std::to_string(rank))).string()))
+        newest = std::max(newest, std::stol(name.substr(5)));
+      kept = rank == 0 ? newest : std::min(kept, newest);
+    }
+  ASSERT_GE(kept, 10) << "the copies were not kept\n" << first_output;
+  long shared = 0;
+  for (const std::string& name : checkpoint_steps(dir / "ckpt"))
+    shared = std::max(shared, std::stol(name.substr(5)));
 
   Launch again(launcher, args, dir / "out2.txt");
   const int second_exit = again.wait(seconds(90));
-  ::unsetenv("TENAX_CKPT_LOCAL_DIR");
   const std::string output = again.output();
   ASSERT_EQ(second_exit, 0) << output;
-  EXPECT_NE(output.find("resumed from " + local.path() + "/tenax-"), std::string::npos)
-      << "the second invocation should read the node-local copies\n"
+  const std::string expected_source = kept >= shared ? local.path() + "/tenax-" : dir / "ckpt";
+  EXPECT_NE(output.find("resumed from " + expected_source), std::string::npos)
+      << "node-local copies up to step " << kept << ", shared up to " << shared << "\n"
       << output;
   EXPECT_EQ(final_checksum(output), expected) << output;
   EXPECT_NE(output.find("removed this run's node-local checkpoint copies from " + local.path()), std::string::npos)

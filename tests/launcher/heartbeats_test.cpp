@@ -115,7 +115,6 @@ TEST_F(HeartbeatFiles, AFileLargerThanAnyHeartbeatIsRefusedWithoutReadingIt) {
   }
 }
 
-// A FIFO in place of a heartbeat once blocked the launcher forever in open(): no failure detection, no preemption.
 // A launcher killed outright leaves its attempt's folder and no ledger record: the next one numbers on after it.
 TEST_F(HeartbeatFiles, TheHighestAttemptFolderIsFound) {
   EXPECT_EQ(highest_heartbeat_attempt(run_dir_), 1);
@@ -127,6 +126,7 @@ TEST_F(HeartbeatFiles, TheHighestAttemptFolderIsFound) {
   EXPECT_EQ(highest_heartbeat_attempt(run_dir_ + "/missing"), 0);
 }
 
+// A FIFO in place of a heartbeat once blocked the launcher forever in open(): no failure detection, no preemption.
 TEST_F(HeartbeatFiles, AFifoNamedLikeAHeartbeatDoesNotBlock) {
   ASSERT_EQ(mkfifo((dir_ + "/rank-1.json").c_str(), 0644), 0);
   std::ofstream(dir_ + "/rank-0.json") << record("exit", "-1");

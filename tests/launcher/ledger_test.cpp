@@ -157,6 +157,20 @@ TEST_F(LedgerTest, GoodputIsKeptStepTimeOverWallTimeIncludingRequeueWaits) {
   EXPECT_NE(table.find("requeue wait"), std::string::npos) << table;
 }
 
+// Attempts are numbered after the highest number the records carry: after an attempt without a record (its launcher
+// killed outright) the count of records falls behind the numbers, and the next number must not repeat one.
+TEST_F(LedgerTest, HistoryKnowsTheHighestAttemptNumber) {
+  {
+    Ledger ledger(path_);
+    ledger.append(start(1000));
+    for (int number : {1, 2, 4})
+      ledger.append(json::ObjectWriter().add("event", "attempt").add("attempt", number).add("outcome", "crash").str());
+  }
+  Ledger reloaded(path_);
+  EXPECT_EQ(reloaded.history().attempts, 3);
+  EXPECT_EQ(reloaded.history().last_attempt, 4);
+}
+
 // A preemption 2 s into a 10 s backoff: the attempt record planned all 10 s, the end record says 8 were not waited.
 // Only the 2 s count, and the invocation's wall time ends at its end record (it counted the whole backoff).
 TEST_F(LedgerTest, ABackoffCutShortByAPreemptionCountsOnlyWhatWasWaited) {

@@ -123,6 +123,14 @@ TEST_F(CheckpointScan, OnlyStepDirectoriesHoldingAManifestAreCommitted) {
   EXPECT_EQ(newest_committed_checkpoint(dir_), 10);
   std::filesystem::rename(dir_ + "/step_50.tmp", dir_ + "/step_50");
   EXPECT_EQ(newest_committed_checkpoint(dir_), 50);
+  // A copy under another step's name (its manifest says step 50), or a name never written (leading zeros), is no
+  // checkpoint of that step, as the runtime decides too.
+  step_dir("step_0070", true);
+  std::filesystem::create_directories(dir_ + "/step_1000");
+  std::ofstream(dir_ + "/step_1000/manifest.json") << "{\"version\": 3, \"step\": 50}\n";
+  EXPECT_EQ(newest_committed_checkpoint(dir_), 50);
+  std::ofstream(dir_ + "/step_1000/manifest.json") << "{\"version\": 3, \"step\": 1000}\n";
+  EXPECT_EQ(newest_committed_checkpoint(dir_), 1000);
 }
 
 TEST_F(CheckpointScan, AnUnreadableDirectoryIsAnIoErrorNamingIt) {

@@ -124,6 +124,18 @@ TEST_F(FakeScontrol, TheAllocationIsExpandedWithoutScontrol) {
   setenv("SLURM_JOB_NODELIST", "n[1-3,7],gpu[08-10]", 1);
   const SlurmJob job = read_slurm_job();
   EXPECT_EQ(job.nodes, (std::vector<std::string>{"n1", "n2", "n3", "n7", "gpu08", "gpu09", "gpu10"}));
+  // The CPUs the job holds per node, and srun's per task (SRUN_CPUS_PER_TASK; not the job's SLURM_CPUS_PER_TASK,
+  // which srun 22.05 does not inherit); an overcommitting job's counts say nothing of what srun may run.
+  setenv("SLURM_JOB_CPUS_PER_NODE", "2(x3),4(x4)", 1);
+  setenv("SLURM_CPUS_PER_TASK", "8", 1);
+  setenv("SRUN_CPUS_PER_TASK", "2", 1);
+  const SlurmJob counted = read_slurm_job();
+  EXPECT_EQ(counted.cpus_per_node, (std::vector<int>{2, 2, 2, 4, 4, 4, 4}));
+  EXPECT_EQ(counted.cpus_per_task, 2);
+  setenv("SLURM_OVERCOMMIT", "1", 1);
+  EXPECT_TRUE(read_slurm_job().cpus_per_node.empty());
+  for (const char* name : {"SLURM_JOB_CPUS_PER_NODE", "SLURM_CPUS_PER_TASK", "SRUN_CPUS_PER_TASK", "SLURM_OVERCOMMIT"})
+    unsetenv(name);
   for (const char* bad : {"n[1-", "gpu[01-02]-ib"}) {
     setenv("SLURM_JOB_NODELIST", bad, 1);
     try {

@@ -8,6 +8,7 @@
 #include "checkpoint/dir_probe.hpp"
 #include "checkpoint/vds_file.hpp"
 #include "core/file_system.hpp"
+#include "core/json.hpp"
 #include "tenax/error.hpp"
 #include "tenax/log.hpp"
 
@@ -118,6 +119,17 @@ std::string final_dir_path(const std::string& dir, std::uint64_t step) {
   return fs::join(dir, step_dir_name(step));
 }
 
+std::optional<std::uint64_t> manifest_step(const std::string& step_dir) {
+  try {
+    const json::Value root = json::Value::parse(fs::read_file(fs::join(step_dir, kManifestName)));
+    const json::Value* step = root.find("step");
+    if (step == nullptr) return std::nullopt;
+    return step->u64();
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 std::vector<CheckpointInfo> complete_checkpoints(const std::string& dir) {
   std::vector<CheckpointInfo> out;
   std::error_code ec;
@@ -128,7 +140,17 @@ std::vector<CheckpointInfo> complete_checkpoints(const std::string& dir) {
     const std::string name = entry.path().filename().string();
     if (!parse_step_name(name, step)) continue;
     const std::string path = fs::join(dir, name);
-    if (fs::is_directory(path) && fs::exists(fs::join(path, kManifestName))) out.push_back({step, path});
+    if (!fs::is_directory(path) || !fs::exists(fs::join(path, kManifestName))) continue;
+    // A directory copied or renamed under another step's name would pass for that step: the newest for ever,
+    // crowding the real ones out of retention and the node-local tier out of restarts. Not counted, and named. (A
+    // manifest that cannot be read is counted: loading it fails, falls back and names it.)
+    if (const std::optional<std::uint64_t> recorded = manifest_step(path); recorded && *recorded != step) {
+      TENAX_LOG(Warn, "ckpt") << path << " holds the checkpoint of step " << *recorded
+                              << " (its manifest says so): not taken for step " << step << "; rename it "
+                              << step_dir_name(*recorded) << " to use it, or remove it";
+      continue;
+    }
+    out.push_back({step, path});
   }
   std::sort(out.begin(), out.end(), [](const CheckpointInfo& a, const CheckpointInfo& b) { return a.step > b.step; });
   return out;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,12 @@ std::string step_dir_name(std::uint64_t step);                           // "ste
 std::string temp_dir_path(const std::string& dir, std::uint64_t step);   // "<dir>/step_<N>.tmp"
 std::string final_dir_path(const std::string& dir, std::uint64_t step);  // "<dir>/step_<N>"
 
-// Complete checkpoints (step_<N> directories holding a manifest), newest first.
+// Complete checkpoints (step_<N> directories holding a manifest), newest first. A directory whose readable manifest
+// records another step (copied or renamed) is left out, with a warning naming it.
 std::vector<CheckpointInfo> complete_checkpoints(const std::string& dir);
+
+// The step a checkpoint directory's manifest records; std::nullopt when it cannot be read.
+std::optional<std::uint64_t> manifest_step(const std::string& step_dir);
 
 // Writes the VDS file and the manifest (with the VDS file's digest) into the temp directory, renames it into place,
 // moves `latest` and applies retention (keep >= 1). A failure before the rename removes the temp directory and raises

@@ -347,7 +347,9 @@ std::string unexpanded_placeholder_warning(std::string_view what, std::string_vi
   return std::string(what) + " '" + std::string(path) + "' holds '" + std::string(placeholder) +
          "', which only the Slurm plugin expands (given at submission: its --tenax-... options or the variables "
          "exported before sbatch/srun); here it is used literally: write the " +
-         (placeholder == "%u" ? "user name itself (e.g. $USER)" : "job id itself (e.g. $SLURM_JOB_ID)");
+         (placeholder == "%u" ? "user name itself (e.g. $USER)" : "job id itself (e.g. $SLURM_JOB_ID)") + " (a '" +
+         std::string(placeholder) + "' meant literally, given to the plugin as '%" + std::string(placeholder) +
+         "', is as it should be)";
 }
 
 void warn_if_unexpanded(std::string_view what, std::string_view path) {

@@ -98,7 +98,9 @@ StagingResult stage_dataset(Communicator& comm, const std::string& dataset_dir, 
   StagingResult result;
   result.dir = dataset_dir;
   if (requested[0] == 0) return result;
-  if (comm.rank() == 0) env::warn_if_unexpanded("TENAX_DATA_STAGE_DIR", stage_root);
+  if (comm.rank() == 0)
+    env::warn_if_unexpanded(options.stage_dir.empty() ? "TENAX_DATA_STAGE_DIR" : "StagingOptions::stage_dir",
+                            stage_root);
 
   std::string node = options.node_name.empty() ? default_node_name() : options.node_name;
   std::string usage;

@@ -3,7 +3,7 @@
 // was not: given another seed, rate, precision or optimizer it trains a replica that silently drifts from the others;
 // another batch or sequence length makes the ranks report different losses; another step count hangs the job in a
 // collective the other ranks never join; and another model size makes the gradient reduction sum buffers of different
-// sizes, which corrupts memory. Both checks are collectives of a few integers per rank, run once while the engine is
+// sizes, which corrupts memory. The checks are collectives of a few integers per rank, run once while the engine is
 // built.
 #pragma once
 
