@@ -102,8 +102,10 @@ Summary summarize(const RunTotals& totals, const std::optional<Goodput>& goodput
   if (goodput) {
     // Tenths below 100 s: a short run's seconds rounded to whole ones read "0 s productive of 0 s".
     const int digits = goodput->wall_s < 100 ? 1 : 0;
-    std::snprintf(buf, sizeof buf, " (%.*f s productive of %.*f s, %.*f s lost)", digits, goodput->productive_s, digits,
-                  goodput->wall_s, digits, goodput->lost_s);
+    // "since the first start": every second since then, idle gaps between invocations too, where tenax-launch's
+    // summary counts only its invocations' time and requeue waits; the two figures differ by those gaps.
+    std::snprintf(buf, sizeof buf, " (%.*f s productive of the %.*f s since the run's first start, %.*f s lost)",
+                  digits, goodput->productive_s, digits, goodput->wall_s, digits, goodput->lost_s);
     t += row("goodput", percent(goodput->goodput) + " over " + std::to_string(s.attempts) +
                             (s.attempts == 1 ? " attempt" : " attempts") + buf);
   } else {
