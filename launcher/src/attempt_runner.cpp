@@ -42,11 +42,13 @@ bool any_confirmed_preemption(const std::vector<Heartbeat>& beats) {
 
 class AttemptWatch {
  public:
-  AttemptWatch(const Options& options, const AttemptPlan& plan, const std::string& run_dir, const NodeProber& probe)
+  AttemptWatch(const Options& options, const AttemptPlan& plan, const std::string& run_dir, const NodeProber& probe,
+               const LockKeeper& keep_locks)
       : options_(options),
         plan_(plan),
         run_dir_(run_dir),
         probe_(probe),
+        keep_locks_(keep_locks),
         local_(options.mode == Mode::Local),
         start_mono_(mono_now()),
         unix_offset_(unix_now() - start_mono_),
@@ -74,6 +76,13 @@ class AttemptWatch {
         }
       }
       observe_heartbeats(now);
+      if (keep_locks_ && now - locks_checked_ >= 1.0) {
+        locks_checked_ = now;
+        if (!keep_locks_() && teardown_start_ < 0) {
+          notice(now, -1);
+          begin_teardown(now, /*at_once=*/true, "another tenax-launch took a directory of this run");
+        }
+      }
       if (local_ && noticed_ < 0 && phase_ != Phase::TearingDown) find_dead_ranks(now);
       if (local_ && !manager_done_) end_abort_wait(now);
       step_state_machine(now);
@@ -284,6 +293,8 @@ class AttemptWatch {
   const AttemptPlan& plan_;
   const std::string& run_dir_;
   const NodeProber& probe_;
+  const LockKeeper& keep_locks_;
+  double locks_checked_ = 0;
   const bool local_;
   const double start_mono_;
   const double unix_offset_;
@@ -310,8 +321,8 @@ HangSettings hang_settings(const Options& options) {
 }
 
 AttemptReport run_attempt(const Options& options, const AttemptPlan& plan, const Command& command,
-                          const std::string& run_dir, const NodeProber& probe) {
-  AttemptWatch watch(options, plan, run_dir, probe);
+                          const std::string& run_dir, const NodeProber& probe, const LockKeeper& keep_locks) {
+  AttemptWatch watch(options, plan, run_dir, probe, keep_locks);
   return watch.run(command);
 }
 

@@ -53,7 +53,12 @@ using NodeProber = std::function<NodeProbeResult()>;
 // `probe`, when given, runs at a hang verdict that names no node, before the teardown: while the ranks still wait in
 // their collective, a link at a trickle is still full and answers late (once the ranks are gone it drains, and a
 // connection crosses it as fast as any). What it finds goes into the evidence (unreachable_nodes, slow_nodes).
+// Called about once a second while the attempt runs: keeps the run's directory locks (DirectoryLock::renew, which
+// takes a lock file removed by hand again); false when another launcher took one of the directories meanwhile, which
+// ends the attempt at once (two runs in one directory remove each other's checkpoints).
+using LockKeeper = std::function<bool()>;
+
 AttemptReport run_attempt(const Options& options, const AttemptPlan& plan, const Command& command,
-                          const std::string& run_dir, const NodeProber& probe = {});
+                          const std::string& run_dir, const NodeProber& probe = {}, const LockKeeper& keep_locks = {});
 
 }  // namespace tenax::launch

@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <map>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include "tenax/error.hpp"
@@ -113,6 +115,17 @@ LockOwner parse_lock_holder(const std::string& line) {
   return owner;
 }
 
+std::string DirectoryLock::renew(const LockOwner& self) {
+  if (!fd_.valid() || still_linked(fd_.get(), dir_ + "/" + kLaunchLockFile)) return "";
+  std::error_code error;
+  std::filesystem::create_directories(dir_, error);  // the programs make it again too; the lock needs it first
+  DirectoryLock again = take(dir_, option_, self, std::chrono::milliseconds(0));
+  const std::string option = option_, dir = dir_;
+  *this = std::move(again);
+  return option + " '" + dir + "': its lock file " + dir + "/" + kLaunchLockFile +
+         " was removed while this run held it (the directory removed or emptied by hand?); it is locked again";
+}
+
 DirectoryLock DirectoryLock::take(const std::string& dir, const std::string& option, const LockOwner& self,
                                   std::chrono::milliseconds earlier_run_wait) {
   const std::string path = dir + "/" + kLaunchLockFile;
@@ -139,6 +152,8 @@ DirectoryLock DirectoryLock::take(const std::string& dir, const std::string& opt
       write_holder(fd.get(), self);
       DirectoryLock lock;
       lock.fd_ = std::move(fd);
+      lock.dir_ = dir;
+      lock.option_ = option;
       if (!taken_over.empty())
         lock.warning_ = option + " '" + dir + "' was still locked by an earlier run of this Slurm job (" + taken_over +
                         ") after a wait of " + seconds_text(earlier_run_wait) +

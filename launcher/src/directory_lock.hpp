@@ -43,12 +43,19 @@ class DirectoryLock {
                             std::chrono::milliseconds earlier_run_wait);
 
   bool held() const { return fd_.valid(); }
+
+  // Called before each attempt: whether the lock file held is still the one at its path. A directory removed or
+  // emptied by hand while the run used it takes the file away (the lock then keeps nobody out: a second launcher
+  // creates a new file and locks that); the directory and its lock are then made and taken again, and the warning to
+  // log is returned ("" when nothing changed). Throws UsageError when another launcher took the directory meanwhile.
+  std::string renew(const LockOwner& self);
   // What the launcher should log as a warning after take() ("" when nothing): the lock taken over from an earlier run
   // of the job, or a file system without locks.
   const std::string& warning() const { return warning_; }
 
  private:
   UniqueFd fd_;
+  std::string dir_, option_;
   std::string warning_;
 };
 

@@ -150,6 +150,8 @@ class Supervisor {
         const std::string reason = "preempted before the next attempt started";
         return finish(kExitPreempted, slurm_ ? requeue(reason) : reason);
       }
+      // The directories' locks, still ours: a directory removed or emptied by hand took its lock file away.
+      if (!keep_locks()) return finish(kExitUsage, lock_lost_);
       AttemptPlan plan;
       try {
         plan = slurm_ ? plan_slurm_attempt(options_, job_.nodes, bad_nodes_->excluded()) : plan_local_attempt(options_);
@@ -174,7 +176,8 @@ class Supervisor {
 
       const std::int64_t newest_before = newest_in_checkpoint_dir();
       AttemptReport report = run_attempt(options_, plan, command, run_dir_,
-                                         slurm_ ? NodeProber([this] { return probe_nodes_now(); }) : NodeProber());
+                                         slurm_ ? NodeProber([this] { return probe_nodes_now(); }) : NodeProber(),
+                                         [this] { return keep_locks(); });
       Classification classified = classify(report.evidence);
       const bool failed = classified.outcome != Outcome::Success && classified.outcome != Outcome::Usage &&
                           classified.outcome != Outcome::Preempted;
@@ -405,6 +408,23 @@ class Supervisor {
     return exit_code;
   }
 
+  // DirectoryLock::renew for both directories; false (the reason in lock_lost_, said once) when another launcher took
+  // one of them.
+  bool keep_locks() {
+    for (DirectoryLock* lock : {&run_dir_lock_, &checkpoint_dir_lock_}) {
+      try {
+        if (const std::string note = lock->renew(lock_owner()); !note.empty()) announce("warning: " + note);
+      } catch (const UsageError& error) {
+        if (lock_lost_.empty()) {
+          lock_lost_ = error.what();
+          announce(lock_lost_);
+        }
+        return false;
+      }
+    }
+    return true;
+  }
+
   // Who this launcher is, for the directory locks: the Slurm job and its restart count (also in local mode inside an
   // allocation, which Slurm requeues as well), so that a requeued job recognises a lock its earlier run left.
   LockOwner lock_owner() const {
@@ -429,6 +449,7 @@ class Supervisor {
   const bool slurm_;
   DirectoryLock run_dir_lock_;  // before the ledger: released only after the ledger's last record
   DirectoryLock checkpoint_dir_lock_;
+  std::string lock_lost_;  // why a directory is no longer this launcher's ("" while both are)
   std::optional<Ledger> ledger_;
   std::optional<BadNodes> bad_nodes_;
   SlurmJob job_;

@@ -71,6 +71,29 @@ TEST_F(DirectoryLockTest, ASecondLauncherIsRefusedNamingTheFirstUntilTheFirstLet
   EXPECT_NE(refusal({"77", 0}), "") << "two launchers of one run of a job";
 }
 
+// A directory removed or emptied by hand while a run holds it takes the lock file away, and the lock then kept nobody
+// out (a second launcher was admitted and the two moved each other's checkpoints aside): renew() takes it again, and
+// refuses once another launcher got there first.
+TEST_F(DirectoryLockTest, ALockFileRemovedUnderItsHolderIsTakenAgainBeforeTheNextAttempt) {
+  DirectoryLock first = DirectoryLock::take(dir_, "--run-dir", {}, milliseconds(0));
+  EXPECT_EQ(first.renew({}), "") << "nothing changed";
+  std::filesystem::remove_all(dir_);
+  const std::string note = first.renew({});
+  EXPECT_NE(note.find("its lock file " + lock_path() + " was removed while this run held it"), std::string::npos)
+      << note;
+  EXPECT_TRUE(first.held());
+  EXPECT_NE(refusal({}), "") << "a second launcher is kept out again";
+  // Removed again, and another launcher locked the new file before this one looked: this one must stop.
+  std::filesystem::remove(lock_path());
+  DirectoryLock second = DirectoryLock::take(dir_, "--run-dir", {"88", 0}, milliseconds(0));
+  try {
+    first.renew({});
+    ADD_FAILURE() << "the directory is another launcher's now";
+  } catch (const UsageError& error) {
+    EXPECT_NE(std::string(error.what()).find("is in use by another tenax-launch"), std::string::npos) << error.what();
+  }
+}
+
 TEST_F(DirectoryLockTest, TheEarlierRunOfARequeuedJobIsWaitedForThenTakenOver) {
   DirectoryLock earlier = DirectoryLock::take(dir_, "--run-dir", {"77", 1}, milliseconds(0));
   struct stat before {};

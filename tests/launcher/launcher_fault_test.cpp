@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/mount.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -444,6 +445,24 @@ bool ended_by(long pid, std::chrono::steady_clock::time_point deadline) {
   return polled == 1;
 }
 
+// Waits until the file at `path` (which exists) holds `text`, on the kernel's word that it was written (inotify).
+bool file_gets_text(const std::string& path, const std::string& text, std::chrono::seconds limit) {
+  const int watch = ::inotify_init1(IN_CLOEXEC);
+  if (watch < 0 || ::inotify_add_watch(watch, path.c_str(), IN_MODIFY) < 0) return false;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  bool found = false;
+  alignas(inotify_event) char events[4096];
+  while (!(found = read_text(path).find(text) != std::string::npos)) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    pollfd readable{watch, POLLIN, 0};
+    if (left <= 0 || ::poll(&readable, 1, static_cast<int>(left)) != 1) break;
+    if (::read(watch, events, sizeof events) < 0) break;
+  }
+  ::close(watch);
+  return found;
+}
+
 // One launcher per run directory and per checkpoint directory: a second is refused before it writes anything there,
 // naming the first. A launcher killed by SIGKILL leaves neither its lock nor its ranks behind, and the next one
 // resumes to the uninterrupted run's result.
@@ -473,6 +492,15 @@ TEST(LauncherFaults, ADirectoryInUseIsRefusedAndAKilledLaunchersRanksDoNotOutliv
       << same_checkpoints.output();
   EXPECT_EQ(ledger_lines(dir / "run", "start").size(), 1u) << "the refused launcher wrote to the ledger";
   EXPECT_FALSE(std::filesystem::exists(dir / "run3/ledger.jsonl"));
+  // The checkpoint directory removed by hand took the lock file with it: the first launcher locks it again while
+  // its attempt runs, and a launcher started after that is still refused.
+  std::filesystem::remove_all(dir / "ckpt");
+  ASSERT_TRUE(file_gets_text(dir / "out1.txt", "was removed while this run held it", seconds(30))) << first.output();
+  Launch after_removal({"-n", "2", "--run-dir", dir / "run5", "--checkpoint-dir", dir / "ckpt"}, worker,
+                       dir / "out5.txt");
+  ASSERT_EQ(after_removal.wait(seconds(30)), 64) << after_removal.output();
+  EXPECT_NE(after_removal.output().find("--checkpoint-dir '" + dir / "ckpt" + "' is in use"), std::string::npos)
+      << after_removal.output();
 
   std::vector<long> rank_pids;
   for (int rank = 0; rank < ranks; ++rank) {
@@ -492,10 +520,13 @@ TEST(LauncherFaults, ADirectoryInUseIsRefusedAndAKilledLaunchersRanksDoNotOutliv
   }
   ASSERT_TRUE(gone) << "ranks of the killed launcher still run";
 
-  // The attempt the next launcher starts is numbered 1 again (the killed one recorded none), so the slow step is
-  // left out: it changes timing, not results.
+  // The killed launcher's attempt has no record; the next launcher numbers its own after it (reusing its number
+  // overwrote that attempt's files). The slow step is left out: it changes timing, not results. The checkpoints
+  // removed above are gone, so the run starts over, to the same result.
   Launch next(launcher_args(dir, ranks), worker, dir / "out4.txt");
   ASSERT_EQ(next.wait(seconds(60)), 0) << next.output();
+  EXPECT_NE(next.output().find("warning: attempt 1 has no record in the ledger"), std::string::npos) << next.output();
+  EXPECT_NE(next.output().find("attempt 2: starting"), std::string::npos) << next.output();
   EXPECT_EQ(final_checksum(next.output()), expected) << next.output();
   EXPECT_EQ(ledger_lines(dir / "run", "start").size(), 2u);
 }
