@@ -159,6 +159,17 @@ TEST(CheckpointFaults, ACheckpointUnderAnotherStepsNameIsNotTakenForThatStep) {
   EXPECT_TRUE(std::filesystem::exists(dir / "step_0500"));
 }
 
+// What loading `model` from `dir` is refused with (a UsageError's text; "" when it loads).
+std::string load_refusal(Communicator& world, const std::string& dir, const ParallelLayout& layout, TestModel& model) {
+  Checkpointer ckpt(world, options_for(dir, layout), model.shards);
+  try {
+    ckpt.load();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(CheckpointFaults, AnotherModelIsRefusedNamingTheTensor) {
   Communicator& world = tenax::test::world();
   const ParallelLayout layout{1, 1, world.size()};
@@ -175,13 +186,7 @@ TEST(CheckpointFaults, AnotherModelIsRefusedNamingTheTensor) {
     TensorShard* w = model.find("layers.2.w1");
     w->global_shape = {8, 12};
     w->shape = {8, 12};
-    Checkpointer ckpt(world, options_for(dir.path(), layout), model.shards);
-    std::string message;
-    try {
-      ckpt.load();
-    } catch (const UsageError& e) {
-      message = e.what();
-    }
+    const std::string message = load_refusal(world, dir.path(), layout, model);
     EXPECT_TRUE(has(message, "'layers.2.w1'")) << message;
     EXPECT_TRUE(has(message, "[8, 16]")) << message;
     EXPECT_TRUE(has(message, "[8, 12]")) << message;
@@ -189,13 +194,7 @@ TEST(CheckpointFaults, AnotherModelIsRefusedNamingTheTensor) {
   {  // One tensor the checkpoint does not have.
     TestModel model = make_model(layout, world.rank());
     model.add(TensorShard::whole("adapter/lora_a", DType::F32, {4}, nullptr));
-    Checkpointer ckpt(world, options_for(dir.path(), layout), model.shards);
-    std::string message;
-    try {
-      ckpt.load();
-    } catch (const UsageError& e) {
-      message = e.what();
-    }
+    const std::string message = load_refusal(world, dir.path(), layout, model);
     EXPECT_TRUE(has(message, "'adapter/lora_a' is not in the checkpoint")) << message;
     EXPECT_TRUE(has(message, "none of them 'adapter/...'): it was saved with another optimizer or precision"))
         << message;
@@ -204,13 +203,7 @@ TEST(CheckpointFaults, AnotherModelIsRefusedNamingTheTensor) {
     TestModel model = make_model(layout, world.rank());
     TensorShard* w = model.find("layers.2.w1");
     w->dtype = DType::F16;
-    Checkpointer ckpt(world, options_for(dir.path(), layout), model.shards);
-    std::string message;
-    try {
-      ckpt.load();
-    } catch (const UsageError& e) {
-      message = e.what();
-    }
+    const std::string message = load_refusal(world, dir.path(), layout, model);
     EXPECT_TRUE(has(message,
                     "tensor 'layers.2.w1': the checkpoint holds it in f32, the model in f16: it was saved "
                     "with another precision"))
