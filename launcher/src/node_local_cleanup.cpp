@@ -19,6 +19,13 @@ std::string mebibytes(std::uint64_t bytes) {
   return buffer;
 }
 
+// TENAX_CKPT_LOCAL_DIR of the launcher's environment with %n as this node; "" when there is no node-local tier.
+std::string this_nodes_local_dir() {
+  const char* pattern = std::getenv("TENAX_CKPT_LOCAL_DIR");
+  if (pattern == nullptr || *pattern == '\0' || std::string(pattern) == "none") return "";
+  return ckpt::expand_node(pattern, ckpt::this_node_name());
+}
+
 }  // namespace
 
 std::string new_local_job_id() {
@@ -30,9 +37,8 @@ std::string new_local_job_id() {
 }
 
 std::string remove_node_local_copies(const std::string& job_id) {
-  const char* pattern = std::getenv("TENAX_CKPT_LOCAL_DIR");
-  if (pattern == nullptr || *pattern == '\0' || std::string(pattern) == "none" || job_id.empty()) return "";
-  const std::string dir = ckpt::expand_node(pattern, ckpt::this_node_name());
+  const std::string dir = this_nodes_local_dir();
+  if (dir.empty() || job_id.empty()) return "";
   const ckpt::LocalCleanupReport report = ckpt::remove_job_local_copies(dir, job_id);
   std::string line;
   if (report.removed > 0) {
@@ -50,9 +56,8 @@ std::string remove_node_local_copies(const std::string& job_id) {
 }
 
 std::string kept_node_local_copies(const std::string& job_id) {
-  const char* pattern = std::getenv("TENAX_CKPT_LOCAL_DIR");
-  if (pattern == nullptr || *pattern == '\0' || std::string(pattern) == "none" || job_id.empty()) return "";
-  const std::string dir = ckpt::expand_node(pattern, ckpt::this_node_name());
+  const std::string dir = this_nodes_local_dir();
+  if (dir.empty() || job_id.empty()) return "";
   std::string folders;
   std::error_code error;
   for (auto it = std::filesystem::directory_iterator(dir, error); !error && it != std::filesystem::directory_iterator();
