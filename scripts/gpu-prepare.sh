@@ -134,8 +134,10 @@ if [ -f "$frontend_include/cudnn_frontend.h" ] && compgen -G '/usr/local/cuda/in
   cp -r "$frontend_include" "$deps/cudnn-frontend/"
   cp /usr/local/cuda/include/cudnn*.h "$deps/cudnn-include/"
 else
-  echo "gpu-prepare: no $frontend_include or no /usr/local/cuda/include/cudnn.h (run scripts/install-deps.sh):" \
-    "the GPU build will have no fused attention" >&2
+  # An error, not a warning: the suite's fused-attention runs (TENAX_ATTENTION=fused) would fail on the GPU machine,
+  # after its time has been spent on the build.
+  die "no $frontend_include/cudnn_frontend.h or no /usr/local/cuda/include/cudnn.h: run scripts/install-deps.sh" \
+    "(it fetches the pinned cudnn-frontend headers), then this script again"
 fi
 
 {

@@ -136,8 +136,10 @@ phase_configure() {
     -DPKG_CONFIG_EXECUTABLE="$P/usr/bin/pkgconf"
   )
   [ -n "${GPU_RUN_NCCL_SHIM:-}" ] && args+=("-DNCCL_INCLUDE_DIR=$GPU_RUN_NCCL_SHIM/include" "-DNCCL_LIBRARY=$GPU_RUN_NCCL_SHIM/lib/libnccl.so")
-  [ -n "${CUDNN_INCLUDE:-}" ] && args+=("-DTENAX_CUDNN_INCLUDE_DIR=$CUDNN_INCLUDE"
-    "-DTENAX_CUDNN_FRONTEND_INCLUDE_DIR=$src/.deps/cudnn-frontend/include")
+  [ -n "${CUDNN_INCLUDE:-}" ] && args+=("-DTENAX_CUDNN_INCLUDE_DIR=$CUDNN_INCLUDE")
+  # The frontend path only where gpu-prepare.sh carried its headers: CMake takes a path it is given as found.
+  [ -f "$src/.deps/cudnn-frontend/include/cudnn_frontend.h" ] &&
+    args+=("-DTENAX_CUDNN_FRONTEND_INCLUDE_DIR=$src/.deps/cudnn-frontend/include")
   [ -n "${CUDNN_LIBRARY:-}" ] && args+=("-DTENAX_CUDNN_LIBRARY=$CUDNN_LIBRARY")
   echo "cmake ${args[*]}"
   cmake "${args[@]}" || return 1
