@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "common/mpi_test.hpp"
@@ -70,6 +72,49 @@ TEST_F(DeviceOpProfile, ProductsAndTheirCastsAreTimedWithEvents) {
     sum += r.seconds;
   EXPECT_NEAR(sum, p.seconds, 1e-9);
   EXPECT_LE(p.seconds, wall);  // device intervals inside the host's wall time around them
+}
+
+// A linear layer's backward rounds its output gradient once for both products (dW and dx), with the bits of two
+// gemm_mixed calls, also for an output gradient whose rows are padded (the output head's logits).
+TEST_F(DeviceOpProfile, ALinearBackwardRoundsItsOutputGradientOnceWithTheBitsOfTwoProducts) {
+  const std::size_t rows = 96, in = 80, out = 70, ld_dy = 128;
+  auto filled = [&](std::size_t n, float seed) {
+    std::vector<float> host(n);
+    for (std::size_t i = 0; i < n; ++i)
+      host[i] = static_cast<float>(((i * 7919 + static_cast<std::size_t>(seed * 13)) % 2001) / 1000.0 - 1.0);
+    Tensor t = ctx_->empty({static_cast<std::int64_t>(n)}, DType::F32);
+    ctx_->upload(t.data(), host.data(), n * sizeof(float));
+    return t;
+  };
+  Tensor dy = filled(rows * ld_dy, 1), x = filled(rows * in, 2), w = filled(out * in, 3);
+  Tensor dw_one = filled(out * in, 4), dw_two = filled(out * in, 4);
+  Tensor dx_one = ctx_->zeros({static_cast<std::int64_t>(rows * in)}, DType::F32);
+  Tensor dx_two = ctx_->zeros({static_cast<std::int64_t>(rows * in)}, DType::F32);
+  using kernels::Trans;
+  ops::gemm_mixed(*ctx_, DType::BF16, Trans::Yes, Trans::No, out, in, rows, 1.0f, dy.as<float>(), nullptr, ld_dy,
+                  x.as<float>(), nullptr, in, 1.0f, dw_two.as<float>(), in);
+  ops::gemm_mixed(*ctx_, DType::BF16, Trans::No, Trans::No, rows, in, out, 1.0f, dy.as<float>(), nullptr, ld_dy,
+                  w.as<float>(), nullptr, in, 0.0f, dx_two.as<float>(), in);
+  ctx_->begin_op_profile();
+  ops::linear_backward_mixed(*ctx_, DType::BF16, rows, in, out, dy.as<float>(), ld_dy, x.as<float>(), w.as<float>(),
+                             nullptr, dw_one.as<float>(), dx_one.as<float>());
+  const OpProfile p = ctx_->end_op_profile();
+  const OpProfileRow* gemm = find_row(p, "gemm_mixed");
+  ASSERT_TRUE(gemm);
+  std::size_t casts = 0, products = 0;
+  for (const OpProfileRow& r : p.rows) {
+    if (r.op == "cast_from_f32") casts += r.calls;
+    if (r.op == "gemm_mixed") products += r.calls;
+  }
+  EXPECT_EQ(products, 2u);
+  EXPECT_EQ(casts, 3u) << "dy once, x and w (no 16-bit copy given) once each";
+  auto host = [&](const Tensor& t) {
+    std::vector<float> v(static_cast<std::size_t>(t.numel()));
+    ctx_->download(v.data(), t.data(), v.size() * sizeof(float));
+    return v;
+  };
+  EXPECT_EQ(host(dw_one), host(dw_two));
+  EXPECT_EQ(host(dx_one), host(dx_two));
 }
 
 TEST_F(DeviceOpProfile, MoreBoundariesThanOneBatchOfEventsLosesNoCall) {

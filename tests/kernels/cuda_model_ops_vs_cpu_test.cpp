@@ -3,8 +3,11 @@
 // and the scalar path (odd).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -159,6 +162,43 @@ TEST_F(CudaModelOpsTest, VocabParallelPhasesMatchTheCpu) {
     cuda::ce_finish(d_logits.get(), d_targets.get(), nullptr, rows, vocab_local, vocab_begin, vocab, d_row_max.get(),
                     d_sums.get(), 0.5f, d_loss.get(), nullptr);
     EXPECT_TRUE(std::isnan(d_loss.download()[0]));
+  }
+}
+
+// Rows at a padded stride, as the output head keeps its logits: the same as the CPU, and the padding untouched.
+TEST_F(CudaModelOpsTest, VocabParallelPhasesOnStridedRowsMatchTheCpu) {
+  const std::size_t rows = 67, vocab_local = 1000, ld = 1024, vocab_begin = 0, vocab = 1500;
+  std::vector<float> logits = random_floats(rows * ld, -10.0f, 10.0f, 18);
+  for (std::size_t r = 0; r < rows; ++r)
+    std::fill(logits.begin() + static_cast<std::ptrdiff_t>(r * ld + vocab_local),
+              logits.begin() + static_cast<std::ptrdiff_t>((r + 1) * ld), std::numeric_limits<float>::quiet_NaN());
+  const std::vector<std::int32_t> targets = random_tokens(rows, vocab, 19);
+  std::vector<float> row_max(rows), dlogits = logits;
+  std::vector<double> sums(2 * rows);
+  cpu::ce_row_max(logits.data(), rows, vocab_local, row_max.data(), ld);
+  cpu::ce_row_sums(logits.data(), targets.data(), rows, vocab_local, vocab_begin, row_max.data(), sums.data(), ld);
+  const double loss = cpu::ce_finish(logits.data(), targets.data(), dlogits.data(), rows, vocab_local, vocab_begin,
+                                     row_max.data(), sums.data(), 0.5f, ld);
+
+  DeviceBuffer<float> d_logits(logits), d_row_max(rows);
+  DeviceBuffer<std::int32_t> d_targets(targets);
+  DeviceBuffer<double> d_sums(2 * rows), d_loss(std::vector<double>{0.0});
+  cuda::ce_row_max(d_logits.get(), rows, vocab_local, d_row_max.get(), nullptr, ld);
+  EXPECT_TRUE(all_close(d_row_max.download(), to_double(row_max), 0.0, 0.0));
+  cuda::ce_row_sums(d_logits.get(), d_targets.get(), rows, vocab_local, vocab_begin, d_row_max.get(), d_sums.get(),
+                    nullptr, ld);
+  const std::vector<double> got_sums = d_sums.download();
+  for (std::size_t i = 0; i < 2 * rows; ++i)
+    ASSERT_NEAR(got_sums[i], sums[i], 1e-5 * std::fabs(sums[i]) + 1e-30) << i;
+  cuda::ce_finish(d_logits.get(), d_targets.get(), d_logits.get(), rows, vocab_local, vocab_begin, vocab,
+                  d_row_max.get(), d_sums.get(), 0.5f, d_loss.get(), nullptr, ld);
+  EXPECT_NEAR(d_loss.download()[0], loss, 1e-5 * std::fabs(loss));
+  const std::vector<float> got = d_logits.download();
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t c = 0; c < vocab_local; ++c)
+      ASSERT_NEAR(got[r * ld + c], dlogits[r * ld + c], 1e-4 * std::fabs(dlogits[r * ld + c]) + 1e-7) << r << ", " << c;
+    for (std::size_t c = vocab_local; c < ld; ++c)
+      ASSERT_TRUE(std::isnan(got[r * ld + c])) << "padding written at " << r << ", " << c;
   }
 }
 

@@ -198,5 +198,47 @@ TEST(ModelOpsCpu, VocabParallelPhasesOverTwoShardsMatchFloat64) {
   EXPECT_NEAR(one, cpu::softmax_cross_entropy(logits.data(), targets.data(), nullptr, rows, vocab, 1.0f), 1e-9 * one);
 }
 
+// The output head pads each row of its logits to an aligned stride: the phases read and write only the first
+// vocab_local columns of each row, with the same results as on packed rows, bit for bit.
+TEST(VocabParallelLoss, StridedRowsGiveThePackedResultsAndLeaveThePaddingAlone) {
+  const std::size_t rows = 19, vocab = 37, ld = 64, vocab_begin = 5, vocab_all = 60;
+  const std::vector<float> packed = random_floats(rows * vocab, -8.0f, 8.0f, 21);
+  const std::vector<std::int32_t> targets = random_tokens(rows, vocab_all, 22);
+  const float pad = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> strided(rows * ld, pad);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t c = 0; c < vocab; ++c)
+      strided[r * ld + c] = packed[r * vocab + c];
+
+  std::vector<float> max_packed(rows), max_strided(rows);
+  cpu::ce_row_max(packed.data(), rows, vocab, max_packed.data());
+  cpu::ce_row_max(strided.data(), rows, vocab, max_strided.data(), ld);
+  EXPECT_EQ(max_strided, max_packed);  // max skips a NaN: the sums below are what turn NaN if the padding is read
+  std::vector<double> sums_packed(2 * rows), sums_strided(2 * rows);
+  cpu::ce_row_sums(packed.data(), targets.data(), rows, vocab, vocab_begin, max_packed.data(), sums_packed.data());
+  cpu::ce_row_sums(strided.data(), targets.data(), rows, vocab, vocab_begin, max_packed.data(), sums_strided.data(),
+                   ld);
+  EXPECT_EQ(sums_strided, sums_packed);
+  std::vector<float> grad_packed(rows * vocab);
+  const double loss_packed = cpu::ce_finish(packed.data(), targets.data(), grad_packed.data(), rows, vocab, vocab_begin,
+                                            max_packed.data(), sums_packed.data(), 0.5f);
+  // In place, as the head calls it.
+  const double loss_strided = cpu::ce_finish(strided.data(), targets.data(), strided.data(), rows, vocab, vocab_begin,
+                                             max_packed.data(), sums_packed.data(), 0.5f, ld);
+  EXPECT_EQ(loss_strided, loss_packed);
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t c = 0; c < vocab; ++c)
+      ASSERT_EQ(strided[r * ld + c], grad_packed[r * vocab + c]) << r << ", " << c;
+    for (std::size_t c = vocab; c < ld; ++c)
+      ASSERT_TRUE(std::isnan(strided[r * ld + c])) << "padding written at " << r << ", " << c;
+  }
+
+  // A stride below the row would make rows overlap.
+  EXPECT_THROW(cpu::ce_row_max(packed.data(), rows, vocab, max_packed.data(), vocab - 1), UsageError);
+  EXPECT_THROW(cpu::ce_finish(packed.data(), targets.data(), nullptr, rows, vocab, 0, max_packed.data(),
+                              sums_packed.data(), 1.0f, 8),
+               UsageError);
+}
+
 }  // namespace
 }  // namespace tenax::kernels

@@ -30,6 +30,19 @@ inline void require_pointer(const char* op, const void* p, std::size_t n, const 
   if (n != 0 && p == nullptr) usage_error(op, std::string(argument) + " is null but n = " + std::to_string(n));
 }
 
+// The row stride of a [rows x cols] matrix given as ld (0: cols, the rows packed); a stride below cols would make rows
+// overlap.
+inline std::size_t row_stride(const char* op, std::size_t cols, std::size_t ld) {
+  if (ld == 0) return cols;
+  if (ld < cols)
+    usage_error(op, "the row stride ld = " + std::to_string(ld) + " is below the row length " + std::to_string(cols));
+  return ld;
+}
+// Elements a [rows x cols] matrix with row stride ld spans: whole strides but for the last row.
+inline std::size_t strided_span(std::size_t rows, std::size_t cols, std::size_t ld) {
+  return rows == 0 || cols == 0 ? 0 : (rows - 1) * ld + cols;
+}
+
 // Row-major gemm operands: each stored matrix's row stride must cover its row (cuBLAS and cblas check this too, but
 // report it through an error handler that prints and returns instead of throwing).
 inline void require_gemm_stride(const char* what, std::size_t ld, std::size_t row_length, const char* shape) {

@@ -11,15 +11,17 @@
 
 namespace tenax::kernels::cpu {
 
-TENAX_CPU_CLONES void ce_row_max(const float* logits, std::size_t rows, std::size_t vocab_local, float* row_max) {
-  detail::require_pointer("ce_row_max", logits, rows * vocab_local, "logits");
+TENAX_CPU_CLONES void ce_row_max(const float* logits, std::size_t rows, std::size_t vocab_local, float* row_max,
+                                 std::size_t ld) {
+  ld = detail::row_stride("ce_row_max", vocab_local, ld);
+  detail::require_pointer("ce_row_max", logits, detail::strided_span(rows, vocab_local, ld), "logits");
   detail::require_pointer("ce_row_max", row_max, rows, "row_max");
   // Eight running maxima side by side (one vector register), folded at the end: a single running maximum is a chain
   // the vectoriser will not reorder. std::max skips a NaN logit as fmax does (the row's sum turns NaN later), and it
   // compiles to max instructions instead of a libm call. The maximum of a set is the same in any order.
   constexpr std::size_t kLanes = 8;
   for (std::size_t r = 0; r < rows; ++r) {
-    const float* x = logits + r * vocab_local;
+    const float* x = logits + r * ld;
     float lanes[kLanes];
     std::fill_n(lanes, kLanes, -std::numeric_limits<float>::infinity());
     std::size_t c = 0;
@@ -36,9 +38,10 @@ TENAX_CPU_CLONES void ce_row_max(const float* logits, std::size_t rows, std::siz
 }
 
 TENAX_CPU_CLONES void ce_row_sums(const float* logits, const std::int32_t* targets, std::size_t rows,
-                                  std::size_t vocab_local, std::size_t vocab_begin, const float* row_max,
-                                  double* sums) {
-  detail::require_pointer("ce_row_sums", logits, rows * vocab_local, "logits");
+                                  std::size_t vocab_local, std::size_t vocab_begin, const float* row_max, double* sums,
+                                  std::size_t ld) {
+  ld = detail::row_stride("ce_row_sums", vocab_local, ld);
+  detail::require_pointer("ce_row_sums", logits, detail::strided_span(rows, vocab_local, ld), "logits");
   detail::require_pointer("ce_row_sums", targets, rows, "targets");
   detail::require_pointer("ce_row_sums", row_max, rows, "row_max");
   detail::require_pointer("ce_row_sums", sums, 2 * rows, "sums");
@@ -47,7 +50,7 @@ TENAX_CPU_CLONES void ce_row_sums(const float* logits, const std::int32_t* targe
   constexpr std::size_t kBlock = 512;
   std::array<float, kBlock> block;
   for (std::size_t r = 0; r < rows; ++r) {
-    const float* x = logits + r * vocab_local;
+    const float* x = logits + r * ld;
     const float m = row_max[r];
     double partial[4] = {0.0, 0.0, 0.0, 0.0};
     for (std::size_t begin = 0; begin < vocab_local; begin += kBlock) {
@@ -63,15 +66,15 @@ TENAX_CPU_CLONES void ce_row_sums(const float* logits, const std::int32_t* targe
     }
     sums[r] = (partial[0] + partial[1]) + (partial[2] + partial[3]);
     const auto t = static_cast<std::size_t>(targets[r]);
-    sums[rows + r] =
-        t >= vocab_begin && t < vocab_begin + vocab_local ? logits[r * vocab_local + (t - vocab_begin)] : 0.0;
+    sums[rows + r] = t >= vocab_begin && t < vocab_begin + vocab_local ? x[t - vocab_begin] : 0.0;
   }
 }
 
 TENAX_CPU_CLONES double ce_finish(const float* logits, const std::int32_t* targets, float* dlogits, std::size_t rows,
                                   std::size_t vocab_local, std::size_t vocab_begin, const float* row_max,
-                                  const double* sums, float grad_scale) {
-  detail::require_pointer("ce_finish", logits, rows * vocab_local, "logits");
+                                  const double* sums, float grad_scale, std::size_t ld) {
+  ld = detail::row_stride("ce_finish", vocab_local, ld);
+  detail::require_pointer("ce_finish", logits, detail::strided_span(rows, vocab_local, ld), "logits");
   detail::require_pointer("ce_finish", targets, rows, "targets");
   detail::require_pointer("ce_finish", row_max, rows, "row_max");
   detail::require_pointer("ce_finish", sums, 2 * rows, "sums");
@@ -87,8 +90,8 @@ TENAX_CPU_CLONES double ce_finish(const float* logits, const std::int32_t* targe
   std::array<float, kBlock> block;
   for (std::size_t r = 0; r < rows; ++r) {
     const float scale = static_cast<float>(1.0 / sums[r]) * grad_scale, m = row_max[r];
-    const float* x = logits + r * vocab_local;
-    float* d = dlogits + r * vocab_local;
+    const float* x = logits + r * ld;
+    float* d = dlogits + r * ld;
     for (std::size_t begin = 0; begin < vocab_local; begin += kBlock) {
       const std::size_t n = std::min(kBlock, vocab_local - begin);
       for (std::size_t c = 0; c < n; ++c)

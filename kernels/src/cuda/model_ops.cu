@@ -132,9 +132,9 @@ struct Max {
 };
 
 __global__ void __launch_bounds__(kRowThreads)
-    ce_row_max_kernel(const float* logits, std::size_t rows, std::size_t vocab_local, float* row_max) {
+    ce_row_max_kernel(const float* logits, std::size_t rows, std::size_t vocab_local, std::size_t ld, float* row_max) {
   for (std::size_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* x = logits + r * vocab_local;
+    const float* x = logits + r * ld;
     float m = -INFINITY;
     for (std::size_t c = threadIdx.x; c < vocab_local; c += blockDim.x)
       m = fmaxf(m, x[c]);
@@ -145,9 +145,9 @@ __global__ void __launch_bounds__(kRowThreads)
 
 __global__ void __launch_bounds__(kRowThreads)
     ce_row_sums_kernel(const float* logits, const std::int32_t* targets, std::size_t rows, std::size_t vocab_local,
-                       std::size_t vocab_begin, const float* row_max, double* sums) {
+                       std::size_t ld, std::size_t vocab_begin, const float* row_max, double* sums) {
   for (std::size_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* x = logits + r * vocab_local;
+    const float* x = logits + r * ld;
     const float m = row_max[r];
     // Each term is <= 1 (x <= the global maximum): a per-thread fp32 partial loses nothing that matters against the
     // double total the block reduction forms.
@@ -166,8 +166,8 @@ __global__ void __launch_bounds__(kRowThreads)
 
 __global__ void __launch_bounds__(kRowThreads)
     ce_finish_kernel(const float* logits, const std::int32_t* targets, float* dlogits, std::size_t rows,
-                     std::size_t vocab_local, std::size_t vocab_begin, std::size_t vocab, const float* row_max,
-                     const double* sums, float grad_scale, double* loss_sum) {
+                     std::size_t vocab_local, std::size_t ld, std::size_t vocab_begin, std::size_t vocab,
+                     const float* row_max, const double* sums, float grad_scale, double* loss_sum) {
   double block_loss = 0.0;  // thread 0 only
   for (std::size_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const std::int32_t t = targets[r];
@@ -176,8 +176,8 @@ __global__ void __launch_bounds__(kRowThreads)
     if (threadIdx.x == 0)
       block_loss += valid ? log(sums[r]) + static_cast<double>(m) - sums[rows + r] : static_cast<double>(NAN);
     if (dlogits == nullptr) continue;
-    const float* x = logits + r * vocab_local;
-    float* g = dlogits + r * vocab_local;
+    const float* x = logits + r * ld;
+    float* g = dlogits + r * ld;
     const float inv_sum = valid ? static_cast<float>(1.0 / sums[r]) : NAN;
     // Each element is read and then written by the same thread, so dlogits may alias logits.
     for (std::size_t c = threadIdx.x; c < vocab_local; c += blockDim.x) {
@@ -263,38 +263,42 @@ void embedding_slice_backward(const std::int32_t* tokens, const float* dy, float
   TENAX_CUDA_CHECK_LAUNCH(embedding_slice_backward_kernel);
 }
 
-void ce_row_max(const float* logits, std::size_t rows, std::size_t vocab_local, float* row_max, void* stream) {
-  detail::require_pointer("ce_row_max", logits, rows * vocab_local, "logits");
+void ce_row_max(const float* logits, std::size_t rows, std::size_t vocab_local, float* row_max, void* stream,
+                std::size_t ld) {
+  ld = detail::row_stride("ce_row_max", vocab_local, ld);
+  detail::require_pointer("ce_row_max", logits, detail::strided_span(rows, vocab_local, ld), "logits");
   detail::require_pointer("ce_row_max", row_max, rows, "row_max");
   if (rows == 0) return;
-  ce_row_max_kernel<<<row_blocks(rows), kRowThreads, 0, detail::to_stream(stream)>>>(logits, rows, vocab_local,
+  ce_row_max_kernel<<<row_blocks(rows), kRowThreads, 0, detail::to_stream(stream)>>>(logits, rows, vocab_local, ld,
                                                                                      row_max);
   TENAX_CUDA_CHECK_LAUNCH(ce_row_max_kernel);
 }
 
 void ce_row_sums(const float* logits, const std::int32_t* targets, std::size_t rows, std::size_t vocab_local,
-                 std::size_t vocab_begin, const float* row_max, double* sums, void* stream) {
-  detail::require_pointer("ce_row_sums", logits, rows * vocab_local, "logits");
+                 std::size_t vocab_begin, const float* row_max, double* sums, void* stream, std::size_t ld) {
+  ld = detail::row_stride("ce_row_sums", vocab_local, ld);
+  detail::require_pointer("ce_row_sums", logits, detail::strided_span(rows, vocab_local, ld), "logits");
   detail::require_pointer("ce_row_sums", targets, rows, "targets");
   detail::require_pointer("ce_row_sums", row_max, rows, "row_max");
   detail::require_pointer("ce_row_sums", sums, 2 * rows, "sums");
   if (rows == 0) return;
   ce_row_sums_kernel<<<row_blocks(rows), kRowThreads, 0, detail::to_stream(stream)>>>(
-      logits, targets, rows, vocab_local, vocab_begin, row_max, sums);
+      logits, targets, rows, vocab_local, ld, vocab_begin, row_max, sums);
   TENAX_CUDA_CHECK_LAUNCH(ce_row_sums_kernel);
 }
 
 void ce_finish(const float* logits, const std::int32_t* targets, float* dlogits, std::size_t rows,
                std::size_t vocab_local, std::size_t vocab_begin, std::size_t vocab, const float* row_max,
-               const double* sums, float grad_scale, double* loss_sum, void* stream) {
-  detail::require_pointer("ce_finish", logits, rows * vocab_local, "logits");
+               const double* sums, float grad_scale, double* loss_sum, void* stream, std::size_t ld) {
+  ld = detail::row_stride("ce_finish", vocab_local, ld);
+  detail::require_pointer("ce_finish", logits, detail::strided_span(rows, vocab_local, ld), "logits");
   detail::require_pointer("ce_finish", targets, rows, "targets");
   detail::require_pointer("ce_finish", row_max, rows, "row_max");
   detail::require_pointer("ce_finish", sums, 2 * rows, "sums");
   detail::require_pointer("ce_finish", loss_sum, 1, "loss_sum");
   if (rows == 0) return;
   ce_finish_kernel<<<row_blocks(rows), kRowThreads, 0, detail::to_stream(stream)>>>(
-      logits, targets, dlogits, rows, vocab_local, vocab_begin, vocab, row_max, sums, grad_scale, loss_sum);
+      logits, targets, dlogits, rows, vocab_local, ld, vocab_begin, vocab, row_max, sums, grad_scale, loss_sum);
   TENAX_CUDA_CHECK_LAUNCH(ce_finish_kernel);
 }
 

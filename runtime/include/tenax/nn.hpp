@@ -273,6 +273,7 @@ class VocabParallelLoss : public Module {
 
  private:
   void gather_logits(StepState& step, const float* local) const;
+  std::size_t ld() const;  // the row stride of the logits: padded_row_stride of the local vocabulary
 
   std::size_t hidden_, vocab_;
   Communicator& tp_;

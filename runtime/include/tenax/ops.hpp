@@ -30,6 +30,14 @@ void gemm_mixed(ExecutionContext& ctx, DType input_dtype, Trans ta, Trans tb, st
                 std::size_t k, float alpha, const float* a, const void* a_lowp, std::size_t lda, const float* b,
                 const void* b_lowp, std::size_t ldb, float beta, float* c, std::size_t ldc);
 
+// The two products of a linear layer's backward, which read the same output gradient dy [rows x out, row stride
+// ld_dy]: dw[out x in] += dy^T x (x [rows x in]), then, if dx is not null, dx[rows x in] = dy w (w [out x in], its
+// 16-bit copy w_lowp or null). The same as those two gemm_mixed calls, except that on a CUDA context with a BF16/F16
+// input_dtype dy is rounded once for both products instead of once for each.
+void linear_backward_mixed(ExecutionContext& ctx, DType input_dtype, std::size_t rows, std::size_t in, std::size_t out,
+                           const float* dy, std::size_t ld_dy, const float* x, const float* w, const void* w_lowp,
+                           float* dw, float* dx);
+
 // kernels/batched_gemm.hpp: C_i = alpha op(A_i) op(B_i) + beta C_i over `batch` matrices at the given element strides.
 void batched_gemm(ExecutionContext& ctx, Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
                   const float* a, std::size_t lda, std::size_t stride_a, const float* b, std::size_t ldb,
@@ -132,12 +140,15 @@ void adamw_step(ExecutionContext& ctx, float* master, float* m, float* v, const 
 void sgd_momentum_step(ExecutionContext& ctx, float* master, float* velocity, const float* grad, void* lowp_out,
                        DType lowp_type, std::size_t n, const kernels::SgdParams& p);
 
-// kernels/vocab_parallel_loss.hpp. ce_finish ADDS the loss sum to *loss_sum (context memory) on both paths.
-void ce_row_max(ExecutionContext& ctx, const float* logits, std::size_t rows, std::size_t vocab_local, float* row_max);
+// kernels/vocab_parallel_loss.hpp. ce_finish ADDS the loss sum to *loss_sum (context memory) on both paths. ld: the row
+// stride of logits and dlogits (0: vocab_local).
+void ce_row_max(ExecutionContext& ctx, const float* logits, std::size_t rows, std::size_t vocab_local, float* row_max,
+                std::size_t ld = 0);
 void ce_row_sums(ExecutionContext& ctx, const float* logits, const std::int32_t* targets, std::size_t rows,
-                 std::size_t vocab_local, std::size_t vocab_begin, const float* row_max, double* sums);
+                 std::size_t vocab_local, std::size_t vocab_begin, const float* row_max, double* sums,
+                 std::size_t ld = 0);
 void ce_finish(ExecutionContext& ctx, const float* logits, const std::int32_t* targets, float* dlogits,
                std::size_t rows, std::size_t vocab_local, std::size_t vocab_begin, std::size_t vocab,
-               const float* row_max, const double* sums, float grad_scale, double* loss_sum);
+               const float* row_max, const double* sums, float grad_scale, double* loss_sum, std::size_t ld = 0);
 
 }  // namespace tenax::ops

@@ -49,11 +49,13 @@ class ColumnParallelLinear {
   std::size_t out_features_local() const { return out_local_; }
   std::size_t out_begin() const { return out_begin_; }  // first output feature of this rank
 
-  // y[rows, out_local] = x[rows, in] W_local^T. The bias is NOT added: the caller fuses it into its activation
-  // (ops::bias_gelu_forward) and accumulates its gradient there (bias_gelu_backward into bias_grad()).
-  void forward(const float* x, std::size_t rows, float* y) const;
-  // dW += dy^T x; if dx is not null, dx[rows, in] = all-reduce_tp(dy W_local).
-  void backward(const float* x, const float* dy, std::size_t rows, float* dx);
+  // y[rows, out_local] = x[rows, in] W_local^T, rows ld_y apart (0: out_local; padded_row_stride). The bias is NOT
+  // added: the caller fuses it into its activation (ops::bias_gelu_forward) and accumulates its gradient there
+  // (bias_gelu_backward into bias_grad()).
+  void forward(const float* x, std::size_t rows, float* y, std::size_t ld_y = 0) const;
+  // dW += dy^T x; if dx is not null, dx[rows, in] = all-reduce_tp(dy W_local). dy's rows are ld_dy apart (0:
+  // out_local).
+  void backward(const float* x, const float* dy, std::size_t rows, float* dx, std::size_t ld_dy = 0);
 
   const float* bias() const { return bias_; }
   float* bias_grad() { return bias_grad_; }
@@ -111,6 +113,16 @@ class RowParallelLinear {
   float* bias_grad_ = nullptr;
 };
 
+// The row stride for a [rows, cols] fp32 matrix that 16-bit matrix products write or read (the output head's logits
+// and their gradient): cols rounded up to a multiple of 64 elements, so that each row starts 256-byte aligned, at a
+// cost of under 64 columns. With GPT-2's 50257-token vocabulary packed, the head's three bf16 products ran at 95-145
+// TFLOP/s on an H200 against 350-683 for the blocks' products, whose rows are aligned; the unaligned row stride (of
+// the fp32 output in the forward, of the rounded gradient in the backward) is the likely cause, for cuBLAS's fastest
+// kernels need aligned rows (docs/benchmarks.md, "Where a GPT-2 small step goes on the GPU").
+constexpr std::size_t padded_row_stride(std::size_t cols) {
+  return (cols + 63) / 64 * 64;
+}
+
 // Softmax cross-entropy over logits split by vocabulary across tp: this rank holds columns
 // [vocab_begin, vocab_begin + vocab_local) of the [rows, vocab] logits. targets are global token ids.
 // Returns the sum over rows of -log softmax(logits)[target] (the same value on every tp rank). If dlogits is not null
@@ -125,9 +137,10 @@ double vocab_parallel_cross_entropy(Communicator& tp, const float* logits, const
 // rows is ADDED to *loss_sum (ctx's memory too, so on a device micro-batches gather into one value that is read back
 // once per step instead of once per call). On the host, targets are checked as above; on a device a target outside
 // [0, vocab) makes the loss NaN instead (a kernel cannot throw). The reductions over tp are ordered on the streams.
+// ld is the row stride of logits and dlogits in elements (0: vocab_local; see padded_row_stride above).
 void vocab_parallel_cross_entropy(ExecutionContext& ctx, Communicator& tp, const float* logits,
                                   const std::int32_t* targets, float* dlogits, std::size_t rows,
                                   std::size_t vocab_local, std::size_t vocab_begin, std::size_t vocab, float grad_scale,
-                                  double* loss_sum);
+                                  double* loss_sum, std::size_t ld = 0);
 
 }  // namespace tenax

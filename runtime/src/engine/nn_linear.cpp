@@ -68,13 +68,10 @@ void Linear::backward(StepState& step, int, const Tensor& input, const Tensor&, 
   check_tensor(output_grad, out_spec_, step.ctx(), "the output gradient");
   const std::size_t rows = step.geometry.rows();
   const float* dy = output_grad.as<float>();
-  ops::gemm_mixed(step.ctx(), weight_dtype_, Trans::Yes, Trans::No, out_, in_, rows, 1.0f, dy, nullptr, out_,
-                  input.as<float>(), nullptr, in_, 1.0f, weight_grad_, in_);
+  if (input_grad.numel() > 0) check_tensor(input_grad, in_spec_, step.ctx(), "the input gradient");
+  ops::linear_backward_mixed(step.ctx(), weight_dtype_, rows, in_, out_, dy, out_, input.as<float>(), weight_,
+                             weight_lowp_, weight_grad_, input_grad.numel() > 0 ? input_grad.as<float>() : nullptr);
   if (with_bias_) ops::bias_grad(step.ctx(), dy, bias_grad_, rows, out_);
-  if (input_grad.numel() == 0) return;
-  check_tensor(input_grad, in_spec_, step.ctx(), "the input gradient");
-  ops::gemm_mixed(step.ctx(), weight_dtype_, Trans::No, Trans::No, rows, in_, out_, 1.0f, dy, nullptr, out_, weight_,
-                  weight_lowp_, in_, 0.0f, input_grad.as<float>(), in_);
 }
 
 // ---- ColumnParallelLinear ----

@@ -68,17 +68,15 @@ std::vector<std::size_t> ColumnParallelLinear::parameter_indices() const {
   return {weight_index_};
 }
 
-void ColumnParallelLinear::forward(const float* x, std::size_t rows, float* y) const {
+void ColumnParallelLinear::forward(const float* x, std::size_t rows, float* y, std::size_t ld_y) const {
   ops::gemm_mixed(*ctx_, weight_dtype_, Trans::No, Trans::Yes, rows, out_local_, in_, 1.0f, x, nullptr, in_, weight_,
-                  weight_lowp_, in_, 0.0f, y, out_local_);
+                  weight_lowp_, in_, 0.0f, y, ld_y == 0 ? out_local_ : ld_y);
 }
 
-void ColumnParallelLinear::backward(const float* x, const float* dy, std::size_t rows, float* dx) {
-  ops::gemm_mixed(*ctx_, weight_dtype_, Trans::Yes, Trans::No, out_local_, in_, rows, 1.0f, dy, nullptr, out_local_, x,
-                  nullptr, in_, 1.0f, weight_grad_, in_);
+void ColumnParallelLinear::backward(const float* x, const float* dy, std::size_t rows, float* dx, std::size_t ld_dy) {
+  ops::linear_backward_mixed(*ctx_, weight_dtype_, rows, in_, out_local_, dy, ld_dy == 0 ? out_local_ : ld_dy, x,
+                             weight_, weight_lowp_, weight_grad_, dx);
   if (dx == nullptr) return;
-  ops::gemm_mixed(*ctx_, weight_dtype_, Trans::No, Trans::No, rows, in_, out_local_, 1.0f, dy, nullptr, out_local_,
-                  weight_, weight_lowp_, in_, 0.0f, dx, in_);
   // The backward of the identity that fed every rank the same input: the input gradient is the sum of the ranks'.
   if (tp_.size() > 1) detail::all_reduce_in_context(*ctx_, tp_, dx, rows * in_, DType::F32, ReduceOp::Sum);
 }
@@ -122,12 +120,9 @@ void RowParallelLinear::forward(const float* x_local, std::size_t rows, float* y
 }
 
 void RowParallelLinear::backward(const float* x_local, const float* dy, std::size_t rows, float* dx_local) {
-  ops::gemm_mixed(*ctx_, weight_dtype_, Trans::Yes, Trans::No, out_, in_local_, rows, 1.0f, dy, nullptr, out_, x_local,
-                  nullptr, in_local_, 1.0f, weight_grad_, in_local_);
+  ops::linear_backward_mixed(*ctx_, weight_dtype_, rows, in_local_, out_, dy, out_, x_local, weight_, weight_lowp_,
+                             weight_grad_, dx_local);
   ops::bias_grad(*ctx_, dy, bias_grad_, rows, out_);
-  if (dx_local != nullptr)
-    ops::gemm_mixed(*ctx_, weight_dtype_, Trans::No, Trans::No, rows, in_local_, out_, 1.0f, dy, nullptr, out_, weight_,
-                    weight_lowp_, in_local_, 0.0f, dx_local, in_local_);
 }
 
 }  // namespace tenax

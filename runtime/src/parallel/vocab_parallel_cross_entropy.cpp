@@ -23,15 +23,15 @@ void check_targets(const std::int32_t* targets, std::size_t rows, std::size_t vo
 // The phases with row_max (rows floats) and sums (2*rows doubles) in ctx's memory.
 void run_phases(ExecutionContext& ctx, Communicator& tp, const float* logits, const std::int32_t* targets,
                 float* dlogits, std::size_t rows, std::size_t vocab_local, std::size_t vocab_begin, std::size_t vocab,
-                float grad_scale, float* row_max, double* sums, double* loss_sum) {
+                float grad_scale, float* row_max, double* sums, double* loss_sum, std::size_t ld) {
   const bool reduce = tp.size() > 1;
-  ops::ce_row_max(ctx, logits, rows, vocab_local, row_max);
+  ops::ce_row_max(ctx, logits, rows, vocab_local, row_max, ld);
   if (reduce) detail::all_reduce_in_context(ctx, tp, row_max, rows, DType::F32, ReduceOp::Max);
   // [sum of exp(logit - max) for r in rows..., target logit for r in rows...], reduced in one call.
-  ops::ce_row_sums(ctx, logits, targets, rows, vocab_local, vocab_begin, row_max, sums);
+  ops::ce_row_sums(ctx, logits, targets, rows, vocab_local, vocab_begin, row_max, sums, ld);
   if (reduce) detail::all_reduce_in_context(ctx, tp, sums, 2 * rows, DType::F64, ReduceOp::Sum);
   ops::ce_finish(ctx, logits, targets, dlogits, rows, vocab_local, vocab_begin, vocab, row_max, sums, grad_scale,
-                 loss_sum);
+                 loss_sum, ld);
 }
 
 }  // namespace
@@ -41,21 +41,21 @@ double vocab_parallel_cross_entropy(Communicator& tp, const float* logits, const
                                     std::size_t vocab, float grad_scale) {
   double loss = 0.0;
   vocab_parallel_cross_entropy(ExecutionContext::host(), tp, logits, targets, dlogits, rows, vocab_local, vocab_begin,
-                               vocab, grad_scale, &loss);
+                               vocab, grad_scale, &loss, 0);
   return loss;
 }
 
 void vocab_parallel_cross_entropy(ExecutionContext& ctx, Communicator& tp, const float* logits,
                                   const std::int32_t* targets, float* dlogits, std::size_t rows,
                                   std::size_t vocab_local, std::size_t vocab_begin, std::size_t vocab, float grad_scale,
-                                  double* loss_sum) {
+                                  double* loss_sum, std::size_t ld) {
   if (!ctx.on_device()) {
     check_targets(targets, rows, vocab);
     // Local scratch, not the shared host workspace: host callers may run on several threads.
     std::vector<float> row_max(rows);
     std::vector<double> sums(2 * rows);
     run_phases(ctx, tp, logits, targets, dlogits, rows, vocab_local, vocab_begin, vocab, grad_scale, row_max.data(),
-               sums.data(), loss_sum);
+               sums.data(), loss_sum, ld);
     return;
   }
   // sums first: doubles want 8-byte alignment, and the workspace start is aligned for anything.
@@ -63,7 +63,7 @@ void vocab_parallel_cross_entropy(ExecutionContext& ctx, Communicator& tp, const
   auto* sums = reinterpret_cast<double*>(space);
   auto* row_max = reinterpret_cast<float*>(space + 2 * rows * sizeof(double));
   run_phases(ctx, tp, logits, targets, dlogits, rows, vocab_local, vocab_begin, vocab, grad_scale, row_max, sums,
-             loss_sum);
+             loss_sum, ld);
 }
 
 }  // namespace tenax

@@ -4,9 +4,11 @@
 #include "tenax/ops.hpp"
 
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "tenax/build_config.hpp"
+#include "tenax/error.hpp"
 #include "tenax/kernels/activation.hpp"
 #include "tenax/kernels/attention.hpp"
 #include "tenax/kernels/batched_gemm.hpp"
@@ -114,6 +116,52 @@ void gemm_mixed(ExecutionContext& ctx, DType input_dtype, Trans ta, Trans tb, st
 #else
   (void)a_lowp;
   (void)b_lowp;
+  no_cuda();
+#endif
+}
+
+void linear_backward_mixed(ExecutionContext& ctx, DType input_dtype, std::size_t rows, std::size_t in, std::size_t out,
+                           const float* dy, std::size_t ld_dy, const float* x, const float* w, const void* w_lowp,
+                           float* dw, float* dx) {
+  const bool lowp = ctx.on_device() && (input_dtype == DType::BF16 || input_dtype == DType::F16);
+  if (!lowp || rows == 0 || in == 0 || out == 0) {
+    gemm_mixed(ctx, input_dtype, Trans::Yes, Trans::No, out, in, rows, 1.0f, dy, nullptr, ld_dy, x, nullptr, in, 1.0f,
+               dw, in);
+    if (dx != nullptr)
+      gemm_mixed(ctx, input_dtype, Trans::No, Trans::No, rows, in, out, 1.0f, dy, nullptr, ld_dy, w, w_lowp, in, 0.0f,
+                 dx, in);
+    return;
+  }
+#if TENAX_HAVE_CUDA
+  if (ld_dy < out)
+    throw UsageError("linear_backward_mixed: the row stride of dy (" + std::to_string(ld_dy) +
+                     ") is below its row length " + std::to_string(out));
+  // dy, x and (when the caller has no 16-bit copy) w rounded into one workspace request, each 256-byte aligned.
+  const std::size_t elem = dtype_size(input_dtype);
+  auto aligned = [](std::size_t bytes) { return (bytes + 255) / 256 * 256; };
+  const std::size_t dy_bytes = aligned(((rows - 1) * ld_dy + out) * elem), x_bytes = aligned(rows * in * elem);
+  const bool round_w = dx != nullptr && w_lowp == nullptr;
+  auto* space = static_cast<unsigned char*>(ctx.workspace(dy_bytes + x_bytes + (round_w ? out * in * elem : 0)));
+  cast_from_f32(ctx, dy, space, input_dtype, (rows - 1) * ld_dy + out);
+  cast_from_f32(ctx, x, space + dy_bytes, input_dtype, rows * in);
+  if (round_w) {
+    cast_from_f32(ctx, w, space + dy_bytes + x_bytes, input_dtype, out * in);
+    w_lowp = space + dy_bytes + x_bytes;
+  }
+  ctx.activate();
+  {
+    const OpScope profiled(ctx, product_key("gemm_mixed", Trans::Yes, Trans::No, {out, in, rows}, input_dtype),
+                           2 * f(out) * f(in) * f(rows));
+    kernels::cuda::gemm_lowp(input_dtype, Trans::Yes, Trans::No, out, in, rows, 1.0f, space, ld_dy, space + dy_bytes,
+                             in, 1.0f, dw, in, ctx.stream(), ctx.blas_handle());
+  }
+  if (dx == nullptr) return;
+  const OpScope profiled(ctx, product_key("gemm_mixed", Trans::No, Trans::No, {rows, in, out}, input_dtype),
+                         2 * f(rows) * f(in) * f(out));
+  kernels::cuda::gemm_lowp(input_dtype, Trans::No, Trans::No, rows, in, out, 1.0f, space, ld_dy, w_lowp, in, 0.0f, dx,
+                           in, ctx.stream(), ctx.blas_handle());
+#else
+  (void)w_lowp;
   no_cuda();
 #endif
 }
@@ -371,32 +419,33 @@ void sgd_momentum_step(ExecutionContext& ctx, float* master, float* velocity, co
   TENAX_DEVICE_CALL(kernels::cuda::sgd_momentum_step(master, velocity, grad, lowp_out, lowp_type, n, p, ctx.stream()));
 }
 
-void ce_row_max(ExecutionContext& ctx, const float* logits, std::size_t rows, std::size_t vocab_local, float* row_max) {
+void ce_row_max(ExecutionContext& ctx, const float* logits, std::size_t rows, std::size_t vocab_local, float* row_max,
+                std::size_t ld) {
   const OpScope profiled(ctx, op_key("ce_row_max", {rows, vocab_local}), 0, 4 * f(rows) * f(vocab_local));
-  if (!ctx.on_device()) return kernels::cpu::ce_row_max(logits, rows, vocab_local, row_max);
-  TENAX_DEVICE_CALL(kernels::cuda::ce_row_max(logits, rows, vocab_local, row_max, ctx.stream()));
+  if (!ctx.on_device()) return kernels::cpu::ce_row_max(logits, rows, vocab_local, row_max, ld);
+  TENAX_DEVICE_CALL(kernels::cuda::ce_row_max(logits, rows, vocab_local, row_max, ctx.stream(), ld));
 }
 
 void ce_row_sums(ExecutionContext& ctx, const float* logits, const std::int32_t* targets, std::size_t rows,
-                 std::size_t vocab_local, std::size_t vocab_begin, const float* row_max, double* sums) {
+                 std::size_t vocab_local, std::size_t vocab_begin, const float* row_max, double* sums, std::size_t ld) {
   const OpScope profiled(ctx, op_key("ce_row_sums", {rows, vocab_local}), 0, 4 * f(rows) * f(vocab_local));
   if (!ctx.on_device())
-    return kernels::cpu::ce_row_sums(logits, targets, rows, vocab_local, vocab_begin, row_max, sums);
+    return kernels::cpu::ce_row_sums(logits, targets, rows, vocab_local, vocab_begin, row_max, sums, ld);
   TENAX_DEVICE_CALL(
-      kernels::cuda::ce_row_sums(logits, targets, rows, vocab_local, vocab_begin, row_max, sums, ctx.stream()));
+      kernels::cuda::ce_row_sums(logits, targets, rows, vocab_local, vocab_begin, row_max, sums, ctx.stream(), ld));
 }
 
 void ce_finish(ExecutionContext& ctx, const float* logits, const std::int32_t* targets, float* dlogits,
                std::size_t rows, std::size_t vocab_local, std::size_t vocab_begin, std::size_t vocab,
-               const float* row_max, const double* sums, float grad_scale, double* loss_sum) {
+               const float* row_max, const double* sums, float grad_scale, double* loss_sum, std::size_t ld) {
   const OpScope profiled(ctx, op_key("ce_finish", {rows, vocab_local}), 0, 8 * f(rows) * f(vocab_local));
   if (!ctx.on_device()) {
-    *loss_sum +=
-        kernels::cpu::ce_finish(logits, targets, dlogits, rows, vocab_local, vocab_begin, row_max, sums, grad_scale);
+    *loss_sum += kernels::cpu::ce_finish(logits, targets, dlogits, rows, vocab_local, vocab_begin, row_max, sums,
+                                         grad_scale, ld);
     return;
   }
   TENAX_DEVICE_CALL(kernels::cuda::ce_finish(logits, targets, dlogits, rows, vocab_local, vocab_begin, vocab, row_max,
-                                             sums, grad_scale, loss_sum, ctx.stream()));
+                                             sums, grad_scale, loss_sum, ctx.stream(), ld));
 }
 
 }  // namespace tenax::ops
