@@ -34,8 +34,8 @@ TensorSpec VocabParallelLoss::prepare(const TensorSpec& input, const Geometry& g
   const auto rows = static_cast<std::int64_t>(geometry.rows());
   in_ = {{rows, static_cast<std::int64_t>(hidden_)}, DType::F32};
   if (!(input == in_)) throw UsageError(name() + ": takes " + to_string(in_) + " but is given " + to_string(input));
-  // Rows padded to an aligned stride (padded_row_stride: the 16-bit products run several times faster); the padding
-  // columns stay zero: nothing writes them.
+  // Rows padded to an aligned stride for the 16-bit products (padded_row_stride); the padding columns stay zero:
+  // nothing writes them.
   dlogits_ = per_slot(context, slots, {rows, static_cast<std::int64_t>(ld())});
   return {{0}, DType::F32};
 }
