@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <string>
 
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/raw_data_writer.hpp"
@@ -123,7 +125,17 @@ RankFileWritten write_rank_file(const std::string& path, const RankFileHeader& h
   }
   // The name is claimed first (an existing file is refused, and left as it is): the clean-up below removes only what
   // this call created.
-  if (::close(fs::open_file(path, O_WRONLY | O_CREAT | O_EXCL, 0666)) != 0) fs::throw_errno("close", path, errno);
+  try {
+    if (::close(fs::open_file(path, O_WRONLY | O_CREAT | O_EXCL, 0666)) != 0) fs::throw_errno("close", path, errno);
+  } catch (const fs::FsError& e) {
+    if (e.error_number() != EEXIST) throw;
+    // A run removes its own unfinished saves when it starts, so the file is another writer's, saving the same step
+    // into the same directory now.
+    throw IoError(std::string(e.what()) + ": another program (or another Engine in this one) is saving step " +
+                  std::to_string(header.step) +
+                  " into the same checkpoint directory; give each run a checkpoint directory of its own "
+                  "(tenax-launch refuses a second launcher on one)");
+  }
   try {
     const auto t0 = Clock::now();
     const std::string key = reuse != nullptr ? structure_key(header, shards, blobs) : std::string();
