@@ -15,6 +15,8 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build-sanitize}
 shift || true
+# Absolute: the tests and fuzzers below run from inside it.
+build=$(realpath -m -- "$build")
 source "$root/scripts/script-settings.sh"
 seconds=$(tenax_setting_count TENAX_FUZZ_SECONDS 15 31536000)
 jobs=$(tenax_setting_count TENAX_BUILD_JOBS "$(nproc)" 4096)
