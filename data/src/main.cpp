@@ -81,11 +81,27 @@ cxxopts::ParseResult parse(cxxopts::Options& p, int argc, char** argv, bool posi
     p.parse_positional({"dir"});
     p.positional_help("");  // each command's custom_help names DIR
   }
+  cxxopts::ParseResult r;
   try {
-    return p.parse(argc, argv);
+    r = p.parse(argc, argv);
   } catch (const cxxopts::exceptions::exception& e) {
     throw UsageError(std::string(e.what()) + " (see `tenax-data " + p.program() + " --help`)");
   }
+  // cxxopts keeps words no option takes aside without a word: `--input corpus/*.txt` would train on the first file.
+  if (!r.unmatched().empty()) {
+    std::string words;  // the first few: a wildcard can bring thousands
+    const std::vector<std::string>& extra = r.unmatched();
+    for (std::size_t i = 0; i < extra.size() && i < 3; ++i)
+      words += (words.empty() ? "'" : " '") + extra[i] + "'";
+    if (extra.size() > 3) words += " and " + std::to_string(extra.size() - 3) + " more";
+    const std::string why =
+        positional_dir ? "`tenax-data " + p.program() + "` takes one dataset directory: run it once for each"
+                       : "an option takes one value: repeat --input for each file or directory (a shell wildcard "
+                         "after --input gives it only the first match)";
+    throw UsageError("unexpected argument" + std::string(r.unmatched().size() > 1 ? "s " : " ") + words + ": " + why +
+                     " (see `tenax-data " + p.program() + " --help`)");
+  }
+  return r;
 }
 
 std::string need_dir(const cxxopts::ParseResult& r, const std::string& command) {

@@ -374,6 +374,18 @@ TEST_F(RealText, CommandLineExitCodesAndMessages) {
   EXPECT_EQ(run_tool("decode " + ds + " --ids ''", &out), 64);
   EXPECT_THAT(out, HasSubstr("--ids is empty"));
   out.clear();
+  // Words no option takes (what `--input corpus/*.txt` leaves after the first match) are refused, not dropped.
+  EXPECT_EQ(run_tool("encode --input " + corpus_.path() + " " + corpus_.path() + "/tutorial --tokenizer " +
+                         (scratch_ / "tok.model") + " --output " + (scratch_ / "ds-wild"),
+                     &out),
+            64);
+  EXPECT_THAT(out, AllOf(HasSubstr("unexpected argument '" + corpus_.path() + "/tutorial'"),
+                         HasSubstr("repeat --input for each file or directory")));
+  EXPECT_FALSE(stdfs::exists(scratch_ / "ds-wild"));
+  out.clear();
+  EXPECT_EQ(run_tool("verify " + ds + " " + (scratch_ / "other") + " " + ds, &out), 64);
+  EXPECT_THAT(out, AllOf(HasSubstr("unexpected arguments"), HasSubstr("takes one dataset directory")));
+  out.clear();
   const std::string encode_again = "encode --input " + corpus_.path() + " --extension .txt --tokenizer " +
                                    (scratch_ / "tok.model") + " --output " + (scratch_ / "ds-again");
   EXPECT_EQ(run_tool(encode_again + " --shard-tokens 2", &out), 64);
