@@ -151,7 +151,8 @@ TrainTokenizerResult train_tokenizer(const TrainTokenizerOptions& o) {
   if (o.vocab < 16 || o.vocab > (1u << 22))
     throw UsageError("--vocab " + std::to_string(o.vocab) + " is outside 16..4194304");
   if (const std::string parent = fs::parent_of(o.output); !fs::is_directory(parent))
-    throw UsageError("--output " + o.output + ": its parent directory " + parent + " does not exist: create it first");
+    throw UsageError("--output " + o.output + ": its parent " + parent +
+                     (fs::exists(parent) ? " is not a directory" : " does not exist: create it first"));
   const std::vector<Document> docs = collect_documents(o.corpus);
   {
     // An empty corpus is reported as such, not as SentencePiece's complaint about an empty vocabulary.

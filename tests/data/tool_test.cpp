@@ -188,6 +188,10 @@ TEST_F(RealText, BadInputsAreNamedAndLeaveNothingBehind) {
   latin1.corpus.inputs.push_back(scratch_ / "latin1.txt");
   EXPECT_THAT(usage_error([&] { datatool::encode(latin1); }),
               AllOf(HasSubstr("latin1.txt is not UTF-8"), HasSubstr("byte 3"), HasSubstr("iconv")));
+  EXPECT_THAT(usage_error([&] { datatool::encode(encode_options(scratch_ / "latin1.txt/ds")); }),
+              HasSubstr("latin1.txt is not a directory"));
+  EXPECT_THAT(usage_error([&] { datatool::encode(encode_options(scratch_ / "absent/ds")); }),
+              HasSubstr("absent does not exist: create it first"));
   auto no_model = encode_options(scratch_ / "out4");
   no_model.tokenizer = scratch_ / "latin1.txt";
   EXPECT_THAT(usage_error([&] { datatool::encode(no_model); }), HasSubstr("not a SentencePiece model"));
@@ -207,6 +211,8 @@ TEST_F(RealText, BadInputsAreNamedAndLeaveNothingBehind) {
   t.output = scratch_ / "tok.model";
   t.vocab = 1000;
   EXPECT_THAT(usage_error([&] { datatool::train_tokenizer(t); }), HasSubstr("already exists"));
+  t.output = scratch_ / "latin1.txt/new.model";
+  EXPECT_THAT(usage_error([&] { datatool::train_tokenizer(t); }), HasSubstr("latin1.txt is not a directory"));
   t.output = scratch_ / "new.model";
   t.corpus.inputs = {scratch_ / "empty"};
   EXPECT_THAT(usage_error([&] { datatool::train_tokenizer(t); }), HasSubstr("has no text"));

@@ -155,7 +155,8 @@ DatasetWriter::DatasetWriter(const std::string& output_dir, std::uint32_t vocab_
                      " already exists; tenax-data never overwrites a dataset: remove it or name a new directory");
   const std::string parent = fs::parent_of(s.output);
   if (!fs::is_directory(parent))
-    throw UsageError("the output's parent directory " + parent + " does not exist: create it first");
+    throw UsageError("the output's parent " + parent +
+                     (fs::exists(parent) ? " is not a directory" : " does not exist: create it first"));
   s.temp = s.output + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(g_writer_serial++);
   if (::mkdir(s.temp.c_str(), 0755) != 0) fs::throw_errno("create directory", s.temp, errno);
 }
