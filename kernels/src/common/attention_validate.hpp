@@ -14,29 +14,6 @@
 
 namespace tenax::kernels::detail {
 
-inline std::size_t checked_mul(const char* op, std::size_t a, std::size_t b, const char* what) {
-  std::size_t r = 0;
-  if (__builtin_mul_overflow(a, b, &r))
-    usage_error(op, std::string(what) + " = " + std::to_string(a) + " * " + std::to_string(b) +
-                        " does not fit in 64 bits; use smaller sizes");
-  return r;
-}
-
-inline std::size_t checked_add(const char* op, std::size_t a, std::size_t b, const char* what) {
-  std::size_t r = 0;
-  if (__builtin_add_overflow(a, b, &r))
-    usage_error(op, std::string(what) + " = " + std::to_string(a) + " + " + std::to_string(b) +
-                        " does not fit in 64 bits; use smaller sizes");
-  return r;
-}
-
-// Elements from the first to the last element of a stored row-major matrix: whole strides for every row but the last,
-// which ends at its last column. 0 for an empty matrix.
-inline std::size_t matrix_span(const char* op, std::size_t rows, std::size_t cols, std::size_t ld) {
-  if (rows == 0 || cols == 0) return 0;
-  return checked_add(op, checked_mul(op, rows - 1, ld, "matrix rows * stride"), cols, "matrix span");
-}
-
 // The sizes of one attention problem (attention.hpp's layout).
 struct AttentionDims {
   std::size_t heads = 0;        // B*H matrices per tensor

@@ -38,9 +38,28 @@ inline std::size_t row_stride(const char* op, std::size_t cols, std::size_t ld) 
     usage_error(op, "the row stride ld = " + std::to_string(ld) + " is below the row length " + std::to_string(cols));
   return ld;
 }
-// Elements a [rows x cols] matrix with row stride ld spans: whole strides but for the last row.
-inline std::size_t strided_span(std::size_t rows, std::size_t cols, std::size_t ld) {
-  return rows == 0 || cols == 0 ? 0 : (rows - 1) * ld + cols;
+
+inline std::size_t checked_mul(const char* op, std::size_t a, std::size_t b, const char* what) {
+  std::size_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r))
+    usage_error(op, std::string(what) + " = " + std::to_string(a) + " * " + std::to_string(b) +
+                        " does not fit in 64 bits; use smaller sizes");
+  return r;
+}
+
+inline std::size_t checked_add(const char* op, std::size_t a, std::size_t b, const char* what) {
+  std::size_t r = 0;
+  if (__builtin_add_overflow(a, b, &r))
+    usage_error(op, std::string(what) + " = " + std::to_string(a) + " + " + std::to_string(b) +
+                        " does not fit in 64 bits; use smaller sizes");
+  return r;
+}
+
+// Elements from the first to the last element of a stored row-major matrix: whole strides for every row but the last,
+// which ends at its last column. 0 for an empty matrix.
+inline std::size_t matrix_span(const char* op, std::size_t rows, std::size_t cols, std::size_t ld) {
+  if (rows == 0 || cols == 0) return 0;
+  return checked_add(op, checked_mul(op, rows - 1, ld, "matrix rows * stride"), cols, "matrix span");
 }
 
 // Row-major gemm operands: each stored matrix's row stride must cover its row (cuBLAS and cblas check this too, but

@@ -14,7 +14,7 @@ namespace tenax::kernels::cpu {
 TENAX_CPU_CLONES void ce_row_max(const float* logits, std::size_t rows, std::size_t vocab_local, float* row_max,
                                  std::size_t ld) {
   ld = detail::row_stride("ce_row_max", vocab_local, ld);
-  detail::require_pointer("ce_row_max", logits, detail::strided_span(rows, vocab_local, ld), "logits");
+  detail::require_pointer("ce_row_max", logits, detail::matrix_span("ce_row_max", rows, vocab_local, ld), "logits");
   detail::require_pointer("ce_row_max", row_max, rows, "row_max");
   // Eight running maxima side by side (one vector register), folded at the end: a single running maximum is a chain
   // the vectoriser will not reorder. std::max skips a NaN logit as fmax does (the row's sum turns NaN later), and it
@@ -41,7 +41,7 @@ TENAX_CPU_CLONES void ce_row_sums(const float* logits, const std::int32_t* targe
                                   std::size_t vocab_local, std::size_t vocab_begin, const float* row_max, double* sums,
                                   std::size_t ld) {
   ld = detail::row_stride("ce_row_sums", vocab_local, ld);
-  detail::require_pointer("ce_row_sums", logits, detail::strided_span(rows, vocab_local, ld), "logits");
+  detail::require_pointer("ce_row_sums", logits, detail::matrix_span("ce_row_sums", rows, vocab_local, ld), "logits");
   detail::require_pointer("ce_row_sums", targets, rows, "targets");
   detail::require_pointer("ce_row_sums", row_max, rows, "row_max");
   detail::require_pointer("ce_row_sums", sums, 2 * rows, "sums");
@@ -74,7 +74,7 @@ TENAX_CPU_CLONES double ce_finish(const float* logits, const std::int32_t* targe
                                   std::size_t vocab_local, std::size_t vocab_begin, const float* row_max,
                                   const double* sums, float grad_scale, std::size_t ld) {
   ld = detail::row_stride("ce_finish", vocab_local, ld);
-  detail::require_pointer("ce_finish", logits, detail::strided_span(rows, vocab_local, ld), "logits");
+  detail::require_pointer("ce_finish", logits, detail::matrix_span("ce_finish", rows, vocab_local, ld), "logits");
   detail::require_pointer("ce_finish", targets, rows, "targets");
   detail::require_pointer("ce_finish", row_max, rows, "row_max");
   detail::require_pointer("ce_finish", sums, 2 * rows, "sums");

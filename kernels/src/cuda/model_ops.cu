@@ -266,7 +266,7 @@ void embedding_slice_backward(const std::int32_t* tokens, const float* dy, float
 void ce_row_max(const float* logits, std::size_t rows, std::size_t vocab_local, float* row_max, void* stream,
                 std::size_t ld) {
   ld = detail::row_stride("ce_row_max", vocab_local, ld);
-  detail::require_pointer("ce_row_max", logits, detail::strided_span(rows, vocab_local, ld), "logits");
+  detail::require_pointer("ce_row_max", logits, detail::matrix_span("ce_row_max", rows, vocab_local, ld), "logits");
   detail::require_pointer("ce_row_max", row_max, rows, "row_max");
   if (rows == 0) return;
   ce_row_max_kernel<<<row_blocks(rows), kRowThreads, 0, detail::to_stream(stream)>>>(logits, rows, vocab_local, ld,
@@ -277,7 +277,7 @@ void ce_row_max(const float* logits, std::size_t rows, std::size_t vocab_local, 
 void ce_row_sums(const float* logits, const std::int32_t* targets, std::size_t rows, std::size_t vocab_local,
                  std::size_t vocab_begin, const float* row_max, double* sums, void* stream, std::size_t ld) {
   ld = detail::row_stride("ce_row_sums", vocab_local, ld);
-  detail::require_pointer("ce_row_sums", logits, detail::strided_span(rows, vocab_local, ld), "logits");
+  detail::require_pointer("ce_row_sums", logits, detail::matrix_span("ce_row_sums", rows, vocab_local, ld), "logits");
   detail::require_pointer("ce_row_sums", targets, rows, "targets");
   detail::require_pointer("ce_row_sums", row_max, rows, "row_max");
   detail::require_pointer("ce_row_sums", sums, 2 * rows, "sums");
@@ -291,7 +291,7 @@ void ce_finish(const float* logits, const std::int32_t* targets, float* dlogits,
                std::size_t vocab_local, std::size_t vocab_begin, std::size_t vocab, const float* row_max,
                const double* sums, float grad_scale, double* loss_sum, void* stream, std::size_t ld) {
   ld = detail::row_stride("ce_finish", vocab_local, ld);
-  detail::require_pointer("ce_finish", logits, detail::strided_span(rows, vocab_local, ld), "logits");
+  detail::require_pointer("ce_finish", logits, detail::matrix_span("ce_finish", rows, vocab_local, ld), "logits");
   detail::require_pointer("ce_finish", targets, rows, "targets");
   detail::require_pointer("ce_finish", row_max, rows, "row_max");
   detail::require_pointer("ce_finish", sums, 2 * rows, "sums");

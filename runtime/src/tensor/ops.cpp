@@ -4,11 +4,9 @@
 #include "tenax/ops.hpp"
 
 #include <stdexcept>
-#include <string>
 #include <vector>
 
 #include "tenax/build_config.hpp"
-#include "tenax/error.hpp"
 #include "tenax/kernels/activation.hpp"
 #include "tenax/kernels/attention.hpp"
 #include "tenax/kernels/batched_gemm.hpp"
@@ -69,6 +67,31 @@ double lowp_bytes(const void* lowp_out, DType lowp_type) {
   return lowp_out == nullptr ? 0.0 : f(dtype_size(lowp_type));
 }
 
+#if TENAX_HAVE_CUDA
+// Elements a stored [rows x cols] matrix with row stride ld spans: whole strides for every row but the last, which ends
+// at its last column (reading a full stride there would run past the caller's buffer when the stride exceeds the
+// width).
+std::size_t spanned(std::size_t rows, std::size_t cols, std::size_t ld) {
+  return rows == 0 || cols == 0 ? 0 : (rows - 1) * ld + cols;
+}
+
+// Rounded copies that share one workspace request each start 256-byte aligned (what cuBLAS prefers).
+std::size_t aligned_256(std::size_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
+
+// One product of 16-bit copies on tensor cores with fp32 accumulation: a "gemm_mixed" row of the op profile (the casts
+// that made the copies are rows of their own).
+void lowp_product(ExecutionContext& ctx, DType input_dtype, Trans ta, Trans tb, std::size_t m, std::size_t n,
+                  std::size_t k, float alpha, const void* a, std::size_t lda, const void* b, std::size_t ldb,
+                  float beta, float* c, std::size_t ldc) {
+  const OpScope profiled(ctx, product_key("gemm_mixed", ta, tb, {m, n, k}, input_dtype), 2 * f(m) * f(n) * f(k));
+  ctx.activate();
+  kernels::cuda::gemm_lowp(input_dtype, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ctx.stream(),
+                           ctx.blas_handle());
+}
+#endif
+
 }  // namespace
 
 void gemm(ExecutionContext& ctx, Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
@@ -84,20 +107,13 @@ void gemm_mixed(ExecutionContext& ctx, DType input_dtype, Trans ta, Trans tb, st
                 const void* b_lowp, std::size_t ldb, float beta, float* c, std::size_t ldc) {
   if (!ctx.on_device() || (input_dtype != DType::BF16 && input_dtype != DType::F16))
     return gemm(ctx, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  const OpScope profiled(ctx, product_key("gemm_mixed", ta, tb, {m, n, k}, input_dtype), 2 * f(m) * f(n) * f(k));
 #if TENAX_HAVE_CUDA
   if (m == 0 || n == 0) return;
   // The stored matrices: A is m x k (k x m transposed) with row stride lda, B is k x n (n x k) with stride ldb.
-  // Elements spanned by a stored matrix: whole strides for every row but the last, which ends at its last column
-  // (reading a full stride there would run past the caller's buffer when the stride exceeds the width).
-  auto spanned = [](std::size_t rows, std::size_t cols, std::size_t ld) {
-    return rows == 0 || cols == 0 ? std::size_t{0} : (rows - 1) * ld + cols;
-  };
   const std::size_t a_elems = ta == Trans::Yes ? spanned(k, m, lda) : spanned(m, k, lda);
   const std::size_t b_elems = tb == Trans::Yes ? spanned(n, k, ldb) : spanned(k, n, ldb);
   const std::size_t elem = dtype_size(input_dtype);
-  // Both rounded copies share one workspace request; the second starts 256-byte aligned (what cuBLAS prefers).
-  const std::size_t a_bytes = a_lowp == nullptr ? (a_elems * elem + 255) / 256 * 256 : 0;
+  const std::size_t a_bytes = a_lowp == nullptr ? aligned_256(a_elems * elem) : 0;
   const std::size_t b_bytes = b_lowp == nullptr ? b_elems * elem : 0;
   if (a_bytes + b_bytes > 0) {
     auto* space = static_cast<unsigned char*>(ctx.workspace(a_bytes + b_bytes));
@@ -110,9 +126,7 @@ void gemm_mixed(ExecutionContext& ctx, DType input_dtype, Trans ta, Trans tb, st
       b_lowp = space + a_bytes;
     }
   }
-  ctx.activate();
-  kernels::cuda::gemm_lowp(input_dtype, ta, tb, m, n, k, alpha, a_lowp, lda, b_lowp, ldb, beta, c, ldc, ctx.stream(),
-                           ctx.blas_handle());
+  lowp_product(ctx, input_dtype, ta, tb, m, n, k, alpha, a_lowp, lda, b_lowp, ldb, beta, c, ldc);
 #else
   (void)a_lowp;
   (void)b_lowp;
@@ -133,33 +147,21 @@ void linear_backward_mixed(ExecutionContext& ctx, DType input_dtype, std::size_t
     return;
   }
 #if TENAX_HAVE_CUDA
-  if (ld_dy < out)
-    throw UsageError("linear_backward_mixed: the row stride of dy (" + std::to_string(ld_dy) +
-                     ") is below its row length " + std::to_string(out));
-  // dy, x and (when the caller has no 16-bit copy) w rounded into one workspace request, each 256-byte aligned.
-  const std::size_t elem = dtype_size(input_dtype);
-  auto aligned = [](std::size_t bytes) { return (bytes + 255) / 256 * 256; };
-  const std::size_t dy_bytes = aligned(((rows - 1) * ld_dy + out) * elem), x_bytes = aligned(rows * in * elem);
+  // dy, x and (when the caller has no 16-bit copy) w rounded into one workspace request. gemm_lowp checks the strides.
+  const std::size_t elem = dtype_size(input_dtype), dy_elems = spanned(rows, out, ld_dy);
+  const std::size_t dy_bytes = aligned_256(dy_elems * elem), x_bytes = aligned_256(rows * in * elem);
   const bool round_w = dx != nullptr && w_lowp == nullptr;
   auto* space = static_cast<unsigned char*>(ctx.workspace(dy_bytes + x_bytes + (round_w ? out * in * elem : 0)));
-  cast_from_f32(ctx, dy, space, input_dtype, (rows - 1) * ld_dy + out);
+  cast_from_f32(ctx, dy, space, input_dtype, dy_elems);
   cast_from_f32(ctx, x, space + dy_bytes, input_dtype, rows * in);
   if (round_w) {
     cast_from_f32(ctx, w, space + dy_bytes + x_bytes, input_dtype, out * in);
     w_lowp = space + dy_bytes + x_bytes;
   }
-  ctx.activate();
-  {
-    const OpScope profiled(ctx, product_key("gemm_mixed", Trans::Yes, Trans::No, {out, in, rows}, input_dtype),
-                           2 * f(out) * f(in) * f(rows));
-    kernels::cuda::gemm_lowp(input_dtype, Trans::Yes, Trans::No, out, in, rows, 1.0f, space, ld_dy, space + dy_bytes,
-                             in, 1.0f, dw, in, ctx.stream(), ctx.blas_handle());
-  }
-  if (dx == nullptr) return;
-  const OpScope profiled(ctx, product_key("gemm_mixed", Trans::No, Trans::No, {rows, in, out}, input_dtype),
-                         2 * f(rows) * f(in) * f(out));
-  kernels::cuda::gemm_lowp(input_dtype, Trans::No, Trans::No, rows, in, out, 1.0f, space, ld_dy, w_lowp, in, 0.0f, dx,
-                           in, ctx.stream(), ctx.blas_handle());
+  lowp_product(ctx, input_dtype, Trans::Yes, Trans::No, out, in, rows, 1.0f, space, ld_dy, space + dy_bytes, in, 1.0f,
+               dw, in);
+  if (dx != nullptr)
+    lowp_product(ctx, input_dtype, Trans::No, Trans::No, rows, in, out, 1.0f, space, ld_dy, w_lowp, in, 0.0f, dx, in);
 #else
   (void)w_lowp;
   no_cuda();
@@ -194,7 +196,7 @@ void batched_gemm_mixed(ExecutionContext& ctx, DType input_dtype, Trans ta, Tran
   // The rounded a and b share one workspace request; b starts 256-byte aligned (what cuBLAS prefers). The spans fit
   // in 64 bits as element counts; as 2-byte copies they are bounded by the fp32 operands the caller holds.
   const std::size_t elem = dtype_size(input_dtype);
-  const std::size_t a_bytes = (spans.a * elem + 255) / 256 * 256;
+  const std::size_t a_bytes = aligned_256(spans.a * elem);
   auto* space = static_cast<unsigned char*>(ctx.workspace(a_bytes + spans.b * elem));
   cast_from_f32(ctx, a, space, input_dtype, spans.a);
   cast_from_f32(ctx, b, space + a_bytes, input_dtype, spans.b);
