@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string_view>
 
+#include "core/directory_lock.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax::launch {
@@ -100,6 +101,8 @@ std::vector<std::pair<std::string, std::string>> protocol_env(const Options& opt
       {"TENAX_ATTEMPT", std::to_string(plan.attempt)},
       {"TENAX_RESTART_COUNT", std::to_string(plan.restart_count)},
       {"TENAX_HEARTBEAT_INTERVAL", std::to_string(options.heartbeat_interval.count()) + "ms"},
+      // This launcher holds the checkpoint directory's lock for the run: the program's checkpointer works under it.
+      {"TENAX_LAUNCHER", lock_holder_identity()},
   };
   if (!checkpoint_dir.empty()) env.emplace_back("TENAX_CHECKPOINT_DIR", checkpoint_dir);
   if (!plan.job_id.empty()) env.emplace_back("TENAX_JOB_ID", plan.job_id);

@@ -19,8 +19,8 @@
 #include "bad_nodes.hpp"
 #include "checkpoint_scan.hpp"
 #include "classify.hpp"
+#include "core/directory_lock.hpp"
 #include "core/json.hpp"
-#include "directory_lock.hpp"
 #include "launcher_signals.hpp"
 #include "ledger.hpp"
 #include "node_local_cleanup.hpp"
@@ -106,14 +106,16 @@ class Supervisor {
     if (error) throw UsageError("--run-dir '" + run_dir_ + "' cannot be created: " + error.message());
     if (access(run_dir_.c_str(), W_OK) != 0) throw UsageError("--run-dir '" + run_dir_ + "' is not writable");
     // Before anything in them is read or written (the ledger's repair included): one launcher per directory.
-    run_dir_lock_ = DirectoryLock::take(run_dir_, "--run-dir", lock_owner(), kEarlierRunLockWait);
+    run_dir_lock_ = DirectoryLock::take(run_dir_, {"--run-dir", "give this one another --run-dir", ""}, lock_owner(),
+                                        kEarlierRunLockWait);
     if (!run_dir_lock_.warning().empty()) announce("warning: " + run_dir_lock_.warning());
     if (!checkpoint_dir_.empty()) {
       std::filesystem::create_directories(checkpoint_dir_, error);
       if (error) throw UsageError("--checkpoint-dir '" + checkpoint_dir_ + "' cannot be created: " + error.message());
       if (!std::filesystem::equivalent(checkpoint_dir_, run_dir_, error)) {
         checkpoint_dir_lock_ =
-            DirectoryLock::take(checkpoint_dir_, "--checkpoint-dir", lock_owner(), kEarlierRunLockWait);
+            DirectoryLock::take(checkpoint_dir_, {"--checkpoint-dir", "give this one another --checkpoint-dir", ""},
+                                lock_owner(), kEarlierRunLockWait);
         if (!checkpoint_dir_lock_.warning().empty()) announce("warning: " + checkpoint_dir_lock_.warning());
       }
     }
@@ -429,19 +431,8 @@ class Supervisor {
   // allocation, which Slurm requeues as well), so that a requeued job recognises a lock its earlier run left.
   LockOwner lock_owner() const {
     if (slurm_) return {job_.job_id, job_.restart_count};
-    LockOwner owner;
-    if (const char* job = std::getenv("SLURM_JOB_ID")) owner.job_id = job;
-    if (const char* count = std::getenv("SLURM_RESTART_COUNT")) {
-      const std::string_view text(count);
-      int value = 0;  // a count that is not one: as on a first run
-      if (std::from_chars(text.data(), text.data() + text.size(), value).ec == std::errc() && value > 0)
-        owner.restart_count = value;
-    }
-    return owner;
+    return lock_owner_from_environment(LockRole::Launcher);
   }
-
-  // How long a requeued job waits for its earlier run's lock before taking it over (directory_lock.hpp).
-  static constexpr std::chrono::milliseconds kEarlierRunLockWait{30'000};
 
   const Options& options_;
   const std::string run_dir_;

@@ -1,5 +1,6 @@
 // A save interrupted by SIGKILL (every rank killed while its shard file is being written) leaves the previous
-// checkpoint loadable and intact; the next run removes the leftover step_<N>.tmp directory.
+// checkpoint loadable and intact; the next run removes the leftover step_<N>.tmp directory. A second run started on
+// the directory while the first still saves there is refused and removes nothing.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -112,6 +113,86 @@ TEST(CheckpointKill, SigkillMidWriteLeavesThePreviousCheckpointLoadable) {
       leftovers = leftovers || entry.path().extension() == ".tmp";
     EXPECT_FALSE(leftovers) << "the verify run's checkpointer removes the interrupted step_<N>.tmp";
   }
+  fs::remove_all(root);
+}
+
+// Two programs started with plain mpirun (no tenax-launch) on one checkpoint directory: the second one's start used to
+// remove the first one's save under way as a leftover of an interrupted checkpoint (and its retention would have
+// removed the first one's checkpoints). The first run's rank 0 holds the directory's lock: the second is refused,
+// naming the first, and touches nothing; the first goes on saving.
+TEST(CheckpointKill, ASecondRunOnTheSameDirectoryIsRefusedAndLeavesTheFirstRunsSaveAlone) {
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
+  ::setenv("OMPI_MCA_hwloc_base_binding_policy", "none", 1);
+  ::unsetenv("TENAX_LAUNCHER");
+  char templ[] = "/tmp/tenax-ckpt-two-runs-XXXXXX";
+  ASSERT_NE(::mkdtemp(templ), nullptr);
+  const fs::path root = templ;
+  fs::create_directories(root / "pids");
+  const std::string dir = (root / "ckpt").string();
+
+  const pid_t first = spawn(mpirun(2, "save-forever", dir), (root / "first.log").string());
+  // Catch the first run in the middle of a save and freeze its ranks there, so that its unfinished step stays put.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  bool caught = false;
+  while (!caught && std::chrono::steady_clock::now() < deadline) {
+    caught = fs::exists(fs::path(dir) / "latest") && writing_now(dir) && fs::exists(root / "pids/rank_1");
+    if (!caught) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  std::vector<pid_t> ranks;
+  for (int r = 0; r < 2; ++r) {
+    const std::string pid = slurp((root / ("pids/rank_" + std::to_string(r))).string());
+    if (!pid.empty()) ranks.push_back(std::stoi(pid));
+  }
+  for (const pid_t rank : ranks)
+    ::kill(rank, SIGSTOP);
+  std::vector<std::string> unfinished;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.path().extension() == ".tmp" && entry.path().filename() != "latest.tmp")
+      unfinished.push_back(entry.path().string());
+  const std::string latest_before = slurp(dir + "/latest");
+
+  int status = 0;
+  const std::string second_log = (root / "second.log").string();
+  const pid_t second = spawn(mpirun(2, "verify", dir), second_log);
+  ::waitpid(second, &status, 0);
+  const std::string out = slurp(second_log);
+  bool still_there = !unfinished.empty();
+  for (const auto& path : unfinished)
+    still_there = still_there && fs::exists(path);
+
+  // The first run goes on: it commits a newer step than the one it was frozen after.
+  for (const pid_t rank : ranks)
+    ::kill(rank, SIGCONT);
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  bool went_on = false;
+  while (!went_on && std::chrono::steady_clock::now() < deadline) {
+    went_on = slurp(dir + "/latest") != latest_before;
+    if (!went_on) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  for (const pid_t rank : ranks)
+    ::kill(rank, SIGKILL);
+  int first_status = 0;
+  ::waitpid(first, &first_status, 0);
+
+  ASSERT_TRUE(caught) << "the first run never reached a write in progress; log:\n"
+                      << slurp((root / "first.log").string());
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the second run must be refused:\n" << out;
+  EXPECT_NE(out.find("the checkpoint directory '" + dir + "' is in use by a training program (its rank 0: pid " +
+                     std::to_string(ranks[0]) + " on host "),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("give each run a checkpoint directory of its own"), std::string::npos) << out;
+  EXPECT_TRUE(still_there) << "the first run's unfinished save was removed by the second run:\n" << out;
+  EXPECT_TRUE(went_on) << "the first run did not commit again after the second was refused";
+
+  // The first run's lock went with its ranks (SIGKILL): the directory is free again, and what it saved loads.
+  const std::string verify_log = (root / "verify.log").string();
+  const pid_t verify = spawn(mpirun(2, "verify", dir), verify_log);
+  ::waitpid(verify, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(verify_log);
   fs::remove_all(root);
 }
 

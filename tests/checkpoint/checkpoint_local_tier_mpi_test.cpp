@@ -184,11 +184,14 @@ TEST(CheckpointLocalTier, CopiesAreReadOnlyWhenAtLeastAsNewAsTheSharedTier) {
   const ParallelLayout layout = layout_for(world.size());
   {
     TestModel model = make_model(layout, world.rank());
-    Checkpointer ckpt(world, tiered(dir.path(), local.path(), layout), model.shards);
-    fill(model, 5);
-    ckpt.save_local(5);
-    ckpt.wait();
-    // Step 9 to the shared tier only (a checkpointer without the local tier, e.g. after the node-local disk failed).
+    {
+      Checkpointer ckpt(world, tiered(dir.path(), local.path(), layout), model.shards);
+      fill(model, 5);
+      ckpt.save_local(5);
+      ckpt.wait();
+    }
+    // Step 9 to the shared tier only (a checkpointer without the local tier, e.g. after the node-local disk failed; one
+    // checkpointer per directory at a time).
     Checkpointer shared_only(world, tiered(dir.path(), "", layout), model.shards);
     fill(model, 9);
     shared_only.save(9);
@@ -252,12 +255,14 @@ TEST(CheckpointLocalTier, AFailedLocalWriteIsAWarningAndTheSharedTierGoesOn) {
   ASSERT_EQ(tiny.error(), "");
   const ParallelLayout layout = layout_for(world.size());
   TestModel model = make_model(layout, world.rank(), /*extra_f32_elems=*/64 * 1024);  // 256 KiB: cannot fit
-  Checkpointer ckpt(world, tiered(dir.path(), base.path() + "/shm", layout), model.shards);
-  fill(model, 3);
-  ckpt.save(3);
-  ckpt.wait();
-  EXPECT_EQ(ckpt.last_committed_step(), std::optional<std::uint64_t>(3));
-  EXPECT_EQ(ckpt.last_local_step(), std::nullopt);
+  {
+    Checkpointer ckpt(world, tiered(dir.path(), base.path() + "/shm", layout), model.shards);
+    fill(model, 3);
+    ckpt.save(3);
+    ckpt.wait();
+    EXPECT_EQ(ckpt.last_committed_step(), std::optional<std::uint64_t>(3));
+    EXPECT_EQ(ckpt.last_local_step(), std::nullopt);
+  }
   LoadResult r = load_fresh_model(world, dir.path(), base.path() + "/shm", 3);
   EXPECT_TRUE(r.loaded);
   EXPECT_FALSE(r.node_local);

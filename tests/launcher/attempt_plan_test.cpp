@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "attempt_plan.hpp"
+#include "core/directory_lock.hpp"
 #include "slurm.hpp"
 #include "tenax/error.hpp"
 
@@ -44,6 +45,8 @@ TEST(AttemptPlan, LocalCommandIsMpirunWithOpenMpiDefaultsTheUserMayOverride) {
   EXPECT_EQ(env_value(c.env, "TENAX_RESTART_COUNT"), "2");
   EXPECT_EQ(env_value(c.env, "TENAX_HEARTBEAT_INTERVAL"), "1000ms");
   EXPECT_EQ(env_value(c.env, "TENAX_ORIGINAL_WORLD_SIZE"), "<unset>");
+  // The program's checkpointer works under this launcher's lock of the checkpoint directory instead of being refused.
+  EXPECT_EQ(env_value(c.env, "TENAX_LAUNCHER"), lock_holder_identity());
   EXPECT_EQ(env_value(c.env_defaults, "OMPI_ALLOW_RUN_AS_ROOT"), "1");
   EXPECT_EQ(env_value(c.env_defaults, "OMPI_MCA_rmaps_base_oversubscribe"), "1");
   EXPECT_EQ(env_value(c.env_defaults, "OMPI_MCA_hwloc_base_binding_policy"), "none");

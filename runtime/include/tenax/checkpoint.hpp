@@ -197,7 +197,10 @@ class Checkpointer {
   // Collective. Validates the options and every rank's shards (UsageError naming the problem), decides which rank
   // writes each block, creates `dir` and checks that every rank can write to it and sees the same directory (a
   // UsageError naming the directory, rank and host otherwise: a read-only or foreign directory, or a node-local one),
-  // removes step_*.tmp left by an interrupted run, and allocates and pre-touches the staging memory (as many bytes as
+  // takes the directory for this run (rank 0 holds `dir`/tenax-launch.lock's flock until the Checkpointer goes, unless
+  // the program's own tenax-launch holds it; a directory another run or another Checkpointer saves into is a
+  // UsageError naming that run; may wait up to 30 s for the earlier run of a requeued Slurm job), then removes
+  // step_*.tmp left by an interrupted run, and allocates and pre-touches the staging memory (as many bytes as
   // this rank writes; reused by every save). With options.read_only only the shards are checked.
   //
   // With options.local_dir, `local_shards` are what this rank's node-local copy holds and what a load from that tier

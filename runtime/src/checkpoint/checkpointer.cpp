@@ -161,9 +161,9 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
   s.staged_crcs.resize(s.writes.size());
 
   if (!s.options.read_only) {
-    // Before any training is spent: a directory this job cannot write, or that is not one directory shared by every
-    // rank, is a usage error now rather than a failed first save or a failed restart.
-    ckpt::probe_checkpoint_dir(world, s.options.dir);
+    // Before any training is spent: a directory this job cannot write, that is not one directory shared by every
+    // rank, or that another run saves into, is a usage error now rather than a failed first save or a failed restart.
+    s.dir_lock = ckpt::probe_checkpoint_dir(world, s.options.dir);
   }
   if (local_tier) {
     // The key scopes the copies to this run of this model (local_tier.hpp). A loading-only checkpointer of a run that

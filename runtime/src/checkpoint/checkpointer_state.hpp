@@ -19,6 +19,7 @@
 #include "checkpoint/staging.hpp"
 #include "checkpoint/staging_pass.hpp"
 #include "comm/agreement.hpp"
+#include "core/directory_lock.hpp"
 #include "core/unique_fd.hpp"
 #include "tenax/checkpoint.hpp"
 #include "tenax/error.hpp"
@@ -52,6 +53,9 @@ struct Checkpointer::State {
   // The node-local tier folder's in-use lock (local_tier_cleanup.hpp): a job's end leaves the folder while this rank
   // lives. Declared before the I/O threads, so released only after they are gone.
   UniqueFd local_in_use;
+  // Rank 0's lock of the checkpoint directory (core/directory_lock.hpp): no other run saves there, or removes this
+  // run's unfinished saves, while this checkpointer lives. Released after the I/O threads, like local_in_use.
+  DirectoryLock dir_lock;
   std::vector<TensorShard> shards;
   ckpt::Plan plan;
   std::vector<LocalWrite> writes;  // in plan block order

@@ -7,6 +7,8 @@
 
 #include "comm/agreement.hpp"
 #include "core/file_system.hpp"
+#include "tenax/env.hpp"
+#include "tenax/log.hpp"
 
 namespace tenax::ckpt {
 namespace {
@@ -57,10 +59,11 @@ std::string random_token() {
 
 }  // namespace
 
-void probe_checkpoint_dir(Communicator& world, const std::string& dir) {
+DirectoryLock probe_checkpoint_dir(Communicator& world, const std::string& dir) {
   const int rank = world.rank();
   std::string token;
   std::string contents;  // what rank 0 writes into the shared probe
+  DirectoryLock lock;
   run_agreed(world, [&] {
     if (rank != 0) return;
     classified(dir, rank, [&] {
@@ -69,6 +72,20 @@ void probe_checkpoint_dir(Communicator& world, const std::string& dir) {
       contents = "tenax checkpoint directory probe " + token + " from rank 0 on " + host_name() + "\n";
       fs::write_file_durable(fs::join(dir, kProbePrefix + token), contents);
     });
+    // After the probe file, so that a directory this job cannot write is named as such (above) rather than as a lock
+    // file that cannot be made; before anything a run removes or writes there.
+    try {
+      lock = DirectoryLock::take(dir,
+                                 {"the checkpoint directory",
+                                  "give each run a checkpoint directory of its own (--checkpoint-dir / "
+                                  "TENAX_CHECKPOINT_DIR)",
+                                  env::get_string("TENAX_LAUNCHER")},
+                                 lock_owner_from_environment(LockRole::Program), kEarlierRunLockWait);
+    } catch (...) {
+      fs::remove_tree(fs::join(dir, kProbePrefix + token));
+      throw;
+    }
+    if (!lock.warning().empty()) TENAX_LOG(Warn, "ckpt") << lock.warning();
   });
   token = broadcast_string(world, token, 0);
   contents = broadcast_string(world, contents, 0);
@@ -99,6 +116,7 @@ void probe_checkpoint_dir(Communicator& world, const std::string& dir) {
   run_agreed(world, [&] {
     if (rank == 0) fs::remove_tree(shared);
   });
+  return lock;
 }
 
 }  // namespace tenax::ckpt

@@ -58,6 +58,10 @@ const std::vector<Var>& registry() {
       {"TENAX_RUN_DIR", Path, "",
        "Run directory of tenax-launch: heartbeats go to its heartbeat/ folder; unset: none."},
       {"TENAX_CHECKPOINT_DIR", Path, "", "Checkpoint directory the program resumes from (set by tenax-launch)."},
+      {"TENAX_LAUNCHER", String, "",
+       "Set by tenax-launch: its host:pid. It holds the lock of its checkpoint directory for the whole run, so the "
+       "program's checkpointer takes none there while this launcher holds it (unset: the checkpointer's rank 0 locks "
+       "the directory itself)."},
       {"TENAX_ATTEMPT",
        Int,
        "1",

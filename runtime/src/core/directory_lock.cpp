@@ -9,17 +9,19 @@
 #include <charconv>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <map>
 #include <sstream>
+#include <string_view>
 #include <system_error>
 #include <thread>
 
 #include "tenax/error.hpp"
 
-namespace tenax::launch {
+namespace tenax {
 namespace {
 
 constexpr std::size_t kHolderBytes = 512;  // a holder line is about 80 bytes; more is not a holder line
@@ -79,14 +81,34 @@ std::string read_holder(int fd) {
   return n > 0 ? std::string(buffer, static_cast<std::size_t>(n)) : std::string();
 }
 
+bool is_program(const std::map<std::string, std::string>& fields) {
+  const auto role = fields.find("role");
+  return role != fields.end() && role->second == "program";
+}
+
+// A checkpointer of this very process holds the lock (two Engines on one directory).
+bool same_program(const std::string& line) {
+  auto fields = holder_fields(line);
+  return is_program(fields) && fields["pid"] == std::to_string(::getpid()) && fields["host"] == host_name();
+}
+
+// "tenax-launch (pid 12 on host n1, Slurm job 345, started ...)" or "a training program (its rank 0: pid ...)".
 std::string describe_holder(const std::string& line) {
   auto fields = holder_fields(line);
+  const bool program = is_program(fields);
+  if (same_program(line)) return "another checkpointer (another Engine) of this very program, pid " + fields["pid"];
   std::string out;
   auto add = [&out](const std::string& part) { out += (out.empty() ? "" : ", ") + part; };
   if (fields.count("pid")) add("pid " + fields["pid"] + (fields.count("host") ? " on host " + fields["host"] : ""));
   if (fields.count("job")) add("Slurm job " + fields["job"]);
   if (fields.count("since")) add("started " + fields["since"]);
-  return out.empty() ? "which one is not recorded in its lock file" : out;
+  if (out.empty()) out = "which one is not recorded in its lock file";
+  return program ? "a training program (its rank 0: " + out + ")" : "another tenax-launch (" + out + ")";
+}
+
+std::string holder_identity(const std::string& line) {
+  auto fields = holder_fields(line);
+  return fields["host"] + ":" + fields["pid"];
 }
 
 // Records who holds the lock. Best effort: the lock is held either way, and a full disk is reported by the ledger's
@@ -99,7 +121,8 @@ void write_holder(int fd, const LockOwner& self) {
 }  // namespace
 
 std::string lock_holder_line(const LockOwner& self) {
-  std::string line = "pid=" + std::to_string(::getpid()) + " host=" + host_name();
+  std::string line = "pid=" + std::to_string(::getpid()) + " host=" + host_name() +
+                     (self.role == LockRole::Program ? " role=program" : " role=launcher");
   if (!self.job_id.empty()) line += " job=" + self.job_id + " restart=" + std::to_string(self.restart_count);
   return line + " since=" + now_utc() + "\n";
 }
@@ -112,22 +135,41 @@ LockOwner parse_lock_holder(const std::string& line) {
   int count = 0;
   const auto [end, error] = std::from_chars(restart.data(), restart.data() + restart.size(), count);
   if (error == std::errc() && end == restart.data() + restart.size() && count >= 0) owner.restart_count = count;
+  owner.role = is_program(fields) ? LockRole::Program : LockRole::Launcher;
   return owner;
+}
+
+LockOwner lock_owner_from_environment(LockRole role) {
+  LockOwner owner;
+  owner.role = role;
+  if (const char* job = std::getenv("SLURM_JOB_ID")) owner.job_id = job;
+  if (const char* count = std::getenv("SLURM_RESTART_COUNT")) {
+    const std::string_view text(count);
+    int value = 0;
+    if (std::from_chars(text.data(), text.data() + text.size(), value).ec == std::errc() && value > 0)
+      owner.restart_count = value;
+  }
+  return owner;
+}
+
+std::string lock_holder_identity() {
+  return host_name() + ":" + std::to_string(::getpid());
 }
 
 std::string DirectoryLock::renew(const LockOwner& self) {
   if (!fd_.valid() || still_linked(fd_.get(), dir_ + "/" + kLaunchLockFile)) return "";
   std::error_code error;
   std::filesystem::create_directories(dir_, error);  // the programs make it again too; the lock needs it first
-  DirectoryLock again = take(dir_, option_, self, std::chrono::milliseconds(0));
-  const std::string option = option_, dir = dir_;
+  DirectoryLock again = take(dir_, use_, self, std::chrono::milliseconds(0));
+  const std::string option = use_.option, dir = dir_;
   *this = std::move(again);
   return option + " '" + dir + "': its lock file " + dir + "/" + kLaunchLockFile +
          " was removed while this run held it (the directory removed or emptied by hand?); it is locked again";
 }
 
-DirectoryLock DirectoryLock::take(const std::string& dir, const std::string& option, const LockOwner& self,
+DirectoryLock DirectoryLock::take(const std::string& dir, const LockUse& use, const LockOwner& self,
                                   std::chrono::milliseconds earlier_run_wait) {
+  const std::string& option = use.option;
   const std::string path = dir + "/" + kLaunchLockFile;
   const auto deadline = std::chrono::steady_clock::now() + earlier_run_wait;
   std::string taken_over;  // the holder description of an earlier run whose lock was taken over
@@ -139,9 +181,9 @@ DirectoryLock DirectoryLock::take(const std::string& dir, const std::string& opt
         throw UsageError(option + " '" + dir + "' is not writable (creating " + path +
                          " failed: " + std::strerror(error) + "): give a directory this user can write");
       throw UsageError(option + " '" + dir + "': its lock file " + path + " cannot be opened (" + std::strerror(error) +
-                       "); it keeps a second tenax-launch out of the directory. Make it a regular file this user can "
-                       "write (or remove it), or give another " +
-                       option);
+                       "); it keeps a second run out of the directory. Make it a regular file this user can write (or "
+                       "remove it), or " +
+                       use.fix);
     }
     if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) {
       if (!still_linked(fd.get(), path)) {
@@ -153,10 +195,10 @@ DirectoryLock DirectoryLock::take(const std::string& dir, const std::string& opt
       DirectoryLock lock;
       lock.fd_ = std::move(fd);
       lock.dir_ = dir;
-      lock.option_ = option;
+      lock.use_ = use;
       if (!taken_over.empty())
-        lock.warning_ = option + " '" + dir + "' was still locked by an earlier run of this Slurm job (" + taken_over +
-                        ") after a wait of " + seconds_text(earlier_run_wait) +
+        lock.warning_ = option + " '" + dir + "' was still locked by " + taken_over +
+                        ", an earlier run of this Slurm job, after a wait of " + seconds_text(earlier_run_wait) +
                         "; Slurm ended that run before requeueing the job, so its lock is taken over";
       return lock;
     }
@@ -165,19 +207,33 @@ DirectoryLock DirectoryLock::take(const std::string& dir, const std::string& opt
       // ENOLCK, EOPNOTSUPP, ENOSYS: a file system that keeps no locks. Refusing to run there would be worse.
       DirectoryLock unlocked;
       unlocked.warning_ = option + " '" + dir + "' cannot be locked (flock: " + std::strerror(error) +
-                          "); nothing keeps a second tenax-launch out of it: start one launcher per directory";
+                          "); nothing keeps a second run out of it: start one run per directory";
       return unlocked;
     }
     const std::string holder = read_holder(fd.get());
     const LockOwner owner = parse_lock_holder(holder);
+    if (!use.admitted_holder.empty() && owner.role == LockRole::Launcher &&
+        holder_identity(holder) == use.admitted_holder) {
+      DirectoryLock admitted;
+      admitted.admitted_ = true;
+      return admitted;
+    }
     const bool earlier_run =
         !self.job_id.empty() && owner.job_id == self.job_id && owner.restart_count < self.restart_count;
     if (!earlier_run) {
-      throw UsageError(option + " '" + dir + "' is in use by another tenax-launch (" + describe_holder(holder) +
-                       "): two launchers in one directory would mix their ledgers, heartbeats and checkpoints. Wait "
-                       "for that run to end, or give this one another " +
-                       option + ". If that launcher is gone for good (its host lost while holding the lock), remove " +
-                       path + " and start again");
+      if (same_program(holder))
+        throw UsageError(option + " '" + dir + "' is in use by " + describe_holder(holder) +
+                         ": one checkpointer saves into a directory at a time. Let the other go first (its "
+                         "destructor releases the directory), or " +
+                         use.fix);
+      const bool launchers = owner.role == LockRole::Launcher && self.role == LockRole::Launcher;
+      throw UsageError(option + " '" + dir + "' is in use by " + describe_holder(holder) + ": " +
+                       (launchers ? "two launchers in one directory would mix their ledgers, heartbeats and checkpoints"
+                                  : "two runs saving into one checkpoint directory would remove each other's "
+                                    "unfinished checkpoints and mix their steps") +
+                       ". Wait for that run to end, or " + use.fix + ". If that " +
+                       (owner.role == LockRole::Launcher ? "launcher" : "program") +
+                       " is gone for good (its host lost while holding the lock), remove " + path + " and start again");
     }
     if (std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(kPollPause);
@@ -186,10 +242,10 @@ DirectoryLock DirectoryLock::take(const std::string& dir, const std::string& opt
     // The earlier run's lock outlived its wait: unlink its file (if it is still the one there) and lock a new one.
     taken_over = describe_holder(holder);
     if (still_linked(fd.get(), path) && ::unlink(path.c_str()) != 0 && errno != ENOENT)
-      throw UsageError(option + " '" + dir + "' is still locked by an earlier run of this Slurm job (" + taken_over +
-                       ") and its lock file " + path + " cannot be removed (" + std::strerror(errno) +
-                       "): remove it, or give another " + option);
+      throw UsageError(option + " '" + dir + "' is still locked by " + taken_over +
+                       ", an earlier run of this Slurm job, and its lock file " + path + " cannot be removed (" +
+                       std::strerror(errno) + "): remove it, or " + use.fix);
   }
 }
 
-}  // namespace tenax::launch
+}  // namespace tenax
