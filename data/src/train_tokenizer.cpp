@@ -13,12 +13,14 @@
 #include <chrono>
 #include <exception>
 #include <regex>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 
 #include "commands.hpp"
 #include "core/file_system.hpp"
 #include "corpus.hpp"
+#include "data/text_cut.hpp"
 #include "tenax/error.hpp"
 
 // Declared in SentencePiece's logging header, which Debian does not install; exported by libsentencepiece.
@@ -31,18 +33,6 @@ namespace {
 
 // SentencePiece's longest training sentence in bytes (max_sentence_length): it drops longer ones silently.
 constexpr std::size_t kMaxSentenceBytes = 16384;
-
-// Where to cut `line` (longer than `limit`) so that the first piece is at most `limit` bytes: after the last space or
-// tab within the limit, else at the last UTF-8 character boundary (a continuation byte is 10xxxxxx).
-std::size_t cut_point(const std::string& line, std::size_t from, std::size_t limit) {
-  const std::size_t end = from + limit;
-  for (std::size_t at = end; at > from + limit / 2; --at)
-    if (line[at - 1] == ' ' || line[at - 1] == '\t') return at;
-  std::size_t at = end;
-  while (at > from + 1 && (static_cast<unsigned char>(line[at]) & 0xC0) == 0x80)
-    --at;
-  return at;
-}
 
 // Feeds the non-empty lines of every document, reading one document at a time. A line longer than SentencePiece
 // takes (one-article-per-line corpora, minified code) is fed in pieces of at most kMaxSentenceBytes, cut at
@@ -106,7 +96,8 @@ class LineIterator : public sentencepiece::SentenceIterator {
   }
   void next_piece() {
     const std::size_t from = piece_end_;
-    piece_end_ = line_.size() - from <= kMaxSentenceBytes ? line_.size() : cut_point(line_, from, kMaxSentenceBytes);
+    const std::string_view rest = std::string_view(line_).substr(from);
+    piece_end_ = from + (rest.size() <= kMaxSentenceBytes ? rest.size() : data::cut_point(rest, kMaxSentenceBytes));
     piece_.assign(line_, from, piece_end_ - from);
   }
 

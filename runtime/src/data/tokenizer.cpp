@@ -12,6 +12,7 @@
 #include "checkpoint/crc32c.hpp"
 #include "core/file_system.hpp"
 #include "data/dataset_index.hpp"
+#include "data/text_cut.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax {
@@ -47,7 +48,7 @@ struct Tokenizer::State {
 namespace {
 
 // SentencePiece needs on the order of 175 bytes of memory per byte of text it encodes at once: a 36 MB document took
-// 6.3 GB. Longer texts are encoded in parts of about this size, cut after a newline, where the model allows it.
+// 6.3 GB. Longer texts are encoded in parts of at most this size, where the model allows it.
 constexpr std::size_t kEncodePartBytes = 1 << 20;
 
 bool model_cuts_at_newlines(const sentencepiece::SentencePieceProcessor& p) {
@@ -112,13 +113,14 @@ std::vector<std::int32_t> Tokenizer::encode(std::string_view text) const {
   std::vector<std::int32_t> out;
   std::vector<int> ids;
   while (!text.empty()) {
-    // No piece spans a newline, so the ids of the parts are the ids of the whole, bounded in memory by the part (or
-    // by the longest line, which is never cut).
+    // No piece spans a newline, so cut after one the ids of the parts are the ids of the whole. A line longer than a
+    // part (minified code, a JSON dump, one article per line) is cut inside too, after whitespace where it has some:
+    // whole, a 100 MB line would take SentencePiece about 17 GB per encoding thread. Its ids then differ from the
+    // whole line's only next to the cut, and they still decode to the text (no character is split).
     std::size_t part = text.size();
     if (state_->cuts_at_newlines && text.size() > kEncodePartBytes) {
-      const std::size_t before = text.rfind('\n', kEncodePartBytes - 1);
-      const std::size_t after = before == std::string_view::npos ? text.find('\n', kEncodePartBytes) : before;
-      part = after == std::string_view::npos ? text.size() : after + 1;
+      const std::size_t newline = text.rfind('\n', kEncodePartBytes - 1);
+      part = newline != std::string_view::npos ? newline + 1 : data::cut_point(text, kEncodePartBytes);
     }
     const auto status = state_->processor.Encode(text.substr(0, part), &ids);
     if (!status.ok()) throw IoError("tokenizer " + state_->path + ": encoding failed: " + status.ToString());
