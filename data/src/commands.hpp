@@ -70,6 +70,8 @@ struct EncodeResult {
   std::uint64_t validation_documents = 0;
   std::size_t shards = 0;
   double seconds = 0;
+  // Temporary folders of earlier encodes of this output on this host that were killed, removed ("<path> (pid N)").
+  std::vector<std::string> removed_leftovers;
 };
 EncodeResult encode(const EncodeOptions& options);
 

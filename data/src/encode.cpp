@@ -105,6 +105,7 @@ EncodeResult encode(const EncodeOptions& o) {
   data::DatasetWriter writer(o.output, static_cast<std::uint32_t>(tok.vocab_size()), tok.eos_id(), o.shard_tokens);
   writer.set_tokenizer(model_bytes);
   EncodeResult r;
+  r.removed_leftovers = writer.removed_leftovers();
   std::size_t next = 0;
   while (next < docs.size()) {
     throw_if_interrupted();  // the writer's destructor removes the unfinished dataset

@@ -184,6 +184,8 @@ int run(int argc, char** argv) {
       throw UsageError("--label is not UTF-8 text: the index stores text, and `verify --label` compares it exactly");
     o.threads = static_cast<int>(parse_u64("--threads", r["threads"].as<std::string>(), 0, 1024));
     const EncodeResult e = encode(o);
+    for (const std::string& removed : e.removed_leftovers)
+      std::cout << "tenax-data: removed " << removed << ", left by an encode of the same output that was killed\n";
     std::cout << "tenax-data: wrote " << o.output << ": " << e.documents << " documents (" << e.bytes << " bytes) -> "
               << e.train_tokens << " train tokens (" << e.train_documents << " documents), " << e.validation_tokens
               << " validation tokens (" << e.validation_documents << " documents), " << e.shards << " shard(s) in "

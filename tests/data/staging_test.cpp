@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -12,6 +14,7 @@
 
 #include "comm/agreement.hpp"
 #include "common/mpi_test.hpp"
+#include "data/dataset_index.hpp"
 #include "data/staging_copy.hpp"
 #include "data_test_util.hpp"
 #include "tenax/data_staging.hpp"
@@ -228,6 +231,31 @@ TEST(Staging, FullLocalDiskFallsBack) {
   EXPECT_EQ(r.outcome, StagingOutcome::FellBack);
   EXPECT_EQ(r.dir, dir / "ds");
   EXPECT_THAT(r.reason, AllOf(HasSubstr("free"), HasSubstr("needs"), HasSubstr("TENAX_DATA_STAGE_DIR")));
+  EXPECT_EQ(samples(r.dir), samples(dir / "ds"));
+}
+
+// A copier killed mid-copy (a job past its time limit) leaves a partial copy that no one else removes; on a small local
+// disk it would make every later job fall back for want of space. The next copier of that dataset on the node removes
+// it before it checks the free space (here the leftover leaves less free than the dataset needs).
+TEST(Staging, AKilledCopiersPartialCopyIsRemovedBeforeTheFreeSpaceCheck) {
+  SharedScratch dir("abandoned");
+  write_dataset(dir);  // about 47 KB
+  Tmpfs disk(dir / "local", 64 * 1024, false);
+  if (!disk.error().empty()) GTEST_SKIP() << "cannot mount a tmpfs (" << disk.error() << "): needs root";
+  std::string leftover;
+  if (world().rank() == 0) {
+    const pid_t gone = ::fork();
+    if (gone == 0) ::_exit(0);
+    ::waitpid(gone, nullptr, 0);
+    const std::string key = data::staged_dir_name(data::read_index(dir / "ds").index_crc32c);
+    leftover = dir / ("local/" + key + ".tmp-n-" + std::to_string(gone) + "-0");
+    stdfs::create_directories(leftover);
+    write_file(leftover + "/train-00000.tok", std::string(40 * 1024, 'x'));  // leaves < 24 KB free
+  }
+  leftover = broadcast_string(world(), leftover, 0);
+  const StagingResult r = stage_dataset(world(), dir / "ds", {.stage_dir = dir / "local", .node_name = "n"});
+  EXPECT_EQ(r.outcome, StagingOutcome::Copied) << r.reason;
+  EXPECT_FALSE(stdfs::exists(leftover));
   EXPECT_EQ(samples(r.dir), samples(dir / "ds"));
 }
 

@@ -337,53 +337,6 @@ TEST(TrainTokenizer, LinesLongerThanSentencePieceTakesAreTrainedOnInPieces) {
   EXPECT_LE(tokenizer.encode("alpha beta gamma delta ").size(), 8u);
 }
 
-// Ctrl-C during encode: nothing left behind, neither the output nor its temporary directory. The signal is sent once
-// the temporary directory exists, while the one large document (seconds of work) is being encoded. (Without the
-// handler the process also ends by SIGINT, but leaves the temporary directory: the listing below is the check.)
-TEST_F(RealText, AnInterruptedEncodeLeavesNothingBehind) {
-  std::string text;
-  while (text.size() < (6u << 20))
-    for (const auto& f : stdfs::recursive_directory_iterator(corpus_.path()))
-      if (f.is_regular_file()) text += read_file(f.path().string());
-  stdfs::create_directories(scratch_ / "big");
-  write_file(scratch_ / "big/all.txt", text);
-  const std::string out = scratch_ / "interrupted";
-  // The temporary directory's creation, as the kernel reports it (watched before the program starts).
-  const int watch = ::inotify_init1(IN_CLOEXEC);
-  ASSERT_GE(watch, 0);
-  ASSERT_GE(::inotify_add_watch(watch, scratch_.path().c_str(), IN_CREATE | IN_MOVED_TO), 0);
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::execl(TENAX_DATA_BINARY, TENAX_DATA_BINARY, "encode", "--input", (scratch_ / "big").c_str(), "--tokenizer",
-            (scratch_ / "tok.model").c_str(), "--output", out.c_str(), "--validation-fraction", "0", nullptr);
-    ::_exit(127);
-  }
-  bool created = false;
-  alignas(inotify_event) char events[4096];
-  pollfd readable{watch, POLLIN, 0};
-  while (!created && ::poll(&readable, 1, 60000) == 1) {
-    const ssize_t n = ::read(watch, events, sizeof events);
-    for (ssize_t at = 0; n > 0 && at < n;) {
-      const auto* e = reinterpret_cast<const inotify_event*>(events + at);
-      created = created || (e->len > 0 && std::string_view(e->name).starts_with("interrupted.tmp"));
-      at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
-    }
-  }
-  ::close(watch);
-  ASSERT_TRUE(created) << "encode never created its temporary directory";
-  ASSERT_EQ(::kill(pid, SIGINT), 0);
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  // Ended by the signal (re-raised after the clean-up, so that a shell script stops there too).
-  ASSERT_TRUE(WIFSIGNALED(status)) << "exit " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-  EXPECT_EQ(WTERMSIG(status), SIGINT);
-  std::vector<std::string> left;
-  for (const auto& f : stdfs::directory_iterator(scratch_.path()))
-    if (f.path().filename().string().starts_with("interrupted")) left.push_back(f.path().string());
-  EXPECT_TRUE(left.empty()) << left.front();
-}
-
 // Runs tenax-data with `args` (already quoted for the shell); returns its exit code and its stdout and stderr.
 int run_tool(const std::string& args, std::string* output) {
   FILE* p = ::popen((std::string(TENAX_DATA_BINARY) + " " + args + " 2>&1").c_str(), "r");
@@ -394,6 +347,99 @@ int run_tool(const std::string& args, std::string* output) {
     output->append(buf, n);
   const int status = ::pclose(p);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Starts `tenax-data encode` of one large document (seconds of work) into `out` and returns its pid once its
+// temporary directory exists, as the kernel reports it (watched before the program starts); -1 if it never appears.
+pid_t start_encode_until_it_writes(const stdfs::path& corpus, const stdfs::path& dir, const std::string& out) {
+  if (!stdfs::exists(dir / "big")) {
+    std::string text;
+    while (text.size() < (6u << 20))
+      for (const auto& f : stdfs::recursive_directory_iterator(corpus))
+        if (f.is_regular_file()) text += read_file(f.path().string());
+    stdfs::create_directories(dir / "big");
+    write_file(dir / "big/all.txt", text);
+  }
+  const int watch = ::inotify_init1(IN_CLOEXEC);
+  if (watch < 0 || ::inotify_add_watch(watch, dir.c_str(), IN_CREATE | IN_MOVED_TO) < 0) return -1;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl(TENAX_DATA_BINARY, TENAX_DATA_BINARY, "encode", "--input", (dir / "big").c_str(), "--tokenizer",
+            (dir / "tok.model").c_str(), "--output", out.c_str(), "--validation-fraction", "0", nullptr);
+    ::_exit(127);
+  }
+  const std::string temp_prefix = stdfs::path(out).filename().string() + ".tmp";
+  bool created = false;
+  alignas(inotify_event) char events[4096];
+  pollfd readable{watch, POLLIN, 0};
+  while (!created && ::poll(&readable, 1, 60000) == 1) {
+    const ssize_t n = ::read(watch, events, sizeof events);
+    for (ssize_t at = 0; n > 0 && at < n;) {
+      const auto* e = reinterpret_cast<const inotify_event*>(events + at);
+      created = created || (e->len > 0 && std::string_view(e->name).starts_with(temp_prefix));
+      at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
+    }
+  }
+  ::close(watch);
+  return created ? pid : -1;
+}
+
+std::vector<std::string> entries_starting(const stdfs::path& dir, const std::string& prefix) {
+  std::vector<std::string> found;
+  for (const auto& f : stdfs::directory_iterator(dir))
+    if (f.path().filename().string().starts_with(prefix)) found.push_back(f.path().filename().string());
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+// Ctrl-C during encode: nothing left behind, neither the output nor its temporary directory. The signal is sent once
+// the temporary directory exists, while the one large document is being encoded. (Without the handler the process
+// also ends by SIGINT, but leaves the temporary directory: the listing below is the check.)
+TEST_F(RealText, AnInterruptedEncodeLeavesNothingBehind) {
+  const pid_t pid = start_encode_until_it_writes(corpus_.path(), scratch_.path(), scratch_ / "interrupted");
+  ASSERT_GT(pid, 0) << "encode never created its temporary directory";
+  ASSERT_EQ(::kill(pid, SIGINT), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  // Ended by the signal (re-raised after the clean-up, so that a shell script stops there too).
+  ASSERT_TRUE(WIFSIGNALED(status)) << "exit " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  EXPECT_EQ(WTERMSIG(status), SIGINT);
+  EXPECT_EQ(entries_starting(scratch_.path(), "interrupted"), std::vector<std::string>{});
+}
+
+// kill -9 (the OOM killer, a job past its limit) leaves the temporary directory: nothing can remove it then. The next
+// encode of the same output on this host removes it and says so, and leaves alone what is not an abandoned copy of
+// its own: a living process's folder, another host's, and names of another form.
+TEST_F(RealText, AnEncodeKilledOutrightLeavesAFolderTheNextEncodeOfItsOutputRemoves) {
+  const std::string out = scratch_ / "killed";
+  const pid_t pid = start_encode_until_it_writes(corpus_.path(), scratch_.path(), out);
+  ASSERT_GT(pid, 0) << "encode never created its temporary directory";
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  const std::vector<std::string> abandoned = entries_starting(scratch_.path(), "killed");
+  ASSERT_EQ(abandoned.size(), 1u) << "SIGKILL leaves the temporary directory";
+  char host[256] = {};
+  ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+  const std::string alive = "killed.tmp-" + std::string(host) + "-" + std::to_string(::getpid()) + "-0";
+  const std::string elsewhere = "killed.tmp-another-host-" + std::to_string(pid) + "-0";
+  const std::string older_form = "killed.tmp-" + std::to_string(pid) + "-0";
+  for (const std::string& name : {alive, elsewhere, older_form})
+    stdfs::create_directories(scratch_ / name);
+
+  std::string output;
+  ASSERT_EQ(
+      run_tool("encode --input " + corpus_.path() + " --tokenizer " + (scratch_ / "tok.model") + " --output " + out,
+               &output),
+      0)
+      << output;
+  EXPECT_NE(output.find("tenax-data: removed " + (scratch_ / abandoned[0]) + " (pid " + std::to_string(pid) +
+                        "), left by an encode of the same output that was killed"),
+            std::string::npos)
+      << output;
+  std::vector<std::string> expected{"killed", alive, elsewhere, older_form};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(entries_starting(scratch_.path(), "killed"), expected);
 }
 
 TEST_F(RealText, CommandLineExitCodesAndMessages) {

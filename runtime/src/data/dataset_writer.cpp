@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +13,7 @@
 #include "checkpoint/crc32c.hpp"
 #include "core/file_system.hpp"
 #include "core/unique_fd.hpp"
+#include "data/abandoned_siblings.hpp"
 #include "data/byte_order.hpp"
 #include "tenax/error.hpp"
 
@@ -88,13 +88,18 @@ struct SplitState {
   std::unique_ptr<OpenShard> open;
 };
 
-std::atomic<int> g_writer_serial{0};
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "unknown";
+  return name;
+}
 
 }  // namespace
 
 struct DatasetWriter::State {
   std::string output;
   std::string temp;
+  std::vector<std::string> removed_leftovers;
   std::uint32_t vocab_size = 0;
   std::int64_t eos_id = -1;
   std::uint64_t shard_tokens = 0;
@@ -157,7 +162,9 @@ DatasetWriter::DatasetWriter(const std::string& output_dir, std::uint32_t vocab_
   if (!fs::is_directory(parent))
     throw UsageError("the output's parent " + parent +
                      (fs::exists(parent) ? " is not a directory" : " does not exist: create it first"));
-  s.temp = s.output + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(g_writer_serial++);
+  const std::string host = host_name();
+  s.removed_leftovers = remove_abandoned_siblings(s.output, "tmp", host);
+  s.temp = sibling_name(s.output, "tmp", host);
   if (::mkdir(s.temp.c_str(), 0755) != 0) fs::throw_errno("create directory", s.temp, errno);
 }
 
@@ -202,6 +209,10 @@ void DatasetWriter::set_source(const SourceInfo& source) {
 
 std::uint64_t DatasetWriter::tokens(SplitId split) const {
   return state_->split(split).index.tokens;
+}
+
+const std::vector<std::string>& DatasetWriter::removed_leftovers() const {
+  return state_->removed_leftovers;
 }
 
 const std::string& DatasetWriter::temp_dir() const {

@@ -1,16 +1,18 @@
 // Internal: writes a token dataset directory (index.json, the tokenizer model, train-NNNNN.tok and
 // validation-NNNNN.tok shards), as `tenax-data encode` and the tests do.
 //
-// Atomicity: everything is written into a fresh sibling directory "<output>.tmp-<pid>-<n>", fsynced, and renamed to
-// <output> by commit(); a reader therefore sees no dataset or a complete one. An existing <output> is never touched
-// (UsageError up front, IoError if it appears while writing). A writer destroyed without commit() removes its
-// temporary directory.
+// Atomicity: everything is written into a fresh sibling directory "<output>.tmp-<host>-<pid>-<n>", fsynced, and
+// renamed to <output> by commit(); a reader therefore sees no dataset or a complete one. An existing <output> is never
+// touched (UsageError up front, IoError if it appears while writing). A writer destroyed without commit() removes its
+// temporary directory; one killed outright cannot, and the next writer of <output> on that host removes it
+// (abandoned_siblings.hpp).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "data/dataset_index.hpp"
 
@@ -36,6 +38,9 @@ class DatasetWriter {
 
   std::uint64_t tokens(SplitId split) const;
   const std::string& temp_dir() const;
+  // The temporary directories of earlier writers of this output on this host that were killed, removed by the
+  // constructor ("<path> (pid N)").
+  const std::vector<std::string>& removed_leftovers() const;
 
   // Closes the last shards, writes the index, makes everything durable and renames the directory into place.
   DatasetIndex commit();

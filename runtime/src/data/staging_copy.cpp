@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -20,8 +19,10 @@
 #include "checkpoint/crc32c.hpp"
 #include "core/file_system.hpp"
 #include "core/unique_fd.hpp"
+#include "data/abandoned_siblings.hpp"
 #include "data/dataset_check.hpp"
 #include "data/dataset_index.hpp"
+#include "tenax/log.hpp"
 
 namespace tenax::data {
 namespace {
@@ -33,8 +34,6 @@ class LocalError : public IoError {
  public:
   using IoError::IoError;
 };
-
-std::atomic<int> g_serial{0};
 
 std::string hex32(std::uint32_t v) {
   char buf[16];
@@ -170,8 +169,8 @@ void copy_dataset(const std::string& dataset_dir, const std::string& tmp, const 
 
 // Moves a directory out of the way under a unique name, then removes it (a job still reading the old copy keeps its
 // open files).
-void discard(const std::string& dir) {
-  const std::string aside = dir + ".discard-" + std::to_string(::getpid()) + "-" + std::to_string(g_serial++);
+void discard(const std::string& dir, const std::string& node_name) {
+  const std::string aside = sibling_name(dir, "discard", node_name);
   if (::rename(dir.c_str(), aside.c_str()) != 0) local_errno("move aside", dir, errno);
   try {
     fs::remove_tree(aside);
@@ -262,13 +261,17 @@ LocalStageResult stage_on_this_node(const std::string& dataset_dir, const std::s
             "the staged copy " + target + " belongs to another user and is not usable by this one (" + problem +
             "): give this job a stage directory of its own, e.g. TENAX_DATA_STAGE_DIR=" + stage_root + "/$USER");
       r.reason = "the staged copy " + target + " was not valid (" + problem + ") and was replaced";
-      discard(target);
+      discard(target, node_name);
     }
     try {
       fs::make_dirs(stage_root);
     } catch (const IoError& e) {
       throw LocalError(e.what());
     }
+    // Before the free-space check: a copier killed mid-copy (a job past its time limit) left up to a whole copy.
+    for (const char* kind : {"tmp", "discard"})
+      for (const std::string& removed : remove_abandoned_siblings(target, kind, node_name))
+        TENAX_LOG(Info, "data") << "removed " << removed << ", left by a staging copy that was killed";
     std::uint64_t needed = 0;
     for (const DatasetFile& f : dataset_files(index, index_text.size()))
       needed += f.bytes;
@@ -280,7 +283,7 @@ LocalStageResult stage_on_this_node(const std::string& dataset_dir, const std::s
                        mib(needed) +
                        ": free space there, point TENAX_DATA_STAGE_DIR at a larger local disk, or unset "
                        "it");
-    tmp = target + ".tmp-" + node_name + "-" + std::to_string(::getpid()) + "-" + std::to_string(g_serial++);
+    tmp = sibling_name(target, "tmp", node_name);
     if (::mkdir(tmp.c_str(), 0755) != 0) local_errno("create directory", tmp, errno);
     copy_dataset(dataset_dir, tmp, index, index_text, after_copy, r);
     if (!fs::rename_no_replace(tmp, target)) {
