@@ -48,6 +48,7 @@ struct TrainTokenizerResult {
   std::uint64_t bytes = 0;
   std::uint32_t vocab = 0;
   double seconds = 0;
+  std::uint64_t skipped_links = 0;  // symbolic links inside input directories, not followed
 };
 TrainTokenizerResult train_tokenizer(const TrainTokenizerOptions& options);
 
@@ -70,6 +71,7 @@ struct EncodeResult {
   std::uint64_t validation_documents = 0;
   std::size_t shards = 0;
   double seconds = 0;
+  std::uint64_t skipped_links = 0;  // symbolic links inside input directories, not followed
   // Temporary folders of earlier encodes of this output on this host that were killed, removed ("<path> (pid N)").
   std::vector<std::string> removed_leftovers;
 };

@@ -61,10 +61,11 @@ std::size_t invalid_utf8_at(std::string_view text) {
   return std::string_view::npos;
 }
 
-std::vector<Document> collect_documents(const CorpusOptions& options) {
+Corpus collect_documents(const CorpusOptions& options) {
   if (options.inputs.empty())
     throw UsageError("no inputs: name the text files or directories of the corpus (--input PATH, repeatable)");
   std::vector<Document> docs;
+  std::uint64_t skipped_links = 0;
   for (const std::string& input : options.inputs) {
     std::error_code ec;
     const stdfs::file_status st = stdfs::status(input, ec);
@@ -82,9 +83,13 @@ std::vector<Document> collect_documents(const CorpusOptions& options) {
     for (; !ec && it != stdfs::recursive_directory_iterator(); it.increment(ec)) {
       const stdfs::directory_entry& e = *it;
       std::error_code ec2;
-      if (e.is_symlink(ec2) || !e.is_regular_file(ec2)) continue;
-      const std::string path = e.path().string();
       if (!wanted(e.path().filename().string(), options.extension)) continue;
+      if (e.is_symlink(ec2)) {
+        ++skipped_links;
+        continue;
+      }
+      if (!e.is_regular_file(ec2)) continue;
+      const std::string path = e.path().string();
       found.push_back({path, stdfs::relative(e.path(), input).generic_string(), e.file_size(ec2)});
       if (ec2) throw UsageError("cannot read the size of " + path + ": " + ec2.message());
     }
@@ -103,12 +108,16 @@ std::vector<Document> collect_documents(const CorpusOptions& options) {
     if (::stat(d.path.c_str(), &st) == 0 && !seen.insert({st.st_dev, st.st_ino}).second) continue;
     unique.push_back(std::move(d));
   }
-  docs = std::move(unique);
-  if (docs.empty())
-    throw UsageError("the inputs hold no files" +
-                     (options.extension.empty() ? std::string() : " ending with '" + options.extension + "'") +
-                     ": the corpus is empty; name directories that contain text files");
-  return docs;
+  if (unique.empty())
+    throw UsageError(
+        "the inputs hold no files" +
+        (options.extension.empty() ? std::string() : " ending with '" + options.extension + "'") +
+        (skipped_links == 0
+             ? std::string(": the corpus is empty; name directories that contain text files")
+             : " but " + std::to_string(skipped_links) +
+                   " symbolic link(s), which are not followed inside input directories (a model-hub cache holds "
+                   "links): name the files they point to with --input, or copy them into a directory"));
+  return {std::move(unique), skipped_links};
 }
 
 std::string read_document(const Document& doc) {

@@ -20,9 +20,14 @@ struct Document {
 inline constexpr std::uint64_t kMaxDocumentBytes = 1ull << 30;
 
 // The documents of the inputs in a fixed order: inputs in the order given, each directory's files sorted by relative
-// path (bytewise). Symbolic links inside directories are skipped; a named input may be one. Empty files are kept (and
-// skipped when read). Throws UsageError for a missing input, an unreadable directory, or no files at all.
-std::vector<Document> collect_documents(const CorpusOptions& options);
+// path (bytewise). Symbolic links inside directories are skipped (so that a link cannot pull files from elsewhere into
+// the corpus) and counted; a named input may be one. Empty files are kept (and skipped when read). Throws UsageError
+// for a missing input, an unreadable directory, or no files at all (naming the skipped links, when there were some).
+struct Corpus {
+  std::vector<Document> documents;
+  std::uint64_t skipped_links = 0;  // inside input directories, with a name the extension filter would take
+};
+Corpus collect_documents(const CorpusOptions& options);
 
 // The document's text. Throws UsageError when it is not UTF-8 text (naming the byte offset) or too large, IoError when
 // reading fails.

@@ -95,7 +95,8 @@ EncodeResult encode(const EncodeOptions& o) {
   }
   check_lossless(tokenizers.front(), o.tokenizer);
   const std::string model_bytes = fs::read_file(o.tokenizer);
-  const std::vector<Document> docs = collect_documents(o.corpus);
+  const Corpus corpus = collect_documents(o.corpus);
+  const std::vector<Document>& docs = corpus.documents;
   std::uint64_t total_bytes = 0;
   for (const Document& d : docs)
     total_bytes += d.bytes;
@@ -106,6 +107,7 @@ EncodeResult encode(const EncodeOptions& o) {
   writer.set_tokenizer(model_bytes);
   EncodeResult r;
   r.removed_leftovers = writer.removed_leftovers();
+  r.skipped_links = corpus.skipped_links;
   std::size_t next = 0;
   while (next < docs.size()) {
     throw_if_interrupted();  // the writer's destructor removes the unfinished dataset
@@ -151,7 +153,7 @@ EncodeResult encode(const EncodeOptions& o) {
   data::SourceInfo source;
   source.documents = r.documents;
   source.bytes = r.bytes;
-  source.validation_fraction = o.validation_fraction;
+  source.validation_fraction = o.validation_fraction + 0.0;  // "-0" is 0 (the index would record -0.0)
   source.split_seed = o.split_seed;
   source.label = o.label;
   writer.set_source(source);

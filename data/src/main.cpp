@@ -104,6 +104,14 @@ cxxopts::ParseResult parse(cxxopts::Options& p, int argc, char** argv, bool posi
   return r;
 }
 
+// Links inside input directories are not followed; a corpus that was meant to include them is then smaller than meant.
+void print_skipped_links(std::uint64_t links) {
+  if (links > 0)
+    std::cout << "tenax-data: note: " << links
+              << " symbolic link(s) inside the input directories were not followed (name the files they point to "
+                 "with --input to include them)\n";
+}
+
 std::string need_dir(const cxxopts::ParseResult& r, const std::string& command) {
   if (!r.count("dir"))
     throw UsageError("`tenax-data " + command + "` needs the dataset directory: tenax-data " + command + " DIR");
@@ -151,6 +159,7 @@ int run(int argc, char** argv) {
               << t.bytes << " bytes";
     if (t.split_lines > 0) std::cout << "; " << t.split_lines << " lines over 16384 bytes fed in pieces";
     std::cout << ") in " << t.seconds << " s\n";
+    print_skipped_links(t.skipped_links);
     return 0;
   }
   if (command == "encode") {
@@ -190,6 +199,7 @@ int run(int argc, char** argv) {
               << e.train_tokens << " train tokens (" << e.train_documents << " documents), " << e.validation_tokens
               << " validation tokens (" << e.validation_documents << " documents), " << e.shards << " shard(s) in "
               << e.seconds << " s\n";
+    print_skipped_links(e.skipped_links);
     return 0;
   }
   if (command == "verify") {

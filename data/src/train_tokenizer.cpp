@@ -144,7 +144,8 @@ TrainTokenizerResult train_tokenizer(const TrainTokenizerOptions& o) {
   if (const std::string parent = fs::parent_of(o.output); !fs::is_directory(parent))
     throw UsageError("--output " + o.output + ": its parent " + parent +
                      (fs::exists(parent) ? " is not a directory" : " does not exist: create it first"));
-  const std::vector<Document> docs = collect_documents(o.corpus);
+  const Corpus corpus = collect_documents(o.corpus);
+  const std::vector<Document>& docs = corpus.documents;
   {
     // An empty corpus is reported as such, not as SentencePiece's complaint about an empty vocabulary.
     LineIterator probe(docs);
@@ -203,6 +204,7 @@ TrainTokenizerResult train_tokenizer(const TrainTokenizerOptions& o) {
   r.bytes = lines.bytes();
   r.vocab = o.vocab;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.skipped_links = corpus.skipped_links;
   return r;
 }
 

@@ -13,12 +13,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "commands.hpp"
+#include "data/dataset_index.hpp"
 #include "data/dataset_writer.hpp"
 #include "data_test_util.hpp"
 #include "tenax/error.hpp"
@@ -390,6 +392,31 @@ std::vector<std::string> entries_starting(const stdfs::path& dir, const std::str
     if (f.path().filename().string().starts_with(prefix)) found.push_back(f.path().filename().string());
   std::sort(found.begin(), found.end());
   return found;
+}
+
+// Links inside input directories are not followed (a link must not pull files from elsewhere into the corpus), but
+// they are not passed over in silence: a directory of nothing but links (a model-hub cache) was reported as "empty".
+TEST_F(RealText, LinksInsideInputDirectoriesAreCountedAndNamedWhenNothingElseIsThere) {
+  const std::string page = corpus_ / "tutorial/classes.rst.txt";
+  stdfs::create_directories(scratch_ / "links");
+  stdfs::create_symlink(page, scratch_ / "links/a.txt");
+  stdfs::create_symlink(corpus_.path() + "/howto", scratch_ / "links/b.txt");
+  auto e = encode_options(scratch_ / "from-links");
+  e.corpus.inputs = {scratch_ / "links"};
+  EXPECT_THAT(usage_error([&] { datatool::encode(e); }),
+              AllOf(HasSubstr("hold no files ending with '.txt' but 2 symbolic link(s), which are not followed"),
+                    HasSubstr("name the files they point to with --input")));
+  write_file(scratch_ / "links/c.txt", read_file(page) + read_file(corpus_ / "tutorial/errors.rst.txt"));
+  e.validation_fraction = -0.0;  // as `--validation-fraction -0` parses: recorded as 0, not -0
+  EXPECT_EQ(datatool::encode(e).skipped_links, 2u);
+  EXPECT_FALSE(std::signbit(data::read_index(scratch_ / "from-links").source.validation_fraction));
+  std::string output;
+  EXPECT_EQ(run_tool("encode --input " + (scratch_ / "links") + " --extension .txt --tokenizer " +
+                         (scratch_ / "tok.model") + " --validation-fraction 0 --output " + (scratch_ / "cli"),
+                     &output),
+            0)
+      << output;
+  EXPECT_THAT(output, HasSubstr("note: 2 symbolic link(s) inside the input directories were not followed"));
 }
 
 // Ctrl-C during encode: nothing left behind, neither the output nor its temporary directory. The signal is sent once
