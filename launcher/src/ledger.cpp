@@ -182,8 +182,10 @@ LedgerHistory read_ledger_history(std::istream& in, const std::string& path) {
                       "\" (expected \"checkpoint\" or \"heartbeat\"): the ledger was written by another program");
       }
       history.progress.record(*basis, {record.i64_or("max_step", -1), record.i64_or("checkpoint_step", -1)}, failed);
-    } else if (event == "end" && record.i64_or("exit_code", 0) != kPreemptedExit) {
-      // The run was stopped on purpose (done, usage error, gave up): a new invocation starts with fresh limits.
+    } else if (event == "end" &&
+               (record.i64_or("exit_code", 0) != kPreemptedExit || record.bool_or("cancelled", false))) {
+      // The run was stopped on purpose (done, usage error, gave up, the job cancelled by its user): a new invocation
+      // starts with fresh limits.
       history.failed_restarts = 0;
       history.progress.reset_streak();
     }
@@ -219,6 +221,7 @@ GoodputSummary summarize_ledger(const std::string& path) {
 GoodputSummary summarize_ledger(std::istream& in, const std::string& path) {
   GoodputSummary s;
   double invocation_start = -1, last_time = -1, previous_end = -1, previous_exit = -1;
+  bool previous_cancelled = false;
   int unresumed = 0;  // failures since the last attempt that got as far as resuming
   auto close_invocation = [&] {
     if (invocation_start >= 0 && last_time >= invocation_start) s.wall_s += last_time - invocation_start;
@@ -228,8 +231,9 @@ GoodputSummary summarize_ledger(std::istream& in, const std::string& path) {
     if (event == "start") {
       close_invocation();
       const double start = r.number_or("time", 0);
-      // The gap between a preempted invocation and its requeued successor is lost to the preemption.
-      if (previous_end >= 0 && previous_exit == kPreemptedExit && start > previous_end) {
+      // The gap between a preempted invocation and its requeued successor is lost to the preemption. After a job its
+      // user cancelled, the gap until the job is submitted again is the user's choice, not the run's time.
+      if (previous_end >= 0 && previous_exit == kPreemptedExit && !previous_cancelled && start > previous_end) {
         s.requeue_wait_s += start - previous_end;
         s.wall_s += start - previous_end;
       }
@@ -273,6 +277,7 @@ GoodputSummary summarize_ledger(std::istream& in, const std::string& path) {
       last_time = std::max(last_time - unused, r.number_or("time", 0));
       previous_end = r.number_or("time", 0);
       previous_exit = static_cast<double>(r.i64_or("exit_code", 0));
+      previous_cancelled = r.bool_or("cancelled", false);
     }
   });
   close_invocation();

@@ -315,6 +315,7 @@ class Supervisor {
     // `scancel` sends the same SIGTERM as a time limit or a preemption, but asks for the job's end: requeueing it
     // would bring it back (and again after every further scancel) until it finished its training.
     if (job_cancelled(job_.job_id).value_or(false)) {
+      cancelled_ = true;
       const std::string note = "Slurm job " + job_.job_id +
                                " was cancelled (scancel): not requeued; the emergency checkpoint is kept: submit the "
                                "job again (the same command) to resume from it";
@@ -393,6 +394,8 @@ class Supervisor {
     json::ObjectWriter line;
     line.add("event", "end").add("time", unix_now()).add("invocation", ledger_->history().invocations + 1);
     line.add("exit_code", exit_code).add("reason", ledger_text(reason));
+    // Resubmitted, the run starts with fresh limits and the wait before it is not counted as a requeue's.
+    if (cancelled_) line.add("cancelled", true);
     if (backoff_unused_s > 0) line.add("backoff_unused_s", backoff_unused_s);
     ledger_->append(line.str());
     // A finished run needs its node-local copies no more, nor does a Slurm job (a requeued job restarts from the shared
@@ -450,6 +453,7 @@ class Supervisor {
       std::getenv("SLURM_JOB_ID") && *std::getenv("SLURM_JOB_ID") ? std::getenv("SLURM_JOB_ID") : new_local_job_id();
   int attempt_ = 0;
   int failed_restarts_ = 0;
+  bool cancelled_ = false;  // the Slurm job was cancelled by scancel: not requeued, recorded in the end record
   // Without a checkpoint directory the launcher cannot see commits: progress is then the highest heartbeat step.
   const ProgressBasis progress_basis_ = checkpoint_dir_.empty() ? ProgressBasis::Heartbeat : ProgressBasis::Checkpoint;
   ProgressTracker progress_;

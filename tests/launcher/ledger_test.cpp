@@ -157,6 +157,34 @@ TEST_F(LedgerTest, GoodputIsKeptStepTimeOverWallTimeIncludingRequeueWaits) {
   EXPECT_NE(table.find("requeue wait"), std::string::npos) << table;
 }
 
+// A job its user cancelled (scancel) ends like a preemption (exit 75, the emergency checkpoint kept) but is not
+// requeued: submitted again later, it starts with fresh limits, and the time until then is not the run's requeue wait.
+TEST_F(LedgerTest, AJobCancelledByItsUserIsResubmittedWithFreshLimitsAndNoRequeueWait) {
+  {
+    Ledger ledger(path_);
+    ledger.append(start(1000));
+    ledger.append(attempt("crash", 10, 1000, 1020, 15, 3, 1, 0.5, 2, 1, 1));
+    ledger.append(attempt("preempted", 20, 1021, 1040, 16, 0, 0, 0, 1.5, 0.5));
+    ledger.append(
+        json::ObjectWriter().add("event", "end").add("time", 1041.0).add("exit_code", 75).add("cancelled", true).str());
+    ledger.append(start(5000));  // submitted again an hour later
+    ledger.append(attempt("success", 30, 5000, 5019, 17, 0, 0, 0, 1, 0.5));
+    ledger.append(end(5020, 0));
+  }
+  GoodputSummary s = summarize_ledger(path_);
+  EXPECT_NEAR(s.requeue_wait_s, 0.0, 1e-9);
+  EXPECT_NEAR(s.wall_s, 61.0, 1e-6);  // 41 + 20
+  // The history as the launcher of the resubmitted job reads it, before its own records.
+  std::ofstream(path_, std::ios::trunc) << start(1000) << "\n"
+                                        << attempt("crash", 10, 1000, 1020, 15, 3) << "\n"
+                                        << "{\"event\":\"end\",\"time\":1041,\"exit_code\":75,\"cancelled\":true}\n";
+  EXPECT_EQ(Ledger(path_).history().failed_restarts, 0);
+  std::ofstream(path_, std::ios::trunc) << start(1000) << "\n"
+                                        << attempt("crash", 10, 1000, 1020, 15, 3) << "\n"
+                                        << end(1041, 75) << "\n";
+  EXPECT_EQ(Ledger(path_).history().failed_restarts, 1) << "a preemption's requeue keeps counting";
+}
+
 // Attempts are numbered after the highest number the records carry: after an attempt without a record (its launcher
 // killed outright) the count of records falls behind the numbers, and the next number must not repeat one.
 TEST_F(LedgerTest, HistoryKnowsTheHighestAttemptNumber) {

@@ -372,6 +372,11 @@ std::string Value::string_or(std::string_view key, std::string_view fallback) co
   return m != nullptr ? m->string() : std::string(fallback);
 }
 
+bool Value::bool_or(std::string_view key, bool fallback) const {
+  const Value* m = present(key);
+  return m != nullptr ? m->boolean() : fallback;
+}
+
 void append_string(std::string& out, std::string_view text) {
   // Not ensure_ascii: UTF-8 stays as it is (U+FFFD too, as its three bytes).
   out += Library(Library::string_t(text)).dump(-1, ' ', /*ensure_ascii=*/false, Library::error_handler_t::replace);

@@ -88,6 +88,7 @@ class Value {
   double number_or(std::string_view key, double fallback) const;
   std::int64_t i64_or(std::string_view key, std::int64_t fallback) const;
   std::string string_or(std::string_view key, std::string_view fallback) const;
+  bool bool_or(std::string_view key, bool fallback) const;
 
  private:
   friend class TreeBuilder;  // json.cpp: builds the tree from nlohmann's SAX events

@@ -11,6 +11,7 @@ Each requeued job must restart once (SLURM_RESTART_COUNT=1), resume at the emerg
 the reference checksum.
 """
 
+import json
 import os
 import re
 import time
@@ -109,7 +110,7 @@ def run(tools):
         # The user's scancel: the same SIGTERM, but a wish that the job end. The emergency checkpoint is taken and the
         # job stays cancelled (requeued, it came back after every scancel until it had trained to its end).
         started = time.monotonic()
-        job, output, checkpoint_dir, _ = submit_training(tools, lab, "cancelled", ["-p", "debug", "--requeue"])
+        job, output, checkpoint_dir, run_dir = submit_training(tools, lab, "cancelled", ["-p", "debug", "--requeue"])
         wait_mid_run(job, lab, checkpoint_dir, output)
         lab.check(["scancel", str(job)])
         lab.wait_job(job, states=("CANCELLED",), timeout=60)
@@ -121,5 +122,21 @@ def run(tools):
         expect(len(emergency) == 1 and emergency[0] in checkpoint_steps(checkpoint_dir),
                f"scancel: expected one committed emergency checkpoint, got {emergency} and "
                f"{checkpoint_steps(checkpoint_dir)}\n{text}")
+        # The ledger says so, so that the job submitted again starts with fresh limits and its wait in the queue is
+        # not counted as a requeue's.
+        ledger = f"{run_dir}/ledger.jsonl"
+
+        def end_records():
+            records = []
+            for line in read_text(ledger).splitlines():
+                try:
+                    records.append(json.loads(line))
+                except ValueError:  # a line being written
+                    pass
+            return [r for r in records if r.get("event") == "end"]
+        wait_until(lambda: end_records(), 30, f"the cancelled job's end record in {ledger}")
+        end = end_records()[-1]
+        expect(end.get("cancelled") is True and end.get("exit_code") == 75,
+               f"scancel: the ledger's end record should say cancelled, exit 75: {end}")
         print(f"scancel: emergency checkpoint at step {emergency[0]}, job cancelled, "
               f"{time.monotonic() - started:.1f}s", flush=True)
