@@ -197,6 +197,78 @@ TEST_F(DirectoryLockTest, ProgramsAndLaunchersKeepEachOtherOutButAProgramWorksUn
   EXPECT_NE(refusal({}), "") << "the launcher still holds it";
 }
 
+// Under tenax-launch, a rank 0 of an earlier attempt that still holds the lock (a rank on a lost node may linger past
+// the relaunch) is waited for and then taken over, as an earlier run of a requeued job is: refused, the new attempt
+// would end the run as a usage error. Only an earlier attempt of the same launcher's run is.
+TEST_F(DirectoryLockTest, AnEarlierAttemptOfTheSameLauncherIsWaitedForThenTakenOver) {
+  const LockUse checkpoints{"the checkpoint directory", "give each run a checkpoint directory of its own", ""};
+  auto program = [](const char* launcher, int attempt) {
+    LockOwner owner;
+    owner.role = LockRole::Program;
+    owner.launcher = launcher;
+    owner.attempt = attempt;
+    return owner;
+  };
+  DirectoryLock lingering = DirectoryLock::take(dir_, checkpoints, program("n0:77", 1), milliseconds(0));
+  EXPECT_NE(lock_text().find(" launcher=n0:77 attempt=1 "), std::string::npos) << lock_text();
+  EXPECT_NE(refusal(program("n0:77", 1), milliseconds(0), checkpoints), "") << "the same attempt";
+  EXPECT_NE(refusal(program("n0:78", 2), milliseconds(0), checkpoints), "") << "another launcher's run";
+  EXPECT_NE(refusal(program("", 2), milliseconds(0), checkpoints), "") << "a program under no launcher";
+  const auto t0 = std::chrono::steady_clock::now();
+  DirectoryLock next = DirectoryLock::take(dir_, checkpoints, program("n0:77", 2), milliseconds(300));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, milliseconds(300)) << "taken over without waiting";
+  EXPECT_TRUE(next.held());
+  EXPECT_NE(next.warning().find("was still locked by another checkpointer (another Engine) of this very program"),
+            std::string::npos)
+      << next.warning();
+  EXPECT_NE(next.warning().find(", an earlier attempt of this run, after a wait of 0.3 s; tenax-launch ended that "
+                                "attempt before starting this one"),
+            std::string::npos)
+      << next.warning();
+}
+
+// A tenax-launch older than programs' locks names no role in its lock line and passes no TENAX_LAUNCHER: its own
+// program works under it (admit_older_launcher) rather than being refused and ending the run. A line that names a
+// role, or no line at all, is not such a launcher.
+TEST_F(DirectoryLockTest, AProgramWorksUnderAnOlderLauncherThatNamesNoRole) {
+  LockUse under_old{"the checkpoint directory", "fix", ""};
+  under_old.admit_older_launcher = true;
+  const LockOwner program{"", 0, LockRole::Program};
+  DirectoryLock old_launcher = DirectoryLock::take(dir_, kRunDir, {}, milliseconds(0));
+  std::ofstream(lock_path()) << "pid=4242 host=elsewhere since=2026-11-01T00:00:00Z\n";
+  DirectoryLock under = DirectoryLock::take(dir_, under_old, program, milliseconds(0));
+  EXPECT_TRUE(under.admitted());
+  EXPECT_NE(refusal(program, milliseconds(0), {"the checkpoint directory", "fix", ""}), "")
+      << "a program not run by a launcher is refused by it";
+  std::ofstream(lock_path()) << "pid=4242 host=elsewhere role=launcher since=2026-11-01T00:00:00Z\n";
+  EXPECT_NE(refusal(program, milliseconds(0), under_old), "") << "a launcher that names itself is not an older one";
+  std::ofstream(lock_path(), std::ios::trunc).flush();
+  const std::string message = refusal(program, milliseconds(0), under_old);
+  EXPECT_NE(message.find("is in use by another run (its lock file does not say which)"), std::string::npos)
+      << "a holder that has not written its line yet: " << message;
+}
+
+// Writers admitted under their launcher hold no flock of their own; two of them in one program on one directory (two
+// Engines) are still kept apart.
+TEST_F(DirectoryLockTest, TwoWritersOfOneProgramAdmittedOnOneDirectoryAreKeptApart) {
+  DirectoryLock launcher = DirectoryLock::take(dir_, kRunDir, {}, milliseconds(0));
+  const LockUse under{"the checkpoint directory", "give each run a checkpoint directory of its own",
+                      lock_holder_identity()};
+  const LockOwner program{"", 0, LockRole::Program};
+  {
+    DirectoryLock first = DirectoryLock::take(dir_, under, program, milliseconds(0));
+    ASSERT_TRUE(first.admitted());
+    const std::string message = refusal(program, milliseconds(0), under);
+    EXPECT_NE(message.find("is in use by another checkpointer (another Engine) of this very program: one "
+                           "checkpointer saves into a directory at a time"),
+              std::string::npos)
+        << message;
+    DirectoryLock moved = std::move(first);  // the claim goes with the lock
+    EXPECT_NE(refusal(program, milliseconds(0), under), "");
+  }
+  EXPECT_TRUE(DirectoryLock::take(dir_, under, program, milliseconds(0)).admitted()) << "released with its writer";
+}
+
 TEST(LockHolder, OnlyPlainShortValuesAreBelievedAndShown) {
   LockOwner owner = parse_lock_holder("pid=12 host=n1 job=345 restart=2 since=2026-11-29T15:00:00Z\n");
   EXPECT_EQ(owner.job_id, "345");
@@ -217,6 +289,10 @@ TEST(LockHolder, OnlyPlainShortValuesAreBelievedAndShown) {
   // Lines launchers wrote before programs took locks name no role: a launcher's.
   EXPECT_EQ(parse_lock_holder("pid=12 host=n1 role=program\n").role, LockRole::Program);
   EXPECT_EQ(parse_lock_holder("pid=12 host=n1 since=2026-11-29T15:00:00Z\n").role, LockRole::Launcher);
+  owner = parse_lock_holder(lock_holder_line({"", 0, LockRole::Program, "n0:77", 3}));
+  EXPECT_EQ(owner.launcher, "n0:77");
+  EXPECT_EQ(owner.attempt, 3);
+  EXPECT_EQ(parse_lock_holder("launcher=n0:77 attempt=-2").attempt, 0);
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <random>
 
 #include "comm/agreement.hpp"
@@ -57,6 +59,20 @@ std::string random_token() {
   return buf;
 }
 
+// Rank 0's lock of the checkpoint directory (dir_probe.hpp).
+DirectoryLock take_lock(const std::string& dir) {
+  LockUse use{"the checkpoint directory", "give each run a checkpoint directory of its own",
+              env::get_string("TENAX_LAUNCHER")};
+  // Under a tenax-launch that does not name itself (older than programs' locks), whose lock line names no role.
+  use.admit_older_launcher = env::is_set("TENAX_ATTEMPT") && use.admitted_holder.empty();
+  // The other ranks wait in one collective meanwhile, which TENAX_COMM_TIMEOUT ends: the wait for an earlier run's
+  // lock stays well inside it.
+  std::chrono::milliseconds wait = kEarlierRunLockWait;
+  if (const auto comm_timeout = env::get_duration("TENAX_COMM_TIMEOUT"); comm_timeout.count() > 0)
+    wait = std::min(wait, comm_timeout / 2);
+  return DirectoryLock::take(dir, use, lock_owner_from_environment(LockRole::Program), wait);
+}
+
 }  // namespace
 
 DirectoryLock probe_checkpoint_dir(Communicator& world, const std::string& dir) {
@@ -75,14 +91,13 @@ DirectoryLock probe_checkpoint_dir(Communicator& world, const std::string& dir) 
     // After the probe file, so that a directory this job cannot write is named as such (above) rather than as a lock
     // file that cannot be made; before anything a run removes or writes there.
     try {
-      lock = DirectoryLock::take(dir,
-                                 {"the checkpoint directory",
-                                  "give each run a checkpoint directory of its own (--checkpoint-dir / "
-                                  "TENAX_CHECKPOINT_DIR)",
-                                  env::get_string("TENAX_LAUNCHER")},
-                                 lock_owner_from_environment(LockRole::Program), kEarlierRunLockWait);
+      lock = take_lock(dir);
     } catch (...) {
-      fs::remove_tree(fs::join(dir, kProbePrefix + token));
+      try {
+        fs::remove_tree(fs::join(dir, kProbePrefix + token));
+      } catch (const std::exception&) {
+        // The refusal is what to report; the probe is removed with the other leftovers by the directory's next user.
+      }
       throw;
     }
     if (!lock.warning().empty()) TENAX_LOG(Warn, "ckpt") << lock.warning();

@@ -14,6 +14,9 @@
 #include <ctime>
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <string_view>
 #include <system_error>
@@ -81,6 +84,13 @@ std::string read_holder(int fd) {
   return n > 0 ? std::string(buffer, static_cast<std::size_t>(n)) : std::string();
 }
 
+// A count written as plain decimal digits; anything else (missing, negative, too large): 0, as on a first run.
+int non_negative(const std::string& text) {
+  int value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return error == std::errc() && end == text.data() + text.size() && value >= 0 ? value : 0;
+}
+
 bool is_program(const std::map<std::string, std::string>& fields) {
   const auto role = fields.find("role");
   return role != fields.end() && role->second == "program";
@@ -102,7 +112,8 @@ std::string describe_holder(const std::string& line) {
   if (fields.count("pid")) add("pid " + fields["pid"] + (fields.count("host") ? " on host " + fields["host"] : ""));
   if (fields.count("job")) add("Slurm job " + fields["job"]);
   if (fields.count("since")) add("started " + fields["since"]);
-  if (out.empty()) out = "which one is not recorded in its lock file";
+  // An empty line: a holder that has not written it yet (it took the lock a moment ago), or one that could not.
+  if (out.empty()) return "another run (its lock file does not say which)";
   return program ? "a training program (its rank 0: " + out + ")" : "another tenax-launch (" + out + ")";
 }
 
@@ -118,12 +129,35 @@ void write_holder(int fd, const LockOwner& self) {
   if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, line.data(), line.size(), 0);
 }
 
+// Directories that writers of this process work in under an admitted holder: they hold no flock of their own, which
+// would keep a second one out (two Engines of one program on one checkpoint directory).
+std::mutex g_claims_mutex;
+std::set<std::pair<dev_t, ino_t>> g_claims;
+
+std::shared_ptr<void> claim_in_this_process(const std::string& dir, const std::string& option, const std::string& fix) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return nullptr;  // gone meanwhile: the writer's own steps will say so
+  const std::pair<dev_t, ino_t> key{st.st_dev, st.st_ino};
+  const std::lock_guard<std::mutex> guard(g_claims_mutex);
+  if (!g_claims.insert(key).second)
+    throw UsageError(option + " '" + dir +
+                     "' is in use by another checkpointer (another Engine) of this very program: one checkpointer "
+                     "saves into a directory at a time. Let the other go first (its destructor releases the "
+                     "directory), or " +
+                     fix);
+  return std::shared_ptr<void>(nullptr, [key](void*) {
+    const std::lock_guard<std::mutex> guard(g_claims_mutex);
+    g_claims.erase(key);
+  });
+}
+
 }  // namespace
 
 std::string lock_holder_line(const LockOwner& self) {
   std::string line = "pid=" + std::to_string(::getpid()) + " host=" + host_name() +
                      (self.role == LockRole::Program ? " role=program" : " role=launcher");
   if (!self.job_id.empty()) line += " job=" + self.job_id + " restart=" + std::to_string(self.restart_count);
+  if (!self.launcher.empty()) line += " launcher=" + self.launcher + " attempt=" + std::to_string(self.attempt);
   return line + " since=" + now_utc() + "\n";
 }
 
@@ -131,23 +165,25 @@ LockOwner parse_lock_holder(const std::string& line) {
   auto fields = holder_fields(line);
   LockOwner owner;
   owner.job_id = fields["job"];
-  const std::string& restart = fields["restart"];
-  int count = 0;
-  const auto [end, error] = std::from_chars(restart.data(), restart.data() + restart.size(), count);
-  if (error == std::errc() && end == restart.data() + restart.size() && count >= 0) owner.restart_count = count;
+  owner.restart_count = non_negative(fields["restart"]);
   owner.role = is_program(fields) ? LockRole::Program : LockRole::Launcher;
+  owner.launcher = fields["launcher"];
+  owner.attempt = non_negative(fields["attempt"]);
   return owner;
 }
 
 LockOwner lock_owner_from_environment(LockRole role) {
+  auto variable = [](const char* name) {
+    const char* value = std::getenv(name);
+    return std::string(value != nullptr ? value : "");
+  };
   LockOwner owner;
   owner.role = role;
-  if (const char* job = std::getenv("SLURM_JOB_ID")) owner.job_id = job;
-  if (const char* count = std::getenv("SLURM_RESTART_COUNT")) {
-    const std::string_view text(count);
-    int value = 0;
-    if (std::from_chars(text.data(), text.data() + text.size(), value).ec == std::errc() && value > 0)
-      owner.restart_count = value;
+  owner.job_id = variable("SLURM_JOB_ID");
+  owner.restart_count = non_negative(variable("SLURM_RESTART_COUNT"));
+  if (role == LockRole::Program) {
+    owner.launcher = variable("TENAX_LAUNCHER");
+    owner.attempt = non_negative(variable("TENAX_ATTEMPT"));
   }
   return owner;
 }
@@ -172,7 +208,8 @@ DirectoryLock DirectoryLock::take(const std::string& dir, const LockUse& use, co
   const std::string& option = use.option;
   const std::string path = dir + "/" + kLaunchLockFile;
   const auto deadline = std::chrono::steady_clock::now() + earlier_run_wait;
-  std::string taken_over;  // the holder description of an earlier run whose lock was taken over
+  std::string taken_over;           // the holder description of an earlier run whose lock was taken over
+  bool taken_from_attempt = false;  // that run was an earlier attempt under the same launcher (else: job run)
   for (int relinks = 0;;) {
     UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644));
     if (!fd.valid()) {
@@ -188,7 +225,7 @@ DirectoryLock DirectoryLock::take(const std::string& dir, const LockUse& use, co
     if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) {
       if (!still_linked(fd.get(), path)) {
         // Removed between our open and our lock (by a launcher taking over, or by hand): lock the file there now.
-        if (++relinks > kMaxRelinks) throw IoError(path + " keeps being removed while tenax-launch locks it");
+        if (++relinks > kMaxRelinks) throw IoError(path + " keeps being removed while this process locks it");
         continue;
       }
       write_holder(fd.get(), self);
@@ -198,8 +235,12 @@ DirectoryLock DirectoryLock::take(const std::string& dir, const LockUse& use, co
       lock.use_ = use;
       if (!taken_over.empty())
         lock.warning_ = option + " '" + dir + "' was still locked by " + taken_over +
-                        ", an earlier run of this Slurm job, after a wait of " + seconds_text(earlier_run_wait) +
-                        "; Slurm ended that run before requeueing the job, so its lock is taken over";
+                        (taken_from_attempt
+                             ? ", an earlier attempt of this run, after a wait of " + seconds_text(earlier_run_wait) +
+                                   "; tenax-launch ended that attempt before starting this one (a rank on a lost "
+                                   "node may linger), so its lock is taken over"
+                             : ", an earlier run of this Slurm job, after a wait of " + seconds_text(earlier_run_wait) +
+                                   "; Slurm ended that run before requeueing the job, so its lock is taken over");
       return lock;
     }
     const int error = errno;
@@ -212,14 +253,20 @@ DirectoryLock DirectoryLock::take(const std::string& dir, const LockUse& use, co
     }
     const std::string holder = read_holder(fd.get());
     const LockOwner owner = parse_lock_holder(holder);
-    if (!use.admitted_holder.empty() && owner.role == LockRole::Launcher &&
-        holder_identity(holder) == use.admitted_holder) {
+    const bool older_launcher = use.admit_older_launcher && !holder.empty() && holder_fields(holder).count("role") == 0;
+    if (owner.role == LockRole::Launcher &&
+        ((!use.admitted_holder.empty() && holder_identity(holder) == use.admitted_holder) || older_launcher)) {
       DirectoryLock admitted;
       admitted.admitted_ = true;
+      admitted.admitted_claim_ = claim_in_this_process(dir, option, use.fix);
       return admitted;
     }
-    const bool earlier_run =
+    const bool earlier_job_run =
         !self.job_id.empty() && owner.job_id == self.job_id && owner.restart_count < self.restart_count;
+    const bool earlier_attempt = self.role == LockRole::Program && owner.role == LockRole::Program &&
+                                 !self.launcher.empty() && owner.launcher == self.launcher &&
+                                 owner.attempt < self.attempt;
+    const bool earlier_run = earlier_job_run || earlier_attempt;
     if (!earlier_run) {
       if (same_program(holder))
         throw UsageError(option + " '" + dir + "' is in use by " + describe_holder(holder) +
@@ -241,10 +288,11 @@ DirectoryLock DirectoryLock::take(const std::string& dir, const LockUse& use, co
     }
     // The earlier run's lock outlived its wait: unlink its file (if it is still the one there) and lock a new one.
     taken_over = describe_holder(holder);
+    taken_from_attempt = !earlier_job_run;
     if (still_linked(fd.get(), path) && ::unlink(path.c_str()) != 0 && errno != ENOENT)
-      throw UsageError(option + " '" + dir + "' is still locked by " + taken_over +
-                       ", an earlier run of this Slurm job, and its lock file " + path + " cannot be removed (" +
-                       std::strerror(errno) + "): remove it, or " + use.fix);
+      throw UsageError(option + " '" + dir + "' is still locked by " + taken_over + ", an earlier " +
+                       (taken_from_attempt ? "attempt of this run" : "run of this Slurm job") + ", and its lock file " +
+                       path + " cannot be removed (" + std::strerror(errno) + "): remove it, or " + use.fix);
   }
 }
 

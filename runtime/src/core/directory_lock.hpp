@@ -9,8 +9,9 @@
 //
 // flock rather than a file that merely exists: the kernel (or the NFS server, whose lease ends when a client dies)
 // drops the lock when its holder dies, even by SIGKILL, so a crashed holder never leaves a directory locked. The
-// descriptor is close-on-exec, so the ranks and mpirun/srun never hold it. The holder writes who it is into the file
-// (what it is, pid, host, Slurm job and restart count, start time) so that a refused writer can say who is in the way.
+// descriptor is close-on-exec, so processes a holder starts (a launcher's mpirun or srun) never hold it. The holder
+// writes who it is into the file (what it is, pid, host, Slurm job and restart count, start time) so that a refused
+// writer can say who is in the way.
 //
 // A requeued Slurm job starts after Slurm ended its earlier run; a lock the earlier run (same job id, lower restart
 // count) still holds can only belong to a host that is gone or a process that outlived the job. It is waited for (up to
@@ -22,6 +23,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 
 #include "core/unique_fd.hpp"
@@ -34,10 +36,14 @@ inline constexpr const char* kLaunchLockFile = "tenax-launch.lock";
 // What holds (or wants) a directory's lock, as messages name it.
 enum class LockRole { Launcher, Program };
 
+// Who holds (or wants) a lock. An earlier run of the same writer still holding it — the same Slurm job at a lower
+// restart count, or (programs) an earlier attempt under the same tenax-launch — is waited for, then taken over.
 struct LockOwner {
   std::string job_id;     // SLURM_JOB_ID; "" outside Slurm (local mode)
   int restart_count = 0;  // SLURM_RESTART_COUNT
   LockRole role = LockRole::Launcher;
+  std::string launcher;  // programs: TENAX_LAUNCHER, the tenax-launch they run under ("" none)
+  int attempt = 0;       // programs under a launcher: TENAX_ATTEMPT
 };
 
 // How one writer uses a directory, for take()'s messages and its one exception.
@@ -47,6 +53,10 @@ struct LockUse {
   // A holder to work under rather than be refused by: the identity (lock_holder_identity()) of the program's own
   // tenax-launch, which holds the directory for the whole run. "" admits nobody.
   std::string admitted_holder;
+  // Also work under a holder line that names no role: what a tenax-launch older than programs' locks writes, which
+  // passes no TENAX_LAUNCHER either. For a program that runs under a launcher (TENAX_ATTEMPT set) but was not told
+  // which: refused by its own launcher, the run would stop.
+  bool admit_older_launcher = false;
 };
 
 class DirectoryLock {
@@ -55,8 +65,8 @@ class DirectoryLock {
 
   // Takes `dir`'s lock for `self` (the directory must exist). Throws UsageError when another writer holds it (naming
   // that writer, `use.fix` and the way out when that writer is gone) or when the lock file cannot be opened. Returns
-  // a lock not held, without a warning, when `use.admitted_holder` holds it. Never blocks longer than
-  // `earlier_run_wait`.
+  // a lock not held, without a warning, when `use.admitted_holder` holds it (then a second writer of this process
+  // admitted on the same directory is refused). Never blocks longer than `earlier_run_wait`.
   static DirectoryLock take(const std::string& dir, const LockUse& use, const LockOwner& self,
                             std::chrono::milliseconds earlier_run_wait);
 
@@ -79,15 +89,17 @@ class DirectoryLock {
   LockUse use_;
   std::string warning_;
   bool admitted_ = false;
+  std::shared_ptr<void> admitted_claim_;  // while admitted: this process's claim of the directory
 };
 
-// The holder line written into the lock file ("pid=12 host=n1 role=program job=345 restart=1
-// since=2026-11-29T15:00:00Z") and the owner read back from one (fields missing or malformed: job "", restart 0, and
-// the launcher, which wrote no role before programs took locks too).
+// The holder line written into the lock file ("pid=12 host=n1 role=program job=345 restart=1 launcher=n0:77
+// attempt=2 since=2026-11-29T15:00:00Z") and the owner read back from one (fields missing or malformed: job "",
+// restart 0, launcher "", attempt 0, and the launcher's role, which wrote none before programs took locks too).
 std::string lock_holder_line(const LockOwner& self);
 LockOwner parse_lock_holder(const std::string& line);
 // This process's Slurm job and restart count from SLURM_JOB_ID and SLURM_RESTART_COUNT (a count that is not one: as on
-// a first run), so that a requeued job recognises a lock its earlier run left.
+// a first run), so that a requeued job recognises a lock its earlier run left; for a program also its launcher and
+// attempt (TENAX_LAUNCHER, TENAX_ATTEMPT), so that an attempt recognises the lock an earlier one left.
 LockOwner lock_owner_from_environment(LockRole role);
 
 // How long a requeued job waits for its earlier run's lock before taking it over.
