@@ -104,6 +104,21 @@ def output_cases(report, run_dir, work):
         "-o whose write fails": refuses_output(report, run_dir, work, os.path.join(work, "big.png"), FAILED,
                                                ["cannot write", "File too large"], limit_file_bytes=4096),
     }
+    # Never replaced: what is not a PNG picture (a run's records, a checkpoint's files), whatever its name.
+    ledger_copy = copy_run(run_dir, work, "output-onto-inputs")
+    ledger = os.path.join(ledger_copy, "ledger.jsonl")
+    not_a_picture = os.path.join(work, "notes.png")
+    with open(not_a_picture, "w", encoding="utf-8") as f:
+        f.write("my notes\n")
+    with open(ledger, "rb") as f:
+        ledger_bytes = f.read()
+    cases["-o onto the run's ledger"] = refuses_output(report, run_dir, work, ledger, USAGE,
+                                                       [f"cannot write {ledger}", "name a file ending in .png"])
+    cases["-o onto a file that is not a PNG"] = refuses_output(
+        report, run_dir, work, not_a_picture, USAGE, [f"will not replace {not_a_picture}", "is not a PNG picture"])
+    with open(ledger, "rb") as f, open(not_a_picture, encoding="utf-8") as g:
+        if f.read() != ledger_bytes or g.read() != "my notes\n":
+            cases["-o onto the run's ledger"].append("a refused output was changed")
     if os.geteuid() != 0:  # root writes to a read-only directory all the same
         cases["-o in a read-only directory"] = refuses_output(
             report, run_dir, work, os.path.join(read_only, "x.png"), USAGE, ["cannot write", "not writable"])
@@ -167,6 +182,34 @@ def unreadable_file_cases(report, run_dir, work):
     return cases
 
 
+def special_file_cases(report, run_dir, work):
+    """Name -> problems, for inputs that are not regular files (a FIFO would block the open, a link to /dev/zero never
+    ends) and a line longer than any record: refused or skipped at once, in bounded memory."""
+    zero = copy_run(run_dir, work, "steps-is-dev-zero")
+    os.remove(os.path.join(zero, "metrics", "steps.jsonl"))
+    os.symlink("/dev/zero", os.path.join(zero, "metrics", "steps.jsonl"))
+    fifo = copy_run(run_dir, work, "steps-is-a-fifo")
+    os.remove(os.path.join(fifo, "metrics", "steps.jsonl"))
+    os.mkfifo(os.path.join(fifo, "metrics", "steps.jsonl"))
+    ledger_fifo = copy_run(run_dir, work, "ledger-is-a-fifo")
+    os.remove(os.path.join(ledger_fifo, "ledger.jsonl"))
+    os.mkfifo(os.path.join(ledger_fifo, "ledger.jsonl"))
+    long_line = copy_run(run_dir, work, "long-line")
+    insert_lines(os.path.join(long_line, "metrics", "steps.jsonl"), 1, [b'{"event": "step", "x": "' +
+                                                                       b"y" * (3 << 20) + b'"}\n'])
+    return {
+        "steps.jsonl a link to /dev/zero": problems_with(
+            attempt(report, [zero, "-o", os.path.join(work, "z.png")]), FAILED,
+            [f"cannot read {zero}/metrics/steps.jsonl", "not a regular file"]),
+        "steps.jsonl a FIFO": problems_with(attempt(report, [fifo, "-o", os.path.join(work, "f.png")]), FAILED,
+                                            ["not a regular file"]),
+        "ledger.jsonl a FIFO": problems_with(attempt(report, [ledger_fifo, "-o", os.path.join(work, "lf.png")]), 0,
+                                             ["ledger.jsonl: it is not a regular file", "leaves out"]),
+        "a line over 1 MiB": problems_with(attempt(report, [long_line, "-o", os.path.join(work, "ll.png")]), 0,
+                                           [f"{long_line}/metrics/steps.jsonl line 2 skipped: longer than 1 MiB"]),
+    }
+
+
 def argument_cases(report, run_dir, work):
     """Name -> problems, for bad arguments and run directories that hold nothing to draw."""
     a_file = os.path.join(work, "run-is-a-file")
@@ -192,6 +235,7 @@ def bad_input_failures(report, run_dir, work):
     cases["ledger.jsonl ending in non-UTF-8 bytes"] = undecodable_ledger_case(report, run_dir, work)
     cases["damaged JSON lines"] = damaged_lines_case(report, run_dir, work)
     cases.update(unreadable_file_cases(report, run_dir, work))
+    cases.update(special_file_cases(report, run_dir, work))
     cases.update(argument_cases(report, run_dir, work))
     for name, problems in cases.items():
         print(f"report_test: bad input, {name}: " + ("; ".join(problems) if problems else "ok"), flush=True)
@@ -226,6 +270,7 @@ def main():
     if os.path.exists(png):
         os.remove(png)
     out = run([report, run_dir, "-o", png], dict(os.environ))
+    run([report, run_dir, "-o", png], dict(os.environ))  # a picture it drew before is replaced
     # 60 + 50 steps executed; attempt 1 logs validation after steps 19, 39, 59 and attempt 2 after 59, 79, 99.
     if "(110 steps, 1 restarts, 110 progress records, 6 validation points)" not in out:
         fail("tenax-report did not see 110 steps, 1 restart, 110 progress records and 6 validation points")
