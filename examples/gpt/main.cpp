@@ -13,6 +13,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "command_line.hpp"
@@ -124,32 +125,43 @@ int body(int argc, char** argv) {
   const std::string verify = a["verify-data"].as<std::string>();
   if (verify != "on" && verify != "off" && verify != "auto")
     throw tenax::UsageError("--verify-data must be on, off or auto, not '" + verify + "'");
-  const tenax::StagingResult staged = tenax::stage_dataset(runtime.world(), a["data"].as<std::string>());
+  tenax::StagingResult staged;
+  try {  // every rank raises the same error for a damaged dataset, which no restart can mend
+    staged = tenax::stage_dataset(runtime.world(), a["data"].as<std::string>());
+  } catch (const tenax::IoError& e) {
+    throw tenax::UsageError(std::string(e.what()));
+  }
   std::shared_ptr<tenax::TokenDataset> train;
+  std::optional<tenax::Tokenizer> tokenizer;       // for the sample; loaded (and checked) before any training is spent
   tenax::run_on_every_rank(runtime.world(), [&] {  // this node's copy: a failure here must stop every rank
-    tenax::TokenDatasetOptions train_options{.split = tenax::Split::Train, .seq_len = seq_len, .seed = c.seed};
-    train = std::make_shared<tenax::TokenDataset>(staged.dir, train_options);
-    // Opening checks every shard's header; the payloads' checksums are read only when asked for, since at scale
-    // every rank would read the whole dataset. A small one read in place is checked: a flipped byte would train
-    // silently.
-    const tenax::TokenDatasetInfo& info = train->info();
-    const bool staged_copy =
-        staged.outcome == tenax::StagingOutcome::Copied || staged.outcome == tenax::StagingOutcome::Reused;
-    const double dataset_bytes = static_cast<double>(info.tokens + info.validation_tokens) * info.token_bytes;
-    const bool verify_payloads =
-        verify == "on" || (verify == "auto" && !staged_copy && dataset_bytes <= 1024.0 * 1024 * 1024);
-    if (verify_payloads) {
-      train_options.verify_checksums = true;
+    try {
+      tenax::TokenDatasetOptions train_options{.split = tenax::Split::Train, .seq_len = seq_len, .seed = c.seed};
       train = std::make_shared<tenax::TokenDataset>(staged.dir, train_options);
+      // Opening checks every shard's header; the payloads' checksums are read only when asked for, since at scale
+      // every rank would read the whole dataset. A small one read in place is checked: a flipped byte would train
+      // silently.
+      const tenax::TokenDatasetInfo& info = train->info();
+      const bool staged_copy =
+          staged.outcome == tenax::StagingOutcome::Copied || staged.outcome == tenax::StagingOutcome::Reused;
+      const double dataset_bytes = static_cast<double>(info.tokens + info.validation_tokens) * info.token_bytes;
+      const bool verify_payloads =
+          verify == "on" || (verify == "auto" && !staged_copy && dataset_bytes <= 1024.0 * 1024 * 1024);
+      if (verify_payloads) {
+        train_options.verify_checksums = true;
+        train = std::make_shared<tenax::TokenDataset>(staged.dir, train_options);
+      }
+      if (train->info().validation_tokens > 0)  // a dataset encoded with --validation-fraction 0 has none
+        c.validation = {.source = std::make_shared<tenax::TokenDataset>(
+                            staged.dir, tenax::TokenDatasetOptions{.split = tenax::Split::Validation,
+                                                                   .seq_len = seq_len,
+                                                                   .shuffle = false,
+                                                                   .verify_checksums = verify_payloads}),
+                        .every = a["validate-every"].as<int>(),
+                        .samples = a["validation-samples"].as<std::size_t>()};
+      if (a["sample-tokens"].as<std::size_t>() > 0) tokenizer.emplace(tenax::Tokenizer::for_dataset(staged.dir));
+    } catch (const tenax::IoError& e) {  // a dataset that fails its checks now fails them at every restart too
+      throw tenax::UsageError(std::string(e.what()));
     }
-    if (train->info().validation_tokens > 0)  // a dataset encoded with --validation-fraction 0 has none
-      c.validation = {.source = std::make_shared<tenax::TokenDataset>(
-                          staged.dir, tenax::TokenDatasetOptions{.split = tenax::Split::Validation,
-                                                                 .seq_len = seq_len,
-                                                                 .shuffle = false,
-                                                                 .verify_checksums = verify_payloads}),
-                      .every = a["validate-every"].as<int>(),
-                      .samples = a["validation-samples"].as<std::size_t>()};
   });
   if (!c.validation.source && runtime.rank() == 0)
     std::printf("no validation split in %s: training without a validation loss\n", staged.dir.c_str());
@@ -196,11 +208,10 @@ int body(int argc, char** argv) {
 
   const std::size_t sample_tokens = a["sample-tokens"].as<std::size_t>();
   if (sample_tokens > 0) {
-    const tenax::Tokenizer tokenizer = tenax::Tokenizer::for_dataset(staged.dir);
     const std::string prompt = a["prompt"].as<std::string>();
     const std::vector<std::int32_t> text =
-        engine.generate(tokenizer.encode(prompt), sample_tokens, a["temperature"].as<float>(), c.seed);
-    if (talk) std::printf("sample: %s\n", tokenizer.decode(text).c_str());
+        engine.generate(tokenizer->encode(prompt), sample_tokens, a["temperature"].as<float>(), c.seed);
+    if (talk) std::printf("sample: %s\n", tokenizer->decode(text).c_str());
   }
   const std::uint64_t checksum = engine.parameters_checksum();
   if (talk) std::printf("final parameters checksum: %016" PRIx64 "\n", checksum);

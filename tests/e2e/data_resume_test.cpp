@@ -127,13 +127,24 @@ TEST(GptDataCheck, AFlippedPayloadByteIsFoundBeforeTraining) {
   }
   ScratchDir dir("gpt-damaged-run");
   auto args = gpt_args(data, {"--steps", "3", "--checkpoint-dir", "none"});
-  Launch checked({"-n", "1", "--run-dir", dir / "run", "--max-restarts", "0"}, args, dir / "checked.txt");
-  EXPECT_NE(checked.wait(seconds(60)), 0) << checked.output();
+  // A usage error (64): the launcher stops at once instead of restarting into the same damage until it calls the run
+  // a restart loop.
+  Launch checked({"-n", "1", "--run-dir", dir / "run"}, args, dir / "checked.txt");
+  EXPECT_EQ(checked.wait(seconds(60)), 64) << checked.output();
   EXPECT_NE(checked.output().find("train-00001.tok: payload checksum mismatch"), std::string::npos) << checked.output();
   EXPECT_EQ(checked.output().find("step     1"), std::string::npos) << "trained on damaged data";
+  EXPECT_EQ(checked.output().find("attempt 2"), std::string::npos) << "restarted into the same damage";
   args.insert(args.end(), {"--verify-data", "off"});
   Launch unchecked({"-n", "1", "--run-dir", dir / "run2"}, args, dir / "unchecked.txt");
   EXPECT_EQ(unchecked.wait(seconds(60)), 0) << unchecked.output();
+  // The tokenizer the sample at the end needs is checked before training too (this dataset's is no model): trained
+  // first, the run failed only at its end, and at the end of every restart after it.
+  args.insert(args.end(), {"--sample-tokens", "4"});
+  Launch sampled({"-n", "1", "--run-dir", dir / "run3"}, args, dir / "sampled.txt");
+  EXPECT_EQ(sampled.wait(seconds(60)), 64) << sampled.output();
+  EXPECT_NE(sampled.output().find("tokenizer model " + data + "/tokenizer.model"), std::string::npos)
+      << sampled.output();
+  EXPECT_EQ(sampled.output().find("step     1"), std::string::npos) << "trained before finding the tokenizer unusable";
 }
 
 TEST(GptDataResume, KillNineResumesAtTheExactDataPosition) {

@@ -214,6 +214,10 @@ DatasetIndex read_index(const std::string& dir, std::string* text_out) {
   const UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO: refused below, not waited on
   if (!fd.valid()) {
     const int err = errno;
+    struct stat named {};
+    if (err == ENOTDIR && ::stat(dir.c_str(), &named) == 0 && !S_ISDIR(named.st_mode))
+      throw IoError(dir + " is a file, not a dataset directory: pass the directory that holds " + kIndexName +
+                    " (written by `tenax-data encode`)");
     throw IoError("cannot open dataset index " + file + ": " + std::strerror(err) +
                   (err == ENOENT
                        ? " (is " + dir + " a dataset directory written by `tenax-data encode`? it must hold index.json)"
