@@ -119,6 +119,8 @@ int body(int argc, char** argv) {
   c.checkpoint =
       tenax::CheckpointPolicy::parse_local_every(a["checkpoint-local-every"].as<std::string>(), c.checkpoint);
   if (a.count("run-dir")) c.run_dir = a["run-dir"].as<std::string>();
+  const int log_every = a["log-every"].as<int>();
+  if (log_every < 1) throw tenax::UsageError("--log-every must be at least 1, not " + std::to_string(log_every));
   tenax::Engine::check_generation(a["sample-tokens"].as<std::size_t>(), a["temperature"].as<float>());
 
   // Each node copies the dataset to local disk first when TENAX_DATA_STAGE_DIR is set (else it is read in place).
@@ -187,7 +189,6 @@ int body(int argc, char** argv) {
         c.seq_len, std::log(static_cast<double>(model.vocab)));
     std::fflush(stdout);
   }
-  const int log_every = std::max(1, a["log-every"].as<int>());
   double interval_loss = 0, interval_seconds = 0;
   std::size_t interval_tokens = 0, interval_steps = 0;
   const int code = engine.run([&](const tenax::StepResult& r) {

@@ -147,6 +147,23 @@ TEST(GptDataCheck, AFlippedPayloadByteIsFoundBeforeTraining) {
   EXPECT_EQ(sampled.output().find("step     1"), std::string::npos) << "trained before finding the tokenizer unusable";
 }
 
+// Mistakes in the command line are usage errors found before anything starts, naming the option or path.
+TEST(GptDataCheck, AWrongOptionOrDataPathIsAUsageErrorNamingIt) {
+  ScratchDir data_dir("gpt-options");
+  const std::string data = write_dataset(data_dir.path());
+  ScratchDir dir("gpt-options-run");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {gpt_args(data, {"--log-every", "-1"}), "--log-every must be at least 1, not -1"},
+      {gpt_args(data + "/index.json", {}), data + "/index.json is a file, not a dataset directory"},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    Launch launch({"-n", "1", "--run-dir", dir / ("run" + std::to_string(i))}, cases[i].first,
+                  dir / ("out" + std::to_string(i) + ".txt"));
+    EXPECT_EQ(launch.wait(seconds(60)), 64) << launch.output();
+    EXPECT_NE(launch.output().find(cases[i].second), std::string::npos) << launch.output();
+  }
+}
+
 TEST(GptDataResume, KillNineResumesAtTheExactDataPosition) {
   ScratchDir data_dir("gpt-data");
   const std::string data = write_dataset(data_dir.path());
