@@ -175,6 +175,7 @@ int body(int argc, char** argv) {
                                  .max_positions = c.seq_len,
                                  .recompute_attention = a.count("recompute") > 0,
                                  .tie_embeddings = a.count("tie-embeddings") > 0};
+  c.model_description = model.description();  // a resume with other --heads or --tie-embeddings is refused
   tenax::Engine engine(runtime.world(), c, tenax::models::gpt(model), train);
   const bool talk = engine.rank() == 0;
   if (talk) {

@@ -139,6 +139,30 @@ TEST(EngineResume, ARunSavedWithAnotherSequenceLengthIsRefused) {
       "was saved with sequences of " + std::to_string(small_config({1, 1, 4}).seq_len) + " tokens");
 }
 
+// What shapes do not show (a GPT's heads, its tied embeddings) is in the model's description: a resume from a model
+// described otherwise is refused (it would read the same weights as another model), one described alike or not at
+// all goes on.
+TEST(EngineResume, ARunSavedByAModelDescribedOtherwiseIsRefused) {
+  SharedTempDir dir(world(), "engine-model");
+  EngineConfig a = small_config({1, 1, 4});
+  a.checkpoint.dir = dir.path();
+  a.model_description = "test heads=2";
+  save_one_step(a);
+  EngineConfig b = a;
+  b.model_description = "test heads=4";
+  try {
+    Engine(world(), b, test_model(), test_data()).resume();
+    ADD_FAILURE() << "resumed a checkpoint of another model";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("was saved by the model 'test heads=2', this run builds 'test heads=4'"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(Engine(world(), a, test_model(), test_data()).resume().resumed);
+  b.model_description.clear();
+  EXPECT_TRUE(Engine(world(), b, test_model(), test_data()).resume().resumed);
+}
+
 // The test data under a name of its own, as a dataset names itself.
 class NamedSource : public BatchSource {
  public:

@@ -149,6 +149,10 @@ struct EngineConfig {
   ValidationPolicy validation;
   std::string run_dir;     // metrics outputs; "": TENAX_RUN_DIR
   int loader_workers = 0;  // data loader threads; 0: TENAX_LOADER_WORKERS
+  // What the model's parameters mean beyond their names and shapes, e.g. models::GptConfig::description() (the number
+  // of attention heads, tied embeddings): saved with every checkpoint; a resume from one saved with another
+  // description is a UsageError, since the same weights would be read as another model. "": nothing checked.
+  std::string model_description;
 };
 
 struct StepResult {

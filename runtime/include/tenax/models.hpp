@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "tenax/engine.hpp"
 
@@ -40,6 +41,9 @@ struct GptConfig {
   bool tie_embeddings = false;
   // The number of parameters of the whole model (all ranks together).
   std::size_t parameters() const;
+  // What the weights mean, for EngineConfig::model_description: every field but init_std and recompute_attention
+  // (neither changes what a saved weight means).
+  std::string description() const;
 };
 ChunkBuilder gpt(const GptConfig& config);
 

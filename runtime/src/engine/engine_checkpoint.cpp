@@ -66,6 +66,8 @@ Blobs Engine::Impl::progress_blobs() const {
   put_value(b, "engine.seq_len", static_cast<std::uint64_t>(config.seq_len));
   if (const std::string source = data->identity(); !source.empty())
     b["engine.data_source"] = std::vector<std::uint8_t>(source.begin(), source.end());
+  if (!config.model_description.empty())
+    b["engine.model"] = std::vector<std::uint8_t>(config.model_description.begin(), config.model_description.end());
   return b;
 }
 
@@ -131,6 +133,14 @@ ResumeInfo Engine::Impl::resume() {
       throw UsageError("checkpoint " + r.path + " was saved with sequences of " + std::to_string(saved) +
                        " tokens, this run uses " + std::to_string(config.seq_len) +
                        ": the data position would not continue where it stopped; resume with the saved length");
+  }
+  if (const auto saved = r.blobs.find("engine.model"); saved != r.blobs.end() && !config.model_description.empty()) {
+    const std::string was(saved->second.begin(), saved->second.end());
+    if (was != config.model_description)
+      throw UsageError("checkpoint " + r.path + " was saved by the model '" + was + "', this run builds '" +
+                       config.model_description +
+                       "': the saved weights would be read as another model. Resume with the saved model's options, "
+                       "or give this model a checkpoint directory of its own");
   }
   if (const auto saved = r.blobs.find("engine.data_source"); saved != r.blobs.end() && world.rank() == 0) {
     const std::string was(saved->second.begin(), saved->second.end()), is = data->identity();

@@ -38,6 +38,12 @@ std::size_t GptConfig::parameters() const {
   return vocab * h + max_positions * h + layers * block + 2 * h + (tie_embeddings ? 0 : vocab * h);
 }
 
+std::string GptConfig::description() const {
+  return "gpt vocab=" + std::to_string(vocab) + " hidden=" + std::to_string(hidden) +
+         " layers=" + std::to_string(layers) + " heads=" + std::to_string(heads) +
+         " max_positions=" + std::to_string(max_positions) + " tie_embeddings=" + (tie_embeddings ? "1" : "0");
+}
+
 ChunkBuilder gpt(const GptConfig& config) {
   return [config](const ChunkContext& chunk) -> std::unique_ptr<nn::Module> {
     Communicator& tp = *chunk.tp;
