@@ -193,6 +193,23 @@ TEST(Staging, UnusableStageDirectoryFallsBack) {
   EXPECT_EQ(samples(r.dir), samples(dir / "ds"));
 }
 
+// A relative staging directory (or blanks) is no node-local directory: refused on every rank, naming it, before any
+// copy lands in the working directory.
+TEST(Staging, ARelativeStageDirectoryIsAUsageError) {
+  SharedScratch dir("relative");
+  write_dataset(dir);
+  for (const std::string bad : {"stage-relative", " "}) {
+    try {
+      stage_dataset(world(), dir / "ds", {.stage_dir = bad});
+      ADD_FAILURE() << "'" << bad << "' was accepted as the staging directory";
+    } catch (const UsageError& e) {
+      EXPECT_THAT(e.what(),
+                  AllOf(HasSubstr("'" + bad + "' is not an absolute path"), HasSubstr("TENAX_DATA_STAGE_DIR")));
+    }
+  }
+  EXPECT_FALSE(stdfs::exists("stage-relative"));
+}
+
 // A tmpfs of `bytes` at `dir`, mounted by rank 0 (root only); unmounted whatever happens.
 class Tmpfs {
  public:

@@ -105,6 +105,12 @@ StagingResult stage_dataset(Communicator& comm, const std::string& dataset_dir, 
   std::string node = options.node_name.empty() ? default_node_name() : options.node_name;
   std::string usage;
   if (node.size() > kMaxNodeName) usage = "the node name has more than 255 bytes: " + node.substr(0, 64) + "...";
+  // Node-local storage is each node's own: a relative path resolves against every rank's working directory (a shared
+  // one, often, where every node would then copy into the same place), and blanks are a typing slip.
+  if (stage_root.front() != '/')
+    usage = "the staging directory '" + stage_root +
+            "' is not an absolute path; give one on the node's own storage, e.g. /tmp/tenax-stage-$USER "
+            "(TENAX_DATA_STAGE_DIR, StagingOptions::stage_dir), or leave it unset";
   run_agreed(comm, [&] {
     if (!usage.empty()) throw UsageError("stage_dataset: " + usage);
   });
