@@ -143,6 +143,26 @@ def damaged_lines_case(report, run_dir, work):
     return problems + ([] if SUMMARY in result.stdout else [f"stdout lacks {SUMMARY!r}: the good lines were lost"])
 
 
+def nonsense_values_case(report, run_dir, work):
+    """Step records whose fields hold values no run writes (a negative or boolean step, no ranks, a step time of
+    1e308 s): each is named and skipped, so that the title and the axes come from the real records."""
+    copy = copy_run(run_dir, work, "nonsense-values")
+    path = os.path.join(copy, "metrics", "steps.jsonl")
+    with open(path, "rb") as f:
+        real = next(json.loads(line) for line in f if b'"event":"step"' in line.replace(b" ", b""))
+    variants = []
+    for change in [("step", -5), ("step", True), ("ranks", 0)]:
+        variants.append(dict(real, **{change[0]: change[1]}))
+    huge = json.loads(json.dumps(real))
+    huge["phases_s"]["compute"]["mean"] = 1e308
+    variants.append(huge)
+    insert_lines(path, 1, [(json.dumps(v) + "\n").encode() for v in variants])
+    result = attempt(report, [copy, "-o", os.path.join(work, "nonsense-values.png")])
+    expected = [f"{path} line {line} skipped: step record" for line in (2, 3, 4, 5)]
+    problems = problems_with(result, 0, expected)
+    return problems + ([] if SUMMARY in result.stdout else [f"stdout lacks {SUMMARY!r}"])
+
+
 def undecodable_ledger_case(report, run_dir, work):
     """The launcher's ledger ending in bytes that are not UTF-8 (as a disk fault leaves it): the line is named and
     skipped, the report is drawn with the rest."""
@@ -224,6 +244,12 @@ def argument_cases(report, run_dir, work):
                                              ["no-such-run", "does not exist", "TENAX_RUN_DIR"])
     cases["RUN_DIR a file"] = problems_with(attempt(report, [a_file]), USAGE,
                                             [f"{a_file} is not a directory", "TENAX_RUN_DIR"])
+    metrics_file = os.path.join(work, "metrics-is-a-file")
+    os.makedirs(metrics_file)
+    with open(os.path.join(metrics_file, "metrics"), "w", encoding="utf-8") as f:
+        f.write("not a directory\n")
+    cases["metrics a file"] = problems_with(attempt(report, [metrics_file]), FAILED,
+                                            [f"{metrics_file}/metrics is not a directory"])
     cases["RUN_DIR empty"] = problems_with(attempt(report, [empty]), NO_STEPS, ["steps.jsonl does not exist",
                                                                                 "TENAX_RUN_DIR"])
     return cases
@@ -234,6 +260,7 @@ def bad_input_failures(report, run_dir, work):
     cases = output_cases(report, run_dir, work)
     cases["ledger.jsonl ending in non-UTF-8 bytes"] = undecodable_ledger_case(report, run_dir, work)
     cases["damaged JSON lines"] = damaged_lines_case(report, run_dir, work)
+    cases["nonsense field values"] = nonsense_values_case(report, run_dir, work)
     cases.update(unreadable_file_cases(report, run_dir, work))
     cases.update(special_file_cases(report, run_dir, work))
     cases.update(argument_cases(report, run_dir, work))
