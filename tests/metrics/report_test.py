@@ -114,6 +114,14 @@ def output_cases(report, run_dir, work):
         ledger_bytes = f.read()
     cases["-o onto the run's ledger"] = refuses_output(report, run_dir, work, ledger, USAGE,
                                                        [f"cannot write {ledger}", "name a file ending in .png"])
+    link = os.path.join(work, "link.png")
+    os.symlink(os.path.join(work, "report.png"), link)
+    cases["-o onto a symbolic link"] = refuses_output(report, run_dir, work, link, USAGE,
+                                                      [f"will not replace {link}: it is a symbolic link"])
+    fifo = os.path.join(work, "fifo.png")
+    os.mkfifo(fifo)
+    cases["-o onto a FIFO"] = refuses_output(report, run_dir, work, fifo, USAGE,
+                                             [f"will not replace {fifo}: it exists and is not a PNG picture"])
     cases["-o onto a file that is not a PNG"] = refuses_output(
         report, run_dir, work, not_a_picture, USAGE, [f"will not replace {not_a_picture}", "is not a PNG picture"])
     with open(ledger, "rb") as f, open(not_a_picture, encoding="utf-8") as g:
@@ -202,6 +210,21 @@ def unreadable_file_cases(report, run_dir, work):
     return cases
 
 
+def huge_number_case(report, run_dir, work):
+    """Numbers JSON allows but a float cannot hold (an integer of 401 digits) in a step record and the progress: named
+    and skipped, never a traceback."""
+    copy = copy_run(run_dir, work, "huge-numbers")
+    huge = "1" + "0" * 400
+    insert_lines(os.path.join(copy, "metrics", "steps.jsonl"), 1,
+                 [('{"event": "step", "step": 3, "ranks": 2, "step_s": {"max": ' + huge + '}}\n').encode()])
+    insert_lines(os.path.join(copy, "metrics", "training.jsonl"), 1,
+                 [('{"event": "progress", "step": ' + huge + ', "loss": ' + huge + ', "tokens": ' + huge +
+                   ', "step_s": 1}\n').encode()])
+    result = attempt(report, [copy, "-o", os.path.join(work, "huge-numbers.png")])
+    problems = problems_with(result, 0, [f"{copy}/metrics/steps.jsonl line 2 skipped: step record"])
+    return problems + ([] if SUMMARY in result.stdout else [f"stdout lacks {SUMMARY!r}"])
+
+
 def special_file_cases(report, run_dir, work):
     """Name -> problems, for inputs that are not regular files (a FIFO would block the open, a link to /dev/zero never
     ends) and a line longer than any record: refused or skipped at once, in bounded memory."""
@@ -261,6 +284,7 @@ def bad_input_failures(report, run_dir, work):
     cases["ledger.jsonl ending in non-UTF-8 bytes"] = undecodable_ledger_case(report, run_dir, work)
     cases["damaged JSON lines"] = damaged_lines_case(report, run_dir, work)
     cases["nonsense field values"] = nonsense_values_case(report, run_dir, work)
+    cases["numbers too large for a float"] = huge_number_case(report, run_dir, work)
     cases.update(unreadable_file_cases(report, run_dir, work))
     cases.update(special_file_cases(report, run_dir, work))
     cases.update(argument_cases(report, run_dir, work))
