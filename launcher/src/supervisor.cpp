@@ -308,14 +308,15 @@ class Supervisor {
   // Returns `reason` for the end record, with the requeue's failure added when it failed (the job will then not come
   // back by itself, which the ledger and the last line must say).
   std::string requeue(const std::string& reason) {
+    // `scancel` sends the same SIGTERM as a time limit or a preemption, but asks for the job's end: requeueing it
+    // would bring it back (and again after every further scancel) until it finished its training. Asked first, so
+    // that the end record says so with --no-requeue too.
+    cancelled_ = job_cancelled(job_.job_id).value_or(false);
     if (!options_.requeue) {
       announce("not requeueing (--no-requeue)");
       return reason;
     }
-    // `scancel` sends the same SIGTERM as a time limit or a preemption, but asks for the job's end: requeueing it
-    // would bring it back (and again after every further scancel) until it finished its training.
-    if (job_cancelled(job_.job_id).value_or(false)) {
-      cancelled_ = true;
+    if (cancelled_) {
       const std::string note = "Slurm job " + job_.job_id +
                                " was cancelled (scancel): not requeued; the emergency checkpoint is kept: submit the "
                                "job again (the same command) to resume from it";
