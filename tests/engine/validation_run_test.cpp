@@ -13,6 +13,19 @@
 namespace tenax::test {
 namespace {
 
+// The test data, said to hold `samples` different samples.
+class FewSamples : public BatchSource {
+ public:
+  explicit FewSamples(std::uint64_t samples) : samples_(samples) {}
+  void fill(std::uint64_t first, std::size_t count, std::size_t seq_len, std::int32_t* out) const override {
+    test_data()->fill(first % samples_, count, seq_len, out);
+  }
+  std::uint64_t distinct_samples() const override { return samples_; }
+
+ private:
+  std::uint64_t samples_;
+};
+
 struct Observed {
   std::vector<long> validated_steps;
   std::vector<double> validation_losses, losses;
@@ -108,6 +121,19 @@ TEST(EngineValidation, BadPolicyIsRefusedWithTheFix) {
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("samples >= 1"), std::string::npos) << e.what();
   }
+}
+
+// More samples than the source holds would only repeat them (a typo such as 100000000 ran for hours): a pass covers
+// the source's samples once, rounded up to the global batch of 8.
+TEST(EngineValidation, APassLongerThanItsSourceCoversEachSampleOnce) {
+  EngineConfig c = small_config(Variant{1, 1, 4});
+  c.validation.source = std::make_shared<FewSamples>(20);
+  for (const std::size_t asked : {std::size_t{100000000}, std::size_t{21}}) {
+    c.validation.samples = asked;
+    EXPECT_EQ(Engine(world(), c, test_model(), test_data()).config().validation.samples, 24u) << asked;
+  }
+  c.validation.samples = 12;
+  EXPECT_EQ(Engine(world(), c, test_model(), test_data()).config().validation.samples, 16u) << "as before";
 }
 
 }  // namespace

@@ -27,6 +27,10 @@ class BatchSource {
   // records it in its checkpoints and warns when a run resumes on other data: the sample position continues, but
   // over other samples.
   virtual std::string identity() const { return {}; }
+  // How many different samples the source serves (positions past them serve them again: another epoch), or 0 when it
+  // cannot say (or never repeats). A validation pass asked for more covers these once (rounded up to the global
+  // batch), with a warning.
+  virtual std::uint64_t distinct_samples() const { return 0; }
 };
 
 }  // namespace tenax

@@ -110,6 +110,8 @@ class TokenDataset : public BatchSource {
   void fill(std::uint64_t first, std::size_t count, std::size_t seq_len, std::int32_t* out) const override;
   // BatchSource: "token dataset 0x<index crc32c> (<split> split)": the dataset's content, wherever it is staged.
   std::string identity() const override;
+  // BatchSource: num_samples().
+  std::uint64_t distinct_samples() const override { return num_samples(); }
 
   TokenDatasetCounters counters() const;
 

@@ -123,6 +123,16 @@ void Engine::Impl::resolve_layout() {
     if (config.validation.samples > (std::size_t{1} << 40))
       throw UsageError("engine: " + std::to_string(config.validation.samples) +
                        " validation samples is not a sensible pass; use fewer");
+    // More samples than the source holds would only repeat them (a typo of 100000000 ran for hours): the pass
+    // covers each once. A small split with the default count is no mistake, so this is said, not refused.
+    if (const std::uint64_t distinct = config.validation.source->distinct_samples();
+        distinct > 0 && config.validation.samples > distinct) {
+      if (world.rank() == 0)
+        TENAX_LOG(Warn, "engine") << "validation: " << config.validation.samples
+                                  << " samples asked for, but its source "
+                                  << "holds " << distinct << " different ones; each pass covers those " << distinct;
+      config.validation.samples = static_cast<std::size_t>(distinct);
+    }
     config.validation.samples = (config.validation.samples + batch - 1) / batch * batch;
   }
   config.data_parallel.validate();
