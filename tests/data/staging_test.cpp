@@ -14,6 +14,7 @@
 
 #include "comm/agreement.hpp"
 #include "common/mpi_test.hpp"
+#include "data/abandoned_siblings.hpp"
 #include "data/dataset_index.hpp"
 #include "data/staging_copy.hpp"
 #include "data_test_util.hpp"
@@ -259,7 +260,8 @@ TEST(Staging, AKilledCopiersPartialCopyIsRemovedBeforeTheFreeSpaceCheck) {
   write_dataset(dir);  // about 47 KB
   Tmpfs disk(dir / "local", 64 * 1024, false);
   if (!disk.error().empty()) GTEST_SKIP() << "cannot mount a tmpfs (" << disk.error() << "): needs root";
-  std::string leftover;
+  std::string leftover, other, in_use;
+  UniqueFd held;
   if (world().rank() == 0) {
     const pid_t gone = ::fork();
     if (gone == 0) ::_exit(0);
@@ -267,12 +269,24 @@ TEST(Staging, AKilledCopiersPartialCopyIsRemovedBeforeTheFreeSpaceCheck) {
     const std::string key = data::staged_dir_name(data::read_index(dir / "ds").index_crc32c);
     leftover = dir / ("local/" + key + ".tmp-n-" + std::to_string(gone) + "-0");
     stdfs::create_directories(leftover);
-    write_file(leftover + "/train-00000.tok", std::string(40 * 1024, 'x'));  // leaves < 24 KB free
+    write_file(leftover + "/train-00000.tok", std::string(30 * 1024, 'x'));
+    // Another dataset's (re-encoded since, its copy has another name) counts as well: together < 24 KB are free.
+    other = dir / ("local/tenax-data-0badc0de.discard-n-" + std::to_string(gone) + "-3");
+    stdfs::create_directories(other);
+    write_file(other + "/train-00000.tok", std::string(10 * 1024, 'x'));
+    // A living copier's folder stays, whatever its pid says (another pid namespace): it holds its lock.
+    in_use = dir / ("local/" + key + ".tmp-n-" + std::to_string(gone) + "-9");
+    stdfs::create_directories(in_use);
+    held = data::lock_sibling(in_use);
   }
   leftover = broadcast_string(world(), leftover, 0);
+  other = broadcast_string(world(), other, 0);
+  in_use = broadcast_string(world(), in_use, 0);
   const StagingResult r = stage_dataset(world(), dir / "ds", {.stage_dir = dir / "local", .node_name = "n"});
   EXPECT_EQ(r.outcome, StagingOutcome::Copied) << r.reason;
   EXPECT_FALSE(stdfs::exists(leftover));
+  EXPECT_FALSE(stdfs::exists(other));
+  EXPECT_TRUE(stdfs::exists(in_use));
   EXPECT_EQ(samples(r.dir), samples(dir / "ds"));
 }
 

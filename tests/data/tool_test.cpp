@@ -7,8 +7,10 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -451,8 +453,12 @@ TEST_F(RealText, AnEncodeKilledOutrightLeavesAFolderTheNextEncodeOfItsOutputRemo
   const std::string alive = "killed.tmp-" + std::string(host) + "-" + std::to_string(::getpid()) + "-0";
   const std::string elsewhere = "killed.tmp-another-host-" + std::to_string(pid) + "-0";
   const std::string older_form = "killed.tmp-" + std::to_string(pid) + "-0";
-  for (const std::string& name : {alive, elsewhere, older_form})
+  // A writer in another pid namespace (a container): its pid means nothing here, its lock on the folder does.
+  const std::string locked = "killed.tmp-" + std::string(host) + "-" + std::to_string(pid) + "-7";
+  for (const std::string& name : {alive, elsewhere, older_form, locked})
     stdfs::create_directories(scratch_ / name);
+  const int held = ::open((scratch_ / locked).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
 
   std::string output;
   ASSERT_EQ(
@@ -464,7 +470,8 @@ TEST_F(RealText, AnEncodeKilledOutrightLeavesAFolderTheNextEncodeOfItsOutputRemo
                         "), left by an encode of the same output that was killed"),
             std::string::npos)
       << output;
-  std::vector<std::string> expected{"killed", alive, elsewhere, older_form};
+  ::close(held);
+  std::vector<std::string> expected{"killed", alive, elsewhere, older_form, locked};
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(entries_starting(scratch_.path(), "killed"), expected);
 }

@@ -99,6 +99,7 @@ std::string host_name() {
 struct DatasetWriter::State {
   std::string output;
   std::string temp;
+  UniqueFd temp_lock;  // marks `temp` as in use (abandoned_siblings.hpp) until the writer goes
   std::vector<std::string> removed_leftovers;
   std::uint32_t vocab_size = 0;
   std::int64_t eos_id = -1;
@@ -164,8 +165,11 @@ DatasetWriter::DatasetWriter(const std::string& output_dir, std::uint32_t vocab_
                      (fs::exists(parent) ? " is not a directory" : " does not exist: create it first"));
   const std::string host = host_name();
   s.removed_leftovers = remove_abandoned_siblings(s.output, "tmp", host);
-  s.temp = sibling_name(s.output, "tmp", host);
-  if (::mkdir(s.temp.c_str(), 0755) != 0) fs::throw_errno("create directory", s.temp, errno);
+  SiblingDir temp;
+  if (const int error = make_sibling_dir(s.output, "tmp", host, temp); error != 0)
+    fs::throw_errno("create directory", temp.path, error);
+  s.temp = temp.path;
+  s.temp_lock = std::move(temp.lock);
 }
 
 DatasetWriter::~DatasetWriter() {

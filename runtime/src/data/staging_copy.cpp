@@ -9,11 +9,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 #include <vector>
 
 #include "checkpoint/crc32c.hpp"
@@ -170,8 +172,13 @@ void copy_dataset(const std::string& dataset_dir, const std::string& tmp, const 
 // Moves a directory out of the way under a unique name, then removes it (a job still reading the old copy keeps its
 // open files).
 void discard(const std::string& dir, const std::string& node_name) {
-  const std::string aside = sibling_name(dir, "discard", node_name);
-  if (::rename(dir.c_str(), aside.c_str()) != 0) local_errno("move aside", dir, errno);
+  std::string aside = sibling_name(dir, "discard", node_name);
+  // A name an earlier process of the same pid left (not yet removed: it was in use) is skipped.
+  for (int tries = 0; ::rename(dir.c_str(), aside.c_str()) != 0; ++tries) {
+    if ((errno != EEXIST && errno != ENOTEMPTY) || tries == 1000) local_errno("move aside", dir, errno);
+    aside = sibling_name(dir, "discard", node_name);
+  }
+  const UniqueFd in_use = lock_sibling(aside);  // removed by this process: no other copier's to take
   try {
     fs::remove_tree(aside);
   } catch (const IoError& e) {
@@ -198,6 +205,21 @@ std::string staged_dir_name(std::uint32_t index_crc32c) {
   std::snprintf(buf, sizeof buf, "tenax-data-%08x", index_crc32c);
   return buf;
 }
+
+namespace {
+
+// A name staged_dir_name() makes: any dataset's copy, whose killed copier's folders count as abandoned too (a dataset
+// re-encoded since has another name, and its old copy's leftovers would take the disk for good otherwise).
+bool is_staged_dir_name(const std::string& name) {
+  constexpr std::string_view prefix = "tenax-data-";
+  if (name.size() != prefix.size() + 8 || name.compare(0, prefix.size(), prefix) != 0) return false;
+  for (std::size_t i = prefix.size(); i < name.size(); ++i)
+    if (!std::isxdigit(static_cast<unsigned char>(name[i])) || std::isupper(static_cast<unsigned char>(name[i])))
+      return false;
+  return true;
+}
+
+}  // namespace
 
 std::string staged_copy_problem(const std::string& dir, const std::string& index_text, std::uint64_t* bytes_read) {
   std::string staged_text;
@@ -270,7 +292,7 @@ LocalStageResult stage_on_this_node(const std::string& dataset_dir, const std::s
     }
     // Before the free-space check: a copier killed mid-copy (a job past its time limit) left up to a whole copy.
     for (const char* kind : {"tmp", "discard"})
-      for (const std::string& removed : remove_abandoned_siblings(target, kind, node_name))
+      for (const std::string& removed : remove_abandoned_siblings(target, kind, node_name, is_staged_dir_name))
         TENAX_LOG(Info, "data") << "removed " << removed << ", left by a staging copy that was killed";
     std::uint64_t needed = 0;
     for (const DatasetFile& f : dataset_files(index, index_text.size()))
@@ -283,8 +305,13 @@ LocalStageResult stage_on_this_node(const std::string& dataset_dir, const std::s
                        mib(needed) +
                        ": free space there, point TENAX_DATA_STAGE_DIR at a larger local disk, or unset "
                        "it");
-    tmp = sibling_name(target, "tmp", node_name);
-    if (::mkdir(tmp.c_str(), 0755) != 0) local_errno("create directory", tmp, errno);
+    SiblingDir fresh;  // locked while the copy is made, until this function returns
+    const int made = make_sibling_dir(target, "tmp", node_name, fresh);
+    tmp = fresh.path;
+    if (made != 0) {
+      tmp.clear();
+      local_errno("create directory", fresh.path, made);
+    }
     copy_dataset(dataset_dir, tmp, index, index_text, after_copy, r);
     if (!fs::rename_no_replace(tmp, target)) {
       // Another job on this node staged the same dataset meanwhile: use theirs if it is valid.
