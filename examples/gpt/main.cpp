@@ -130,7 +130,7 @@ int body(int argc, char** argv) {
   tenax::StagingResult staged;
   try {  // every rank raises the same error for a damaged dataset, which no restart can mend
     staged = tenax::stage_dataset(runtime.world(), a["data"].as<std::string>());
-  } catch (const tenax::IoError& e) {
+  } catch (const tenax::DataError& e) {
     throw tenax::UsageError(std::string(e.what()));
   }
   std::shared_ptr<tenax::TokenDataset> train;
@@ -161,7 +161,7 @@ int body(int argc, char** argv) {
                         .every = a["validate-every"].as<int>(),
                         .samples = a["validation-samples"].as<std::size_t>()};
       if (a["sample-tokens"].as<std::size_t>() > 0) tokenizer.emplace(tenax::Tokenizer::for_dataset(staged.dir));
-    } catch (const tenax::IoError& e) {  // a dataset that fails its checks now fails them at every restart too
+    } catch (const tenax::DataError& e) {  // a dataset that fails its checks now fails them at every restart too
       throw tenax::UsageError(std::string(e.what()));
     }
   });

@@ -6,6 +6,9 @@
 //   ├─ CommError          a communicator operation failed (MPI/NCCL error, peer gone, communicator aborted)
 //   │  └─ TimeoutError    a blocking operation exceeded TENAX_COMM_TIMEOUT
 //   ├─ IoError            a file-system or HDF5 call failed (carries the path)
+//   │  └─ DataError       data that is not what it must be: a damaged, truncated or foreign dataset or tokenizer, or a
+//   │                     path that holds none. No retry mends it, so a program that checks its data before training
+//   │                     may treat it as a usage error; a plain IoError (EIO, a stale handle) may pass.
 //   └─ DeviceError        a CUDA call failed
 #pragma once
 
@@ -37,6 +40,11 @@ class TimeoutError : public CommError {
 class IoError : public Error {
  public:
   using Error::Error;
+};
+
+class DataError : public IoError {
+ public:
+  using IoError::IoError;
 };
 
 class DeviceError : public Error {

@@ -35,8 +35,8 @@ class Tokenizer {
   // The ids of `text`. SentencePiece needs ~175 bytes of memory per byte it encodes at once, so when the model allows
   // it (see encodes_in_parts) a text over 1 MiB is encoded in parts of at most 1 MiB: cut after newlines, with the ids
   // of the whole; a line longer than 1 MiB is cut inside too (after a space or tab where it has one, else between
-  // characters), where its ids may differ from the whole line's next to the cut. decode(encode(text)) == text either
-  // way.
+  // characters), where its ids may differ from the whole line's next to the cut; for the lossless models tenax-data
+  // trains, decode(encode(text)) == text either way.
   std::vector<std::int32_t> encode(std::string_view text) const;
   // Whether encode() may cut long texts into parts: no piece holds a newline, and encoding the parts of a few probes
   // gives the ids of the whole (no dummy prefix, no whitespace removal, newlines not folded into <unk>). True for the

@@ -128,11 +128,14 @@ StagingResult stage_dataset(Communicator& comm, const std::string& dataset_dir, 
   if (copier) {
     try {
       local = work.get();
+    } catch (const DataError& e) {
+      source_error = Outcome{2, e.what()};
     } catch (const std::exception& e) {
       source_error = Outcome{1, e.what()};
     }
   }
   const Outcome agreed = agree(comm, source_error);
+  if (agreed.code == 2) throw DataError("staging the dataset " + dataset_dir + ": " + agreed.message);
   if (agreed.code != 0) throw IoError("staging the dataset " + dataset_dir + ": " + agreed.message);
   local = decode(broadcast_string(*node_comm, copier ? encode(local) : std::string(), 0));
 

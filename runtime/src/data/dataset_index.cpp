@@ -24,7 +24,7 @@ const char* const kFix =
     "re-create it with `tenax-data encode`";
 
 [[noreturn]] void damaged(const std::string& file, const std::string& what) {
-  throw IoError("dataset index " + file + ": " + what + kFix);
+  throw DataError("dataset index " + file + ": " + what + kFix);
 }
 
 std::string hex32(std::uint32_t v) {
@@ -179,8 +179,8 @@ DatasetIndex parse_index(std::string_view text, const std::string& file) {
       throw json::Error("member 'format' is not \"" + std::string(kIndexFormat) + "\"");
     const std::uint64_t version = root.at("version").u64();
     if (version != kIndexVersion)
-      throw IoError("dataset index " + file + " has version " + std::to_string(version) + "; this tenax reads " +
-                    std::to_string(kIndexVersion) + ": re-create the dataset with this tenax's `tenax-data encode`");
+      throw DataError("dataset index " + file + " has version " + std::to_string(version) + "; this tenax reads " +
+                      std::to_string(kIndexVersion) + ": re-create the dataset with this tenax's `tenax-data encode`");
     check_members(root, {"format", "version", "vocab_size", "token_bytes", "eos_id", "tokenizer", "source", "splits",
                          kIndexChecksumKey});
     x.vocab_size = read_u32(root.at("vocab_size"), 0x7fffffffu);
@@ -216,17 +216,19 @@ DatasetIndex read_index(const std::string& dir, std::string* text_out) {
     const int err = errno;
     struct stat named {};
     if (err == ENOTDIR && ::stat(dir.c_str(), &named) == 0 && !S_ISDIR(named.st_mode))
-      throw IoError(dir + " is a file, not a dataset directory: pass the directory that holds " + kIndexName +
-                    " (written by `tenax-data encode`)");
-    throw IoError("cannot open dataset index " + file + ": " + std::strerror(err) +
-                  (err == ENOENT
-                       ? " (is " + dir + " a dataset directory written by `tenax-data encode`? it must hold index.json)"
-                       : std::string()));
+      throw DataError(dir + " is a file, not a dataset directory: pass the directory that holds " + kIndexName +
+                      " (written by `tenax-data encode`)");
+    const std::string message =
+        "cannot open dataset index " + file + ": " + std::strerror(err) +
+        (err == ENOENT ? " (is " + dir + " a dataset directory written by `tenax-data encode`? it must hold index.json)"
+                       : std::string());
+    if (err == ENOENT || err == ENOTDIR) throw DataError(message);  // no dataset there
+    throw IoError(message);
   }
   std::string text;
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
-    throw IoError("dataset index " + file + " is not a regular file");
+    throw DataError("dataset index " + file + " is not a regular file");
   if (static_cast<std::uint64_t>(st.st_size) > kIndexMaxBytes) {
     damaged(file, "it has " + std::to_string(st.st_size) + " bytes, more than an index may (" +
                       std::to_string(kIndexMaxBytes) + ")");

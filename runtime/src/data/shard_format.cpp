@@ -13,9 +13,10 @@ namespace {
 constexpr std::size_t kHeaderCrcAt = 60;
 
 [[noreturn]] void damaged(const std::string& file, const std::string& what) {
-  throw IoError("token shard " + file + ": " + what +
-                "; the file is damaged or not a tenax token shard: check it with `tenax-data verify` and re-create the "
-                "dataset with `tenax-data encode`");
+  throw DataError(
+      "token shard " + file + ": " + what +
+      "; the file is damaged or not a tenax token shard: check it with `tenax-data verify` and re-create the "
+      "dataset with `tenax-data encode`");
 }
 
 std::string hex32(std::uint32_t v) {
@@ -65,9 +66,9 @@ ShardHeader parse_shard_header(const void* bytes, std::size_t size, std::uint64_
   ShardHeader h;
   h.version = load_le32(p + 8);
   if (h.version != kShardVersion)
-    throw IoError("token shard " + file + " has format version " + std::to_string(h.version) +
-                  "; this tenax reads version " + std::to_string(kShardVersion) +
-                  ": re-create the dataset with this tenax's `tenax-data encode`");
+    throw DataError("token shard " + file + " has format version " + std::to_string(h.version) +
+                    "; this tenax reads version " + std::to_string(kShardVersion) +
+                    ": re-create the dataset with this tenax's `tenax-data encode`");
   const std::uint32_t want_crc = load_le32(p + kHeaderCrcAt);
   const std::uint32_t got_crc = ckpt::crc32c_extend(0, p, kHeaderCrcAt);
   if (want_crc != got_crc)

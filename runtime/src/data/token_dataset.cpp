@@ -65,12 +65,14 @@ class MappedShard {
     while (!fd.valid() && errno == EINTR);
     if (!fd.valid()) {
       const int err = errno;
-      throw IoError("cannot open token shard " + path + " (listed in the index): " + std::strerror(err) +
-                    (err == ENOENT ? std::string(kRecreate) : std::string()));
+      const std::string message = "cannot open token shard " + path + " (listed in the index): " + std::strerror(err) +
+                                  (err == ENOENT ? std::string(kRecreate) : std::string());
+      if (err == ENOENT || err == ENOTDIR) throw DataError(message);  // the dataset lacks it
+      throw IoError(message);
     }
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
-      throw IoError("token shard " + path + " is not a regular file" + kRecreate);
+      throw DataError("token shard " + path + " is not a regular file" + kRecreate);
     map_.size = static_cast<std::uint64_t>(st.st_size);
     if (map_.size > 0) {
       void* m = ::mmap(nullptr, map_.size, PROT_READ, MAP_SHARED, fd.get(), 0);
@@ -85,8 +87,8 @@ class MappedShard {
     header_ = data::parse_shard_header(map_.base, static_cast<std::size_t>(std::min<std::uint64_t>(map_.size, 64)),
                                        map_.size, path);
     auto mismatch = [&](const std::string& what, const std::string& header_says, const std::string& index_says) {
-      throw IoError("token shard " + path + ": its header says " + what + " " + header_says + ", the index says " +
-                    index_says + kRecreate);
+      throw DataError("token shard " + path + ": its header says " + what + " " + header_says + ", the index says " +
+                      index_says + kRecreate);
     };
     if (header_.token_count != entry.tokens)
       mismatch("token count", std::to_string(header_.token_count), std::to_string(entry.tokens));
@@ -110,8 +112,8 @@ class MappedShard {
     const std::uint64_t bytes = header_.token_count * header_.token_bytes;  // checked against the file size
     const std::uint32_t got = ckpt::crc32c_extend(0, payload(), bytes);
     if (got != header_.payload_crc32c)
-      throw IoError("token shard " + path_ + ": payload checksum mismatch (recorded " + hex32(header_.payload_crc32c) +
-                    ", computed " + hex32(got) + ")" + kRecreate);
+      throw DataError("token shard " + path_ + ": payload checksum mismatch (recorded " +
+                      hex32(header_.payload_crc32c) + ", computed " + hex32(got) + ")" + kRecreate);
   }
 
  private:
@@ -139,9 +141,9 @@ struct TokenDataset::State {
   mutable std::atomic<std::uint64_t> fill_calls{0};
 
   [[noreturn]] void bad_token(std::size_t shard, std::uint64_t offset, std::uint32_t id) const {
-    throw IoError("token shard " + shards[shard]->path() + " holds id " + std::to_string(id) + " at token " +
-                  std::to_string(offset) + ", outside the vocabulary (size " + std::to_string(info.vocab_size) + ")" +
-                  kRecreate);
+    throw DataError("token shard " + shards[shard]->path() + " holds id " + std::to_string(id) + " at token " +
+                    std::to_string(offset) + ", outside the vocabulary (size " + std::to_string(info.vocab_size) + ")" +
+                    kRecreate);
   }
 
   // Copies stream tokens [begin, begin + n) to out, converting to int32 and checking each id.

@@ -4,6 +4,7 @@
 
 #include <sentencepiece_processor.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -25,13 +26,15 @@ std::string read_model(const std::string& path) {
   std::uint64_t size = 0;
   try {
     size = fs::file_size(path);
-  } catch (const IoError& e) {
-    throw IoError(std::string("cannot read tokenizer model: ") + e.what());
+  } catch (const fs::FsError& e) {
+    const std::string message = std::string("cannot read tokenizer model: ") + e.what();
+    if (e.error_number() == ENOENT || e.error_number() == ENOTDIR) throw DataError(message);  // none there
+    throw IoError(message);
   }
   if (size > kMaxModelBytes)
-    throw IoError("tokenizer model " + path + " has " + std::to_string(size) +
-                  " bytes; a SentencePiece model is far "
-                  "smaller: is this the tokenizer.model written by tenax-data train-tokenizer?");
+    throw DataError("tokenizer model " + path + " has " + std::to_string(size) +
+                    " bytes; a SentencePiece model is far "
+                    "smaller: is this the tokenizer.model written by tenax-data train-tokenizer?");
   return fs::read_file(path);
 }
 
@@ -77,8 +80,8 @@ Tokenizer::Tokenizer(const std::string& model_path) : Tokenizer(std::make_unique
   const std::string bytes = read_model(model_path);
   const auto status = state_->processor.LoadFromSerializedProto(bytes);
   if (!status.ok() || state_->processor.GetPieceSize() <= 0)
-    throw IoError("tokenizer model " + model_path + " is not a SentencePiece model (" + status.ToString() +
-                  "): train one with `tenax-data train-tokenizer`");
+    throw DataError("tokenizer model " + model_path + " is not a SentencePiece model (" + status.ToString() +
+                    "): train one with `tenax-data train-tokenizer`");
   state_->cuts_at_newlines = model_cuts_at_newlines(state_->processor);
 }
 
@@ -91,13 +94,13 @@ Tokenizer Tokenizer::for_dataset(const std::string& dataset_dir) {
     char buf[160];
     std::snprintf(buf, sizeof buf, " has %zu bytes and CRC32C 0x%08x; the index records %llu bytes and 0x%08x",
                   bytes.size(), crc, static_cast<unsigned long long>(index.tokenizer_bytes), index.tokenizer_crc32c);
-    throw IoError("tokenizer model " + path + buf +
-                  ": the file is damaged or replaced; re-create the dataset with `tenax-data encode`");
+    throw DataError("tokenizer model " + path + buf +
+                    ": the file is damaged or replaced; re-create the dataset with `tenax-data encode`");
   }
   Tokenizer t(path);
   if (t.vocab_size() != static_cast<std::int32_t>(index.vocab_size))
-    throw IoError("tokenizer model " + path + " has " + std::to_string(t.vocab_size()) +
-                  " pieces but the dataset's vocab_size is " + std::to_string(index.vocab_size));
+    throw DataError("tokenizer model " + path + " has " + std::to_string(t.vocab_size()) +
+                    " pieces but the dataset's vocab_size is " + std::to_string(index.vocab_size));
   return t;
 }
 
