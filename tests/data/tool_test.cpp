@@ -263,11 +263,12 @@ TEST_F(RealText, ALineLongerThanAPartIsCutAndStillDecodesToItsText) {
   const std::string characters[] = {"x", "\xc3\xa9", "\xe4\xb8\xad", "\xf0\x9f\x98\x80", "{\"k\":", "7"};
   // Under AddressSanitizer every allocation unwinds the stack (a 2.5 MiB text takes 80 s) and freed memory waits in a
   // quarantine, so peak memory says nothing there: a shorter dense line, still cut, and its bytes checked only.
-  const std::size_t dense_bytes = kAddressSanitizer ? (3u << 19) : (3u << 20);
+  const std::size_t over_a_part = (1u << 20) + (64u << 10);
+  const std::size_t dense_bytes = kAddressSanitizer ? over_a_part : (3u << 20);
   std::string dense, spaced;
   for (std::size_t i = 0; dense.size() < dense_bytes; ++i)
     dense += characters[(i * 7 + i / 5) % 6];
-  for (std::size_t i = 0; spaced.size() < (5u << 18); ++i)
+  for (std::size_t i = 0; spaced.size() < over_a_part; ++i)
     spaced += characters[i % 6] + std::string(i % 97 == 0 ? " " : "");
   EXPECT_EQ(tokenizer.decode(tokenizer.encode(spaced)), spaced);
 
