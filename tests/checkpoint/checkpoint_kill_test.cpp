@@ -2,7 +2,9 @@
 // checkpoint loadable and intact; the next run removes the leftover step_<N>.tmp directory. A second run started on
 // the directory while the first still saves there is refused and removes nothing.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,8 +15,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace {
@@ -57,6 +59,37 @@ bool writing_now(const fs::path& dir) {
   return false;
 }
 
+// Waits until `ready()` holds (true), or two minutes pass (false), woken by the kernel's reports of files created,
+// renamed or written under `root` (its folders two levels down: the checkpoint directory and the step folders being
+// written in it). The poll's timeout only bounds a wait on a report that never comes.
+bool wait_on_files(const fs::path& root, const std::function<bool()>& ready) {
+  const int watch = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  if (watch < 0) return ready();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  constexpr std::uint32_t kEvents = IN_CREATE | IN_MOVED_TO | IN_MODIFY | IN_CLOSE_WRITE;
+  bool held = false;
+  while (!held && std::chrono::steady_clock::now() < deadline) {
+    // Folders appear as the run goes: watch each (watching one again changes nothing).
+    std::error_code error;
+    ::inotify_add_watch(watch, root.c_str(), kEvents);
+    for (const auto& entry : fs::directory_iterator(root, error))
+      if (entry.is_directory(error)) {
+        ::inotify_add_watch(watch, entry.path().c_str(), kEvents);
+        for (const auto& inner : fs::directory_iterator(entry.path(), error))
+          if (inner.is_directory(error)) ::inotify_add_watch(watch, inner.path().c_str(), kEvents);
+      }
+    held = ready();
+    if (held) break;
+    pollfd readable{watch, POLLIN, 0};
+    ::poll(&readable, 1, 1000);
+    alignas(inotify_event) char events[4096];
+    while (::read(watch, events, sizeof events) > 0) {
+    }
+  }
+  ::close(watch);
+  return held;
+}
+
 TEST(CheckpointKill, SigkillMidWriteLeavesThePreviousCheckpointLoadable) {
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
@@ -75,16 +108,9 @@ TEST(CheckpointKill, SigkillMidWriteLeavesThePreviousCheckpointLoadable) {
     fs::create_directories(root / "pids");
     pid_t job = spawn(mpirun(2, "save-forever", dir), log);
     // Let at least one checkpoint commit, then catch the ranks in the middle of writing the next.
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    bool committed_one = false, caught = false;
-    while (std::chrono::steady_clock::now() < deadline) {
-      committed_one = committed_one || fs::exists(fs::path(dir) / "latest");
-      if (committed_one && writing_now(dir) && fs::exists(root / "pids/rank_1")) {
-        caught = true;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
+    const bool caught = wait_on_files(root, [&] {
+      return fs::exists(fs::path(dir) / "latest") && writing_now(dir) && fs::exists(root / "pids/rank_1");
+    });
     int killed = 0;
     for (int r = 0; r < 2; ++r) {
       std::string pid = slurp((root / ("pids/rank_" + std::to_string(r))).string());
@@ -134,12 +160,9 @@ TEST(CheckpointKill, ASecondRunOnTheSameDirectoryIsRefusedAndLeavesTheFirstRunsS
 
   const pid_t first = spawn(mpirun(2, "save-forever", dir), (root / "first.log").string());
   // Catch the first run in the middle of a save and freeze its ranks there, so that its unfinished step stays put.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  bool caught = false;
-  while (!caught && std::chrono::steady_clock::now() < deadline) {
-    caught = fs::exists(fs::path(dir) / "latest") && writing_now(dir) && fs::exists(root / "pids/rank_1");
-    if (!caught) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  const bool caught = wait_on_files(root, [&] {
+    return fs::exists(fs::path(dir) / "latest") && writing_now(dir) && fs::exists(root / "pids/rank_1");
+  });
   std::vector<pid_t> ranks;
   for (int r = 0; r < 2; ++r) {
     const std::string pid = slurp((root / ("pids/rank_" + std::to_string(r))).string());
@@ -165,12 +188,7 @@ TEST(CheckpointKill, ASecondRunOnTheSameDirectoryIsRefusedAndLeavesTheFirstRunsS
   // The first run goes on: it commits a newer step than the one it was frozen after.
   for (const pid_t rank : ranks)
     ::kill(rank, SIGCONT);
-  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  bool went_on = false;
-  while (!went_on && std::chrono::steady_clock::now() < deadline) {
-    went_on = slurp(dir + "/latest") != latest_before;
-    if (!went_on) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  const bool went_on = wait_on_files(root, [&] { return slurp(dir + "/latest") != latest_before; });
   for (const pid_t rank : ranks)
     ::kill(rank, SIGKILL);
   int first_status = 0;
