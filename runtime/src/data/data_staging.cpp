@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "comm/agreement.hpp"
+#include "data/abandoned_siblings.hpp"
 #include "data/staging_copy.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
@@ -20,13 +21,6 @@ namespace tenax {
 namespace {
 
 constexpr std::size_t kMaxNodeName = 255;
-
-std::string default_node_name() {
-  if (const char* slurm = std::getenv("SLURMD_NODENAME"); slurm && *slurm) return slurm;
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0) return "localhost";
-  return host;
-}
 
 // Ranks with the same node name, ordered by rank in `comm`.
 std::unique_ptr<Communicator> split_by_node(Communicator& comm, const std::string& node) {
@@ -102,7 +96,7 @@ StagingResult stage_dataset(Communicator& comm, const std::string& dataset_dir, 
     env::warn_if_unexpanded(options.stage_dir.empty() ? "TENAX_DATA_STAGE_DIR" : "StagingOptions::stage_dir",
                             stage_root);
 
-  std::string node = options.node_name.empty() ? default_node_name() : options.node_name;
+  std::string node = options.node_name.empty() ? data::this_node_name() : options.node_name;
   std::string usage;
   if (node.size() > kMaxNodeName) usage = "the node name has more than 255 bytes: " + node.substr(0, 64) + "...";
   // Node-local storage is each node's own: a relative path resolves against every rank's working directory (a shared

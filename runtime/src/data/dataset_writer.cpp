@@ -88,12 +88,6 @@ struct SplitState {
   std::unique_ptr<OpenShard> open;
 };
 
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "unknown";
-  return name;
-}
-
 }  // namespace
 
 struct DatasetWriter::State {
@@ -163,7 +157,7 @@ DatasetWriter::DatasetWriter(const std::string& output_dir, std::uint32_t vocab_
   if (!fs::is_directory(parent))
     throw UsageError("the output's parent " + parent +
                      (fs::exists(parent) ? " is not a directory" : " does not exist: create it first"));
-  const std::string host = host_name();
+  const std::string host = this_node_name();
   s.removed_leftovers = remove_abandoned_siblings(s.output, "tmp", host);
   SiblingDir temp;
   if (const int error = make_sibling_dir(s.output, "tmp", host, temp); error != 0)
