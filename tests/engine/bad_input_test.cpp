@@ -113,6 +113,23 @@ TEST(BadInput, AModuleGivenTheWrongInputNamesItself) {
                      "f32[16, 33]");
 }
 
+// A model over a rank's host memory limit (TENAX_MEMORY_LIMIT; by default 7/8 of its share of the node's available
+// memory) is refused while it is built, before its pages are touched, on every rank: here only rank 1 has a limit
+// (64 KiB, under what its parameters, gradients and Adam moments need), and every rank raises rank 1's error.
+TEST(BadInput, AModelOverARanksMemoryLimitStopsEveryRankNamingTheSizes) {
+  const bool limited = world().rank() == 1;
+  ASSERT_EQ(setenv("TENAX_MEMORY_LIMIT", limited ? "64K" : "off", 1), 0);
+  expect_usage_error(small_config({1, 2, 2}), test_model(), "the model does not fit in the host memory of rank 1",
+                     "over the 64.0 KiB this rank may use (TENAX_MEMORY_LIMIT=64K). Make the model smaller");
+  // Under a limit it fits in, the same model trains.
+  ASSERT_EQ(setenv("TENAX_MEMORY_LIMIT", limited ? "16M" : "off", 1), 0);
+  EXPECT_EQ(train(world(), small_config({1, 2, 2}), 1).losses.size(), 1u);
+  ASSERT_EQ(setenv("TENAX_MEMORY_LIMIT", "16", 1), 0);  // no unit
+  expect_usage_error(small_config({1, 2, 2}), test_model(), "TENAX_MEMORY_LIMIT must be auto, off or a size",
+                     "such as 16G or 512M, not '16'");
+  ASSERT_EQ(unsetenv("TENAX_MEMORY_LIMIT"), 0);
+}
+
 TEST(BadInput, WorldStillUsableAfterRejectedConfigurations) {
   // Nothing was half-issued: a valid run right after works.
   EXPECT_EQ(train(world(), small_config({2, 2, 1}), 1).losses.size(), 1u);

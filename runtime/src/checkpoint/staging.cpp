@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/host_memory.hpp"
 #include "tenax/build_config.hpp"
 #include "tenax/error.hpp"
 
@@ -18,17 +19,28 @@ namespace tenax::ckpt {
 
 StagingArena::~StagingArena() {
   if (pinned_) unpin_host_memory(data_);
-  if (data_) ::munmap(data_, mapped_);
+  if (data_) {
+    ::munmap(data_, mapped_);
+    detail::release_host_memory(mapped_);
+  }
 }
 
 void StagingArena::allocate(std::size_t bytes, bool pin) {
   if (bytes == 0) return;
   const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-  mapped_ = (bytes + page - 1) / page * page;
+  const std::size_t mapped = (bytes + page - 1) / page * page;
+  // Charged like a host tensor: a model whose staging copy does not fit beside it is refused by name while the engine
+  // builds it (core/host_memory.hpp).
+  detail::charge_host_memory(mapped);
+  mapped_ = mapped;
   void* p = ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED)
-    throw IoError("checkpoint staging: cannot map " + std::to_string(mapped_) + " bytes: " + std::strerror(errno) +
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    detail::release_host_memory(mapped_);
+    mapped_ = 0;
+    throw IoError("checkpoint staging: cannot map " + std::to_string(mapped) + " bytes: " + std::strerror(err) +
                   " (the staging buffer holds everything this rank writes per checkpoint)");
+  }
   // One write per page faults every page in now instead of during the first save.
   auto* bytes_at = static_cast<std::uint8_t*>(p);
   for (std::size_t off = 0; off < mapped_; off += page)
@@ -38,6 +50,7 @@ void StagingArena::allocate(std::size_t bytes, bool pin) {
       pin_host_memory(bytes_at, mapped_);
     } catch (...) {
       ::munmap(p, mapped_);  // no buffer rather than an unpinned one the device copies would silently slow down on
+      detail::release_host_memory(mapped_);
       mapped_ = 0;
       throw;
     }

@@ -180,7 +180,9 @@ struct TokenDataset::State {
 TokenDataset::TokenDataset(const std::string& dir, TokenDatasetOptions options) : state_(std::make_unique<State>()) {
   State& s = *state_;
   if (options.seq_len == 0)
-    throw UsageError("TokenDataset: seq_len is 0; set TokenDatasetOptions::seq_len to the model's context length");
+    throw UsageError(
+        "TokenDataset: seq_len is 0; set TokenDatasetOptions::seq_len (the examples' --seq-len) to the model's "
+        "context length");
   s.options = options;
   // A path that names nothing is a wrong option, not damage: a launcher must not retry it.
   if (struct stat st{}; ::stat(dir.c_str(), &st) != 0 && errno == ENOENT)

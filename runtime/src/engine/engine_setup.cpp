@@ -12,6 +12,7 @@
 #include "engine/config_agreement.hpp"
 #include "engine/device_setup.hpp"
 #include "engine/engine_state.hpp"
+#include "engine/memory_limit.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
 #include "tenax/kernels/blas_core.hpp"
@@ -82,7 +83,8 @@ void Engine::Impl::resolve_layout() {
   layout.validate(n);
   config.layout = layout;
   if (!data) throw UsageError("engine: no batch source was given");
-  if (config.seq_len < 1) throw UsageError("engine: seq_len must be >= 1");
+  if (config.seq_len < 1)
+    throw UsageError("engine: seq_len must be >= 1 (EngineConfig::seq_len, the examples' --seq-len)");
   if (config.global_batch < 1 || config.micro_batch < 1)
     throw UsageError("engine: the global batch and the micro-batch must be >= 1 sequences");
   if (config.global_batch % layout.dp != 0)
@@ -410,9 +412,14 @@ void Engine::Impl::make_state() {
   });
   run_agreed(world, [&] { find_tied_parameters(specs, local_users); });
   const DType param_dtype = config.precision.param_dtype();
-  buffers = std::make_unique<ParameterBuffers>(std::move(specs), param_dtype, *compute->dp, groups.coords.tp,
-                                               config.data_parallel, *ctx);
-  buffers->initialize(config.seed);
+  // Agreed: the parameters, gradients and optimizer state may not fit in this rank's memory (and no collective runs
+  // in here).
+  run_agreed(world, [&] {
+    buffers = std::make_unique<ParameterBuffers>(std::move(specs), param_dtype, *compute->dp, groups.coords.tp,
+                                                 config.data_parallel, *ctx);
+    buffers->initialize(config.seed);
+    optimizer = std::make_unique<Optimizer>(*buffers, config.optimizer);
+  });
   deferred_ready.assign(buffers->size(), false);
   for (const std::string& name : tied_local_names)
     deferred_ready[buffers->index_of(name)] = true;
@@ -425,7 +432,6 @@ void Engine::Impl::make_state() {
     c.module->bind(*buffers);
     c.parameter_indices = c.module->parameter_indices(*buffers);
   }
-  optimizer = std::make_unique<Optimizer>(*buffers, config.optimizer);
   if (config.precision.uses_loss_scaling()) scaler = std::make_unique<DynamicLossScaler>(config.loss_scaler);
   channel = std::make_unique<PipelineChannel>(*compute->pp, param_dtype, *ctx);
   std::size_t largest_exchange = 0, largest_message = 0;
@@ -461,17 +467,24 @@ Engine::Engine(Communicator& world, EngineConfig config, ChunkBuilder build, std
   detail::check_config_agrees(e.world, e.config);  // before the groups: a layout that differs would split them wrongly
   // Determinism of the CPU path: one BLAS thread makes every matrix product's summation order fixed.
   set_deterministic_cpu_math();
-  {
-    // Each node made its own choice (its CPU may differ): the first rank of every node warns of a problem there.
-    const kernels::cpu::BlasCoreChoice& blas = kernels::cpu::blas_core_choice();
-    const detail::LocalRank local = detail::node_local_rank(world);
-    e.nodes = local.nodes;
-    const bool first_on_node = local.rank == 0;
-    if (!blas.problem.empty() && first_on_node)
-      TENAX_LOG(Warn, "engine") << "CPU matrix products: " << kernels::cpu::describe(blas);
-    else if (world.rank() == 0)
-      TENAX_LOG(Info, "engine") << "CPU matrix products: " << kernels::cpu::describe(blas);
-  }
+  const detail::LocalRank local = detail::node_local_rank(world);
+  e.nodes = local.nodes;
+  // Each node made its own choice (its CPU may differ): the first rank of every node warns of a problem there.
+  const kernels::cpu::BlasCoreChoice& blas = kernels::cpu::blas_core_choice();
+  if (!blas.problem.empty() && local.rank == 0)
+    TENAX_LOG(Warn, "engine") << "CPU matrix products: " << kernels::cpu::describe(blas);
+  else if (world.rank() == 0)
+    TENAX_LOG(Info, "engine") << "CPU matrix products: " << kernels::cpu::describe(blas);
+  // In force until the model, its optimizer state and its checkpoint staging memory are all allocated. Read right
+  // after node_local_rank's collective, before anything of the model exists, so a node's ranks read the same figure.
+  std::unique_ptr<detail::HostMemoryLimit> memory_limit;
+  run_agreed(e.world, [&] {
+    memory_limit = detail::model_memory_limit(local.size, [&e] {
+      return "rank " + std::to_string(e.world.rank()) + " (pipeline stage " + std::to_string(e.groups.coords.pp) +
+             " of " + std::to_string(e.config.layout->pp) + ", tensor-parallel rank " +
+             std::to_string(e.groups.coords.tp) + " of " + std::to_string(e.config.layout->tp) + ")";
+    });
+  });
   e.make_groups();
   e.build_chunks(build);
   e.make_state();

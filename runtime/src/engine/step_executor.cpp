@@ -315,7 +315,8 @@ void Engine::Impl::check_divergence(const StepResult& r) {
                    ", so the weights can no longer be trusted and nothing from this step on is saved. The "
                    "checkpoints written before it are kept (" +
                    newest +
-                   "): lower the learning rate, clip the gradients (EngineConfig::grad_clip) or train in higher "
+                   "): lower the learning rate (the examples' --lr), clip the gradients (EngineConfig::grad_clip, the "
+                   "examples' --grad-clip) or train in higher "
                    "precision, then resume");
 }
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <new>
 #include <string>
 
 #include "comm/comm_state.hpp"
@@ -141,6 +142,12 @@ int run_main(int (*body)(int, char**), int argc, char** argv) {
   } catch (const CommError& e) {
     TENAX_LOG(Error, "core") << e.what();
     return finish_after(kExitPeerFailure);
+  } catch (const std::bad_alloc&) {
+    // Memory outside the engine's accounting (core/host_memory.hpp) ran out: name it rather than "std::bad_alloc".
+    TENAX_LOG(Error, "core") << "out of memory (std::bad_alloc): this rank could not allocate what it needed; run "
+                             << "fewer ranks per node, a smaller model, batch or data buffers, or on nodes with more "
+                             << "memory";
+    return finish_after(kExitCrash);
   } catch (const std::exception& e) {
     TENAX_LOG(Error, "core") << e.what();
     return finish_after(kExitCrash);

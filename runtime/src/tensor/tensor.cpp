@@ -1,10 +1,12 @@
 #include "tenax/tensor.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
 
+#include "core/host_memory.hpp"
 #include "tenax/build_config.hpp"
 #include "tenax/error.hpp"
 
@@ -21,10 +23,22 @@ constexpr std::size_t kHostAlignment = 64;  // a cache line, and what AVX-512 lo
 std::shared_ptr<void> allocate(std::size_t bytes, Device device) {
   if (device == Device::Host) {
     // aligned_alloc needs a size that is a multiple of the alignment.
-    const std::size_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
-    void* p = std::aligned_alloc(kHostAlignment, rounded == 0 ? kHostAlignment : rounded);
-    if (p == nullptr) throw Error("tensor: cannot allocate " + std::to_string(bytes) + " bytes of host memory");
-    return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+    const std::size_t rounded =
+        std::max((bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment, kHostAlignment);
+    // Charged first: while the engine builds a model, a tensor over the rank's share of the node's memory is refused
+    // with an error naming it, before its pages are touched (core/host_memory.hpp).
+    detail::charge_host_memory(rounded);
+    void* p = std::aligned_alloc(kHostAlignment, rounded);
+    if (p == nullptr) {
+      detail::release_host_memory(rounded);
+      throw Error("tensor: cannot allocate " + detail::format_bytes(bytes) + " of host memory (" +
+                  detail::format_bytes(detail::charged_host_memory()) +
+                  " of tensors and staging buffers already held)");
+    }
+    return std::shared_ptr<void>(p, [rounded](void* q) {
+      std::free(q);
+      detail::release_host_memory(rounded);
+    });
   }
 #if TENAX_HAVE_CUDA
   void* p = nullptr;
