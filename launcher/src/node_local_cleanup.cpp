@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "checkpoint/local_tier_cleanup.hpp"
+#include "core/host_name.hpp"
 
 namespace tenax::launch {
 namespace {
@@ -23,7 +24,7 @@ std::string mebibytes(std::uint64_t bytes) {
 std::string this_nodes_local_dir() {
   const char* pattern = std::getenv("TENAX_CKPT_LOCAL_DIR");
   if (pattern == nullptr || *pattern == '\0' || std::string(pattern) == "none") return "";
-  return ckpt::expand_node(pattern, ckpt::this_node_name());
+  return ckpt::expand_node(pattern, detail::node_name());
 }
 
 }  // namespace

@@ -9,17 +9,12 @@
 
 #include "comm/agreement.hpp"
 #include "core/file_system.hpp"
+#include "core/host_name.hpp"
 #include "tenax/env.hpp"
 #include "tenax/log.hpp"
 
 namespace tenax::ckpt {
 namespace {
-
-std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "?";
-  return buf;
-}
 
 // Errors the user fixes by choosing or repairing the directory; anything else (EIO, ENOSPC, ...) is the storage's.
 bool is_usage_errno(int err) {
@@ -45,7 +40,7 @@ void classified(const std::string& dir, int rank, F step) {
   } catch (const fs::FsError& e) {
     if (!is_usage_errno(e.error_number())) throw;
     throw UsageError("the checkpoint directory " + dir + " cannot hold checkpoints (rank " + std::to_string(rank) +
-                     " on " + host_name() + "): " + e.what() +
+                     " on " + detail::host_name() + "): " + e.what() +
                      "; make it writable by this job or point --checkpoint-dir / TENAX_CHECKPOINT_DIR at a directory "
                      "that is");
   }
@@ -85,7 +80,7 @@ DirectoryLock probe_checkpoint_dir(Communicator& world, const std::string& dir) 
     classified(dir, rank, [&] {
       fs::make_dirs(dir);
       token = random_token();
-      contents = "tenax checkpoint directory probe " + token + " from rank 0 on " + host_name() + "\n";
+      contents = "tenax checkpoint directory probe " + token + " from rank 0 on " + detail::host_name() + "\n";
       fs::write_file_durable(fs::join(dir, kProbePrefix + token), contents);
     });
     // After the probe file, so that a directory this job cannot write is named as such (above) rather than as a lock
@@ -116,7 +111,7 @@ DirectoryLock probe_checkpoint_dir(Communicator& world, const std::string& dir) 
     if (seen != contents) {
       const std::string from = contents.substr(contents.rfind(" on ") + 4);
       throw UsageError("the checkpoint directory " + dir + " is not the same directory on every rank: rank " +
-                       std::to_string(rank) + " on " + host_name() + " does not see the file " + shared +
+                       std::to_string(rank) + " on " + detail::host_name() + " does not see the file " + shared +
                        " that rank 0 created on " + from.substr(0, from.size() - 1) +
                        "; checkpoints must go to a file system every node shares (a node-local path such as /tmp "
                        "makes every restart on other nodes fail): point --checkpoint-dir / TENAX_CHECKPOINT_DIR at "

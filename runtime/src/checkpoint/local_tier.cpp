@@ -20,6 +20,7 @@
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/shard_file.hpp"
 #include "core/file_system.hpp"
+#include "core/host_name.hpp"
 #include "core/unique_fd.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
@@ -210,7 +211,7 @@ std::vector<int> partner_ranks(const std::vector<std::string>& node_of_rank,
 }
 
 std::string node_name(const CheckpointOptions& options) {
-  return options.node_name.empty() ? this_node_name() : options.node_name;
+  return options.node_name.empty() ? detail::node_name() : options.node_name;
 }
 
 std::string local_copies_job() {

@@ -244,13 +244,6 @@ std::string expand_node(const std::string& local_dir, const std::string& node) {
   return out;
 }
 
-std::string this_node_name() {
-  if (const char* slurm = std::getenv("SLURMD_NODENAME"); slurm && *slurm) return slurm;
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0) return "localhost";
-  return host;
-}
-
 bool is_local_tier_folder(std::string_view name) {
   const std::string_view prefix = kLocalTierPrefix;
   if (name.size() != prefix.size() + 16 || name.substr(0, prefix.size()) != prefix) return false;

@@ -44,9 +44,6 @@ struct LocalCleanupReport {
   std::vector<std::string> errors;  // what could not be read or removed, each naming the path and the reason
 };
 
-// This node's name as the tier names it: SLURMD_NODENAME, else the host name.
-std::string this_node_name();
-
 // `local_dir` with every "%n" replaced by the node's name (emulated nodes that share one file system).
 std::string expand_node(const std::string& local_dir, const std::string& node);
 

@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "checkpoint/crc32c.hpp"
+#include "core/host_name.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax::ckpt {
@@ -127,8 +128,7 @@ void StagingPass::helper_loop() {
 }
 
 std::string cpu_placement() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "localhost");
+  const std::string host = detail::host_name();
   std::string mask;
   cpu_set_t set;
   CPU_ZERO(&set);

@@ -11,6 +11,7 @@
 #include "comm/agreement.hpp"
 #include "comm/mpi/mpi_communicator.hpp"
 #include "core/check_mpi.hpp"
+#include "core/host_name.hpp"
 #include "tenax/env.hpp"
 #include "tenax/log.hpp"
 
@@ -31,9 +32,7 @@ LocalRank by_shared_memory(MpiCommunicator& world) {
 }
 
 LocalRank by_host_name(Communicator& world) {
-  std::array<char, 256> name{};
-  if (::gethostname(name.data(), name.size() - 1) != 0) name = {'?'};
-  const std::vector<std::string> hosts = all_gather_strings(world, name.data());
+  const std::vector<std::string> hosts = all_gather_strings(world, detail::host_name());
   LocalRank local{0, 0, static_cast<int>(std::set<std::string>(hosts.begin(), hosts.end()).size())};
   for (int r = 0; r < world.size(); ++r) {
     if (hosts[static_cast<std::size_t>(r)] != hosts[static_cast<std::size_t>(world.rank())]) continue;

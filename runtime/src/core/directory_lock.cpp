@@ -22,6 +22,7 @@
 #include <system_error>
 #include <thread>
 
+#include "core/host_name.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax {
@@ -51,12 +52,6 @@ std::string now_utc() {
   char text[32] = "unknown";
   if (::gmtime_r(&now, &utc) != nullptr) std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
   return text;
-}
-
-std::string host_name() {
-  char name[HOST_NAME_MAX + 1] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "unknown";
-  return name;
 }
 
 // key=value fields of a holder line. The file is anyone's to write: values are kept only when short and made of the
@@ -99,7 +94,7 @@ bool is_program(const std::map<std::string, std::string>& fields) {
 // A checkpointer of this very process holds the lock (two Engines on one directory).
 bool same_program(const std::string& line) {
   auto fields = holder_fields(line);
-  return is_program(fields) && fields["pid"] == std::to_string(::getpid()) && fields["host"] == host_name();
+  return is_program(fields) && fields["pid"] == std::to_string(::getpid()) && fields["host"] == detail::host_name();
 }
 
 // "tenax-launch (pid 12 on host n1, Slurm job 345, started ...)" or "a training program (its rank 0: pid ...)".
@@ -146,7 +141,7 @@ std::shared_ptr<void> claim_in_this_process(const std::string& dir, const std::s
                      "directory), or " +
                      fix);
   return std::shared_ptr<void>(nullptr, [key](void*) {
-    const std::lock_guard<std::mutex> guard(g_claims_mutex);
+    const std::lock_guard<std::mutex> erase_guard(g_claims_mutex);
     g_claims.erase(key);
   });
 }
@@ -154,7 +149,7 @@ std::shared_ptr<void> claim_in_this_process(const std::string& dir, const std::s
 }  // namespace
 
 std::string lock_holder_line(const LockOwner& self) {
-  std::string line = "pid=" + std::to_string(::getpid()) + " host=" + host_name() +
+  std::string line = "pid=" + std::to_string(::getpid()) + " host=" + detail::host_name() +
                      (self.role == LockRole::Program ? " role=program" : " role=launcher");
   if (!self.job_id.empty()) line += " job=" + self.job_id + " restart=" + std::to_string(self.restart_count);
   if (!self.launcher.empty()) line += " launcher=" + self.launcher + " attempt=" + std::to_string(self.attempt);
@@ -189,7 +184,7 @@ LockOwner lock_owner_from_environment(LockRole role) {
 }
 
 std::string lock_holder_identity() {
-  return host_name() + ":" + std::to_string(::getpid());
+  return detail::host_name() + ":" + std::to_string(::getpid());
 }
 
 std::string DirectoryLock::renew(const LockOwner& self) {

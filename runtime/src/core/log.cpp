@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/host_name.hpp"
 #include "tenax/env.hpp"
 
 namespace tenax::log {
@@ -68,17 +69,9 @@ int rank_from_launcher_env() {
   return -1;
 }
 
-std::string hostname() {
-  // Under Slurm several emulated or real nodes may share a host name; the node name is what people look for.
-  if (const char* node = std::getenv("SLURMD_NODENAME")) return node;
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
-  return buf;
-}
-
 State::State() {
   auto initial = std::make_shared<Config>();
-  initial->host = hostname();
+  initial->host = detail::node_name();
   config = std::move(initial);
 }
 
@@ -141,7 +134,7 @@ void configure() {
   State& s = state();
   std::lock_guard lock(s.configure_mutex);
   auto next = std::make_shared<Config>();
-  next->host = hostname();
+  next->host = detail::node_name();
   adopt_launcher_rank(s);
 
   const std::string level = env::get_string("TENAX_LOG_LEVEL");

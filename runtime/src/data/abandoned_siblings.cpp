@@ -46,13 +46,6 @@ Holder holder_of(const std::string& path) {
 
 }  // namespace
 
-std::string this_node_name() {
-  if (const char* slurm = std::getenv("SLURMD_NODENAME"); slurm != nullptr && *slurm != '\0') return slurm;
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') return "localhost";
-  return host;
-}
-
 std::string sibling_name(const std::string& target, const std::string& kind, const std::string& node) {
   return target + "." + kind + "-" + node + "-" + std::to_string(::getpid()) + "-" + std::to_string(g_serial++);
 }

@@ -17,10 +17,6 @@
 
 namespace tenax::data {
 
-// The name of this node in those folders' names (and staging's node groups): $SLURMD_NODENAME under Slurm, else the
-// host name.
-std::string this_node_name();
-
 // This process's temporary folder of `target`, made (mode 0755) and locked: its path, and the descriptor that holds
 // the lock (invalid where the file system keeps none) until it is closed. `kind` is "tmp" or "discard"; `node` names
 // this host, without '/'. A name some earlier process left is skipped. Returns 0, or the errno of the mkdir.

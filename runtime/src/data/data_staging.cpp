@@ -2,6 +2,7 @@
 // while every rank joins short all-reduce rounds until all copiers are done), tell the node's ranks the outcome, and
 // agree on whether the shared dataset was damaged.
 #include "tenax/data_staging.hpp"
+#include "core/host_name.hpp"
 
 #include <unistd.h>
 
@@ -96,7 +97,7 @@ StagingResult stage_dataset(Communicator& comm, const std::string& dataset_dir, 
     env::warn_if_unexpanded(options.stage_dir.empty() ? "TENAX_DATA_STAGE_DIR" : "StagingOptions::stage_dir",
                             stage_root);
 
-  std::string node = options.node_name.empty() ? data::this_node_name() : options.node_name;
+  std::string node = options.node_name.empty() ? detail::node_name() : options.node_name;
   std::string usage;
   if (node.size() > kMaxNodeName) usage = "the node name has more than 255 bytes: " + node.substr(0, 64) + "...";
   // Node-local storage is each node's own: a relative path resolves against every rank's working directory (a shared

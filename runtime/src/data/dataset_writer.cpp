@@ -12,6 +12,7 @@
 
 #include "checkpoint/crc32c.hpp"
 #include "core/file_system.hpp"
+#include "core/host_name.hpp"
 #include "core/unique_fd.hpp"
 #include "data/abandoned_siblings.hpp"
 #include "data/byte_order.hpp"
@@ -157,7 +158,7 @@ DatasetWriter::DatasetWriter(const std::string& output_dir, std::uint32_t vocab_
   if (!fs::is_directory(parent))
     throw UsageError("the output's parent " + parent +
                      (fs::exists(parent) ? " is not a directory" : " does not exist: create it first"));
-  const std::string host = this_node_name();
+  const std::string host = detail::node_name();
   s.removed_leftovers = remove_abandoned_siblings(s.output, "tmp", host);
   SiblingDir temp;
   if (const int error = make_sibling_dir(s.output, "tmp", host, temp); error != 0)

@@ -69,11 +69,4 @@ std::string read_if_exists(const std::string& path) {
   return content.str();
 }
 
-std::string node_name() {
-  if (const char* slurm = std::getenv("SLURMD_NODENAME"); slurm != nullptr && *slurm != '\0') return slurm;
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "unknown";
-  return name;
-}
-
 }  // namespace tenax::metrics::detail

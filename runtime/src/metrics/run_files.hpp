@@ -21,7 +21,4 @@ void append(const std::string& path, std::string_view content, Sync sync);
 // The whole file, or "" when it does not exist. Throws IoError on any other failure.
 std::string read_if_exists(const std::string& path);
 
-// SLURMD_NODENAME under Slurm (the name the scheduler knows the node by), else gethostname().
-std::string node_name();
-
 }  // namespace tenax::metrics::detail

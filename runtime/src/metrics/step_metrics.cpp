@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "core/host_name.hpp"
 #include "metrics/run_files.hpp"
 #include "metrics/step_metrics_state.hpp"
 #include "tenax/env.hpp"
@@ -36,7 +37,7 @@ void validate(const Options& o, const Communicator& comm) {
 }
 
 std::vector<std::string> gather_hosts(Communicator& comm) {
-  std::string mine = detail::node_name();
+  std::string mine = tenax::detail::node_name();
   mine.resize(kHostNameBytes - 1);  // names longer than 63 bytes are cut; the padding is NULs
   std::vector<char> all(kHostNameBytes * static_cast<std::size_t>(comm.size()), '\0');
   comm.all_gather(mine.c_str(), all.data(), kHostNameBytes, DType::U8);

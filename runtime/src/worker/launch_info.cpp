@@ -5,22 +5,13 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/host_name.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
 #include "tenax/worker.hpp"
 
 namespace tenax::worker {
 namespace {
-
-std::string node_name() {
-  // Emulated Slurm nodes share one host name; SLURMD_NODENAME is the node the task really belongs to.
-  if (const char* slurm_node = std::getenv("SLURMD_NODENAME"); slurm_node != nullptr && *slurm_node != '\0') {
-    return slurm_node;
-  }
-  char host[HOST_NAME_MAX + 1] = {};
-  if (gethostname(host, sizeof host) != 0) return "unknown-host";
-  return host;
-}
 
 int slurm_restart_count() {
   const char* value = std::getenv("SLURM_RESTART_COUNT");  // unset on a job's first run
@@ -39,7 +30,7 @@ LaunchInfo launch_info() {
   info.restart_count = static_cast<int>(env::get_int("TENAX_RESTART_COUNT"));
   info.original_world_size = static_cast<int>(env::get_int("TENAX_ORIGINAL_WORLD_SIZE"));
   info.slurm_restart_count = slurm_restart_count();
-  info.node = node_name();
+  info.node = detail::node_name();
   return info;
 }
 
