@@ -14,19 +14,15 @@
 #include "data/byte_order.hpp"
 #include "data/dataset_check.hpp"
 #include "data/dataset_index.hpp"
+#include "data/shard_format.hpp"
 #include "tenax/error.hpp"
 #include "tenax/tokenizer.hpp"
 
 namespace tenax::datatool {
 namespace {
 
+using data::hex32;
 using data::SplitId;
-
-std::string hex32(std::uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08x", v);
-  return buf;
-}
 
 SplitId parse_split(const std::string& name) {
   if (name == "train") return SplitId::Train;
@@ -47,10 +43,19 @@ std::vector<std::int32_t> read_stream(const std::string& dir, const data::Datase
   std::vector<std::int32_t> out;
   out.reserve(static_cast<std::size_t>(count));
   std::uint64_t start = 0;
-  for (const data::ShardEntry& e : s.shards) {
+  for (std::size_t number = 0; number < s.shards.size(); ++number) {
+    const data::ShardEntry& e = s.shards[number];
     const std::uint64_t lo = std::max(offset, start), hi = std::min(end, start + e.tokens);
     if (lo < hi) {
       const std::string path = dir + "/" + e.file;
+      // Its header first: a swapped or foreign shard of the same length would otherwise decode to another text.
+      if (const std::string problem =
+              data::shard_header_problem(path, e, index, split, static_cast<std::uint32_t>(number));
+          !problem.empty())
+        throw DataError(problem +
+                        ": the dataset is damaged or mixed from two datasets; check it with `tenax-data "
+                        "verify " +
+                        dir + "` and re-create it with `tenax-data encode`");
       const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO: not waited on
       if (!fd.valid()) throw IoError("cannot open token shard " + path + ": " + std::strerror(errno));
       std::vector<unsigned char> buf(static_cast<std::size_t>((hi - lo) * index.token_bytes));

@@ -255,8 +255,8 @@ constexpr bool kAddressSanitizer = true;
 constexpr bool kAddressSanitizer = __has_feature(address_sanitizer);
 #else
 constexpr bool kAddressSanitizer = false;
-#endif The ids still decode
-// to the text, whether the line has whitespace to cut after or only characters of 1 to 4 bytes.
+#endif
+// The ids still decode to the text, whether the line has whitespace to cut after or only characters of 1 to 4 bytes.
 TEST_F(RealText, ALineLongerThanAPartIsCutAndStillDecodesToItsText) {
   const Tokenizer tokenizer(scratch_ / "tok.model");
   ASSERT_TRUE(tokenizer.encodes_in_parts());
@@ -307,8 +307,9 @@ TEST_F(RealText, ALineLongerThanAPartIsCutAndStillDecodesToItsText) {
   EXPECT_STREQ(verdict, "lossless");
   // Measured (2026-11-30): this 3 MiB line grew the peak by 341,712 KiB encoded whole; cut into 1 MiB parts, by
   // about 1 MB (one part needs ~175 MB at most, which the encodes before this one left in the heap).
-  if (!kAddressSanitizer)
+  if (!kAddressSanitizer) {
     EXPECT_LT(grown_kib, 250 * 1024) << "peak memory grew by " << grown_kib << " KiB encoding a 3 MiB line";
+  }
 }
 
 // A SentencePiece model made elsewhere with SentencePiece's defaults (NFKC, whitespace collapsed, no byte fallback)
@@ -486,6 +487,23 @@ TEST_F(RealText, AnEncodeKilledOutrightLeavesAFolderTheNextEncodeOfItsOutputRemo
   std::vector<std::string> expected{"killed", alive, elsewhere, older_form, locked};
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(entries_starting(scratch_.path(), "killed"), expected);
+}
+
+// decode reads tokens by the index's offsets: a shard swapped for another of the same length (here the first train
+// shard copied over the second) would print another text. Its header is checked first.
+TEST_F(RealText, DecodeRefusesAShardWhoseHeaderIsNotTheIndexs) {
+  const std::string ds = scratch_ / "ds";
+  datatool::encode(encode_options(ds));
+  std::string out;
+  ASSERT_EQ(run_tool("decode " + ds + " --offset 50000 --count 20", &out), 0) << out;  // the second shard's start
+  ASSERT_EQ(stdfs::file_size(ds + "/train-00000.tok"), stdfs::file_size(ds + "/train-00001.tok"));
+  stdfs::copy_file(ds + "/train-00000.tok", ds + "/train-00001.tok", stdfs::copy_options::overwrite_existing);
+  out.clear();
+  EXPECT_EQ(run_tool("decode " + ds + " --offset 50000 --count 20", &out), 1) << out;
+  EXPECT_THAT(out, AllOf(HasSubstr("token shard " + ds + "/train-00001.tok: its header says payload checksum"),
+                         HasSubstr("tenax-data verify " + ds)));
+  out.clear();
+  EXPECT_EQ(run_tool("decode " + ds + " --offset 0 --count 20", &out), 0) << out;  // the first shard is its own
 }
 
 TEST_F(RealText, CommandLineExitCodesAndMessages) {

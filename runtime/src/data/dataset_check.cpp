@@ -12,18 +12,13 @@
 #include "checkpoint/crc32c.hpp"
 #include "core/unique_fd.hpp"
 #include "data/byte_order.hpp"
+#include "data/shard_format.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax::data {
 namespace {
 
 constexpr std::size_t kChunk = 4 << 20;
-
-std::string hex32(std::uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08x", v);
-  return buf;
-}
 
 // An open file for reading.
 struct Reader {
@@ -57,12 +52,9 @@ struct Reader {
   }
 };
 
-}  // namespace
-
-std::string shard_file_problem(const std::string& path, const ShardEntry& entry, const DatasetIndex& index,
-                               SplitId split, std::uint32_t number, bool check_ids, std::uint64_t* bytes_read) {
-  Reader in(path);
-  if (!in.error.empty()) return in.error;
+// Reads and checks the header of the file `in` has open (left positioned after it).
+std::string read_checked_header(Reader& in, const std::string& path, const ShardEntry& entry, const DatasetIndex& index,
+                                SplitId split, std::uint32_t number, ShardHeader* out) {
   unsigned char head[kShardHeaderBytes];
   std::size_t have = 0;
   while (have < sizeof head) {
@@ -71,26 +63,47 @@ std::string shard_file_problem(const std::string& path, const ShardEntry& entry,
     if (n == 0) break;
     have += static_cast<std::size_t>(n);
   }
-  ShardHeader h;
   try {
-    h = parse_shard_header(head, have, in.size, path);
+    *out = parse_shard_header(head, have, in.size, path);
   } catch (const IoError& e) {
     return e.what();
   }
+  const std::string disagreement = header_disagreement(*out, entry, index, split, number);
+  return disagreement.empty() ? disagreement : "token shard " + path + ": " + disagreement;
+}
+
+}  // namespace
+
+std::string header_disagreement(const ShardHeader& h, const ShardEntry& entry, const DatasetIndex& index, SplitId split,
+                                std::uint32_t number) {
+  const auto says = [](const std::string& what, const std::string& header, const std::string& listed) {
+    return "its header says " + what + " " + header + ", the index says " + listed;
+  };
   if (h.token_count != entry.tokens)
-    return path + ": header says " + std::to_string(h.token_count) + " tokens, the index " +
-           std::to_string(entry.tokens);
-  if (h.payload_crc32c != entry.crc32c)
-    return path + ": header records payload checksum " + hex32(h.payload_crc32c) + ", the index " + hex32(entry.crc32c);
+    return says("token count", std::to_string(h.token_count), std::to_string(entry.tokens));
+  if (h.payload_crc32c != entry.crc32c) return says("payload checksum", hex32(h.payload_crc32c), hex32(entry.crc32c));
   if (h.vocab_size != index.vocab_size)
-    return path + ": header says vocabulary size " + std::to_string(h.vocab_size) + ", the index " +
-           std::to_string(index.vocab_size);
-  if (h.split != split)
-    return path + ": header says split " + std::string(split_id_name(h.split)) + ", the index lists it under " +
-           std::string(split_id_name(split));
-  if (h.shard_number != number)
-    return path + ": header says shard number " + std::to_string(h.shard_number) + ", the index lists it as " +
-           std::to_string(number);
+    return says("vocabulary size", std::to_string(h.vocab_size), std::to_string(index.vocab_size));
+  if (h.split != split) return says("split", std::string(split_id_name(h.split)), std::string(split_id_name(split)));
+  if (h.shard_number != number) return says("shard number", std::to_string(h.shard_number), std::to_string(number));
+  return "";
+}
+
+std::string shard_header_problem(const std::string& path, const ShardEntry& entry, const DatasetIndex& index,
+                                 SplitId split, std::uint32_t number) {
+  Reader in(path);
+  if (!in.error.empty()) return in.error;
+  ShardHeader h;
+  return read_checked_header(in, path, entry, index, split, number, &h);
+}
+
+std::string shard_file_problem(const std::string& path, const ShardEntry& entry, const DatasetIndex& index,
+                               SplitId split, std::uint32_t number, bool check_ids, std::uint64_t* bytes_read) {
+  Reader in(path);
+  if (!in.error.empty()) return in.error;
+  ShardHeader h;
+  if (std::string problem = read_checked_header(in, path, entry, index, split, number, &h); !problem.empty())
+    return problem;
   std::vector<unsigned char> buf(kChunk);
   std::uint32_t crc = 0;
   std::uint64_t done = 0;

@@ -8,8 +8,18 @@
 #include <vector>
 
 #include "data/dataset_index.hpp"
+#include "data/shard_format.hpp"
 
 namespace tenax::data {
+
+// How a shard's header disagrees with its index entry (shard `number` of `split`): "its header says token count 5, the
+// index says 6"; "" when they agree. A swapped, foreign or stale shard whose own header is intact.
+std::string header_disagreement(const ShardHeader& h, const ShardEntry& entry, const DatasetIndex& index, SplitId split,
+                                std::uint32_t number);
+// The problem of a shard's header alone (the file opened, its header parsed and compared with the index), "" when none:
+// the cheap check before reading some of its tokens (tenax-data decode). Reads 64 bytes.
+std::string shard_header_problem(const std::string& path, const ShardEntry& entry, const DatasetIndex& index,
+                                 SplitId split, std::uint32_t number);
 
 // Problems of one file, empty when it is fine. `bytes_read` (not null) is increased by the bytes read.
 // Shards: the header parses and agrees with the index entry (token count, checksum, vocabulary, split, number), the

@@ -14,6 +14,7 @@
 #include "core/file_system.hpp"
 #include "core/json.hpp"
 #include "core/unique_fd.hpp"
+#include "data/shard_format.hpp"
 #include "tenax/error.hpp"
 
 namespace tenax::data {
@@ -25,12 +26,6 @@ const char* const kFix =
 
 [[noreturn]] void damaged(const std::string& file, const std::string& what) {
   throw DataError("dataset index " + file + ": " + what + kFix);
-}
-
-std::string hex32(std::uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08x", v);
-  return buf;
 }
 
 std::uint32_t read_u32(const json::Value& v, std::uint64_t max = 0xffffffffull) {

@@ -19,12 +19,6 @@ constexpr std::size_t kHeaderCrcAt = 60;
       "dataset with `tenax-data encode`");
 }
 
-std::string hex32(std::uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08x", v);
-  return buf;
-}
-
 }  // namespace
 
 std::uint32_t token_bytes_for_vocab(std::uint64_t vocab_size) {
@@ -101,6 +95,12 @@ ShardHeader parse_shard_header(const void* bytes, std::size_t size, std::uint64_
                       std::to_string(h.token_bytes) + " bytes after the header)" +
                       (file_size < want_size ? ": truncated" : ""));
   return h;
+}
+
+std::string hex32(std::uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", v);
+  return buf;
 }
 
 }  // namespace tenax::data

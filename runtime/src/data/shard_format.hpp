@@ -41,6 +41,9 @@ struct ShardHeader {
   std::uint32_t shard_number = 0;
 };
 
+// A checksum as people and messages read it: "0x%08x".
+std::string hex32(std::uint32_t v);
+
 // The width tokens of a vocabulary are stored with: 2 bytes up to 65536 ids, else 4.
 std::uint32_t token_bytes_for_vocab(std::uint64_t vocab_size);
 

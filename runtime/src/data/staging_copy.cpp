@@ -2,6 +2,7 @@
 // copied, read back from disk after fsync), and rename it into place. Local failures become a fall-back with the
 // reason; a damaged shared dataset is a SourceError.
 #include "data/staging_copy.hpp"
+#include "data/shard_format.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -36,12 +37,6 @@ class LocalError : public IoError {
  public:
   using IoError::IoError;
 };
-
-std::string hex32(std::uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08x", v);
-  return buf;
-}
 
 std::string mib(std::uint64_t bytes) {
   char buf[48];

@@ -18,6 +18,7 @@
 #include "checkpoint/crc32c.hpp"
 #include "core/unique_fd.hpp"
 #include "data/byte_order.hpp"
+#include "data/dataset_check.hpp"
 #include "data/dataset_index.hpp"
 #include "data/sample_order.hpp"
 #include "data/shard_format.hpp"
@@ -34,12 +35,6 @@ using data::SplitId;
 const char* const kRecreate =
     ": the dataset is damaged or mixed from two datasets; check it with `tenax-data verify DIR` and re-create it "
     "with `tenax-data encode`";
-
-std::string hex32(std::uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08x", v);
-  return buf;
-}
 
 // A read-only map of a whole file, unmapped on destruction (also when the owner's constructor throws after mapping).
 struct Mapping {
@@ -86,20 +81,9 @@ class MappedShard {
     fd.reset();  // the map keeps the file
     header_ = data::parse_shard_header(map_.base, static_cast<std::size_t>(std::min<std::uint64_t>(map_.size, 64)),
                                        map_.size, path);
-    auto mismatch = [&](const std::string& what, const std::string& header_says, const std::string& index_says) {
-      throw DataError("token shard " + path + ": its header says " + what + " " + header_says + ", the index says " +
-                      index_says + kRecreate);
-    };
-    if (header_.token_count != entry.tokens)
-      mismatch("token count", std::to_string(header_.token_count), std::to_string(entry.tokens));
-    if (header_.payload_crc32c != entry.crc32c)
-      mismatch("payload checksum", hex32(header_.payload_crc32c), hex32(entry.crc32c));
-    if (header_.vocab_size != index.vocab_size)
-      mismatch("vocabulary size", std::to_string(header_.vocab_size), std::to_string(index.vocab_size));
-    if (header_.split != split)
-      mismatch("split", std::string(data::split_id_name(header_.split)), std::string(data::split_id_name(split)));
-    if (header_.shard_number != number)
-      mismatch("shard number", std::to_string(header_.shard_number), std::to_string(number));
+    if (const std::string disagreement = data::header_disagreement(header_, entry, index, split, number);
+        !disagreement.empty())
+      throw DataError("token shard " + path + ": " + disagreement + kRecreate);
   }
   MappedShard(const MappedShard&) = delete;
   MappedShard& operator=(const MappedShard&) = delete;
@@ -113,7 +97,7 @@ class MappedShard {
     const std::uint32_t got = ckpt::crc32c_extend(0, payload(), bytes);
     if (got != header_.payload_crc32c)
       throw DataError("token shard " + path_ + ": payload checksum mismatch (recorded " +
-                      hex32(header_.payload_crc32c) + ", computed " + hex32(got) + ")" + kRecreate);
+                      data::hex32(header_.payload_crc32c) + ", computed " + data::hex32(got) + ")" + kRecreate);
   }
 
  private:
