@@ -54,13 +54,15 @@ TEST_F(FakeSystem, ACgroupV2LimitAboveTheProcesssGroupLeavesLessRoomAndItsPageCa
   write("proc/self/cgroup", "0::/system.slice/slurmstepd.scope/job_7/step_0\n");
   write("cgroup/system.slice/slurmstepd.scope/job_7/memory.max", "8589934592\n");  // 8 GiB
   write("cgroup/system.slice/slurmstepd.scope/job_7/memory.current", "3221225472\n");
-  write("cgroup/system.slice/slurmstepd.scope/job_7/memory.stat", "anon 1073741824\nfile 2147483648\nfile_mapped 1\n");
+  // 2 GiB of page cache, of which 512 MiB tmpfs (a node-local checkpoint tier in /dev/shm): not reclaimable.
+  write("cgroup/system.slice/slurmstepd.scope/job_7/memory.stat",
+        "anon 1073741824\nfile 2147483648\nfile_mapped 1\nshmem 536870912\n");
   write("cgroup/system.slice/slurmstepd.scope/job_7/step_0/memory.max", "max\n");
   write("cgroup/system.slice/slurmstepd.scope/job_7/step_0/memory.current", "3221225472\n");
   const std::optional<AvailableMemory> a = read();
   ASSERT_TRUE(a);
-  // 8 GiB minus the 1 GiB held apart from the 2 GiB of page cache.
-  EXPECT_EQ(a->bytes, 7ull << 30);
+  // 8 GiB minus the 1.5 GiB held apart from the 1.5 GiB of reclaimable page cache.
+  EXPECT_EQ(a->bytes, (13ull << 30) / 2);
   EXPECT_EQ(a->source, "memory cgroup /system.slice/slurmstepd.scope/job_7 (limit 8.0 GiB)");
 }
 
@@ -145,6 +147,28 @@ TEST(HostMemoryLimit, RefusesATensorOverItChargingNothingAndCountsReleases) {
   EXPECT_EQ(charged_host_memory(), before);
   const Tensor unlimited = Tensor::zeros({1 << 20}, DType::F32);  // no limit in force any more
   EXPECT_EQ(charged_host_memory(), before + (4u << 20));
+}
+
+TEST(HostMemoryLimit, ASharedTotalIsWhatTheLimitAppliesToAndTakesBackOnlyWhatThisProcessAdded) {
+  std::uint64_t node_total = 900;                               // what other processes of the node added
+  Tensor before_the_limit = Tensor::zeros({2048}, DType::F32);  // 8 KiB, charged before any limit
+  {
+    const HostMemoryLimit limit(900 + 4096, nullptr, &node_total);
+    const Tensor a = Tensor::zeros({512}, DType::F32);  // 2048 bytes
+    EXPECT_EQ(node_total, 900u + 2048);
+    EXPECT_THROW(Tensor::zeros({1024}, DType::F32), UsageError);  // 4096 more: over the node's total
+    EXPECT_EQ(node_total, 900u + 2048);
+    {
+      const Tensor b = Tensor::zeros({256}, DType::F32);
+      EXPECT_EQ(node_total, 900u + 3072);
+    }
+    EXPECT_EQ(node_total, 900u + 2048);
+    // The 8 KiB never reached the shared total: releasing them takes back at most this process's 2048 bytes, not
+    // the other processes' 900 (nor wraps the total around).
+    before_the_limit = Tensor();
+    EXPECT_EQ(node_total, 900u);
+  }
+  EXPECT_EQ(node_total, 900u);
 }
 
 TEST(HostMemoryLimit, ChecksCheckpointStagingMemoryToo) {

@@ -18,6 +18,7 @@
 #include "checkpoint/names.hpp"
 #include "checkpoint/shard_file.hpp"
 #include "core/file_system.hpp"
+#include "core/host_memory.hpp"
 #include "tenax/env.hpp"
 #include "tenax/log.hpp"
 
@@ -245,6 +246,20 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
     if (s.any_device) s.fence = std::make_unique<ckpt::DeviceCopyFence>();
     if (s.any_device && !s.local_root.empty()) s.local_fence = std::make_unique<ckpt::DeviceCopyFence>();
   });
+  if (!s.local_root.empty() && !s.options.read_only && s.local_staging_bytes > 0) {
+    // The node-local copies' own staging memory is mapped later (local_arena_ready), when no host memory limit is in
+    // force any more: under the engine's (core/host_memory.hpp) it is tried now, and where it would not fit the
+    // node-local saves wait for the shared write in flight instead, as when mapping it fails.
+    bool fits = true;
+    try {
+      detail::charge_host_memory(s.local_staging_bytes);
+      detail::release_host_memory(s.local_staging_bytes);
+    } catch (const UsageError& e) {
+      fits = false;
+      TENAX_LOG(Warn, "ckpt") << "no staging memory of their own for node-local copies: " << e.what();
+    }
+    if (!every_rank(world, fits)) s.local_arena_state = State::LocalArena::Refused;
+  }
   s.io = std::make_unique<ckpt::IoThread>(s.options.io_nice, "tenax-ckpt-io");
   if (!s.local_root.empty() && !s.options.read_only)
     s.local_io = std::make_unique<ckpt::IoThread>(s.options.io_nice, "tenax-ckpt-loc");

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #include "core/host_memory.hpp"
@@ -26,6 +27,7 @@ StagingArena::~StagingArena() {
 }
 
 void StagingArena::allocate(std::size_t bytes, bool pin) {
+  if (data_ != nullptr) throw std::logic_error("StagingArena::allocate: the arena is allocated once");
   if (bytes == 0) return;
   const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   const std::size_t mapped = (bytes + page - 1) / page * page;

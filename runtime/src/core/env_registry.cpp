@@ -109,11 +109,10 @@ const std::vector<Var>& registry() {
       {"TENAX_LOADER_WORKERS", Int, "2", "Producer threads of the data loader.", {}, 1, 256},
       {"TENAX_LOADER_PREFETCH", Int, "4", "Batches the data loader prepares ahead of the step.", {}, 1, 4096},
       {"TENAX_MEMORY_LIMIT", String, "auto",
-       "Host memory each rank's model (its tensors and checkpoint staging memory) may take while the engine builds "
-       "it: auto (7/8 of the memory the node has available, or its memory cgroup leaves, shared by the node's ranks), "
-       "off, "
-       "or a size per rank such as 16G or 512M (K, M, G, T: powers of 1024). A model over it is refused, naming the "
-       "sizes, instead of the kernel's OOM killer ending the job."},
+       "Host memory a model's tensors and checkpoint staging memory may take while the engine builds it: auto (the "
+       "node's ranks together: 7/8 of the memory the node has available, or its memory cgroup leaves), off, or a size "
+       "per rank such as 16G or 512M (K, M, G, T: powers of 1024). A model over it is refused, naming the sizes, "
+       "instead of the kernel's OOM killer ending the job."},
 
       // Checkpoints (docs/checkpoint-format.md). The directory is TENAX_CHECKPOINT_DIR above.
       {"TENAX_MTBF", Duration, "24h",

@@ -1,5 +1,6 @@
 #include "core/host_memory.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -16,8 +17,14 @@ namespace {
 
 std::atomic<std::uint64_t> charged{0};
 std::atomic<std::uint64_t> limit_in_force{0};  // 0: none
+std::atomic<std::uint64_t*> shared_in_force{nullptr};
+std::atomic<std::uint64_t> added_to_shared{0};  // what this process added to *shared_in_force
 std::mutex explain_mutex;
 HostMemoryLimit::Explain explain_in_force;
+
+std::atomic_ref<std::uint64_t> shared_word(std::uint64_t* word) {
+  return std::atomic_ref<std::uint64_t>(*word);
+}
 
 // The file's text, or nullopt when it cannot be read (a missing cgroup file is normal: another hierarchy).
 std::optional<std::string> read_text(const std::string& path) {
@@ -78,8 +85,15 @@ std::optional<Room> cgroup_room(const std::string& dir, bool v2) {
   if (!limit_text || !usage_text) return std::nullopt;
   const std::optional<std::uint64_t> limit = parse_count(*limit_text), usage = parse_count(*usage_text);
   if (!limit || !usage || *limit >= (std::uint64_t{1} << 62)) return std::nullopt;
+  // The page cache the kernel can reclaim: tmpfs and shared memory (a node-local checkpoint tier in /dev/shm, MPI's
+  // segments) count as cache but stay until deleted.
   const std::optional<std::string> stat = read_text(dir + "/memory.stat");
-  const std::uint64_t cache = stat ? table_value(*stat, v2 ? "file" : "total_cache").value_or(0) : 0;
+  std::uint64_t cache = 0;
+  if (stat) {
+    const std::uint64_t file = table_value(*stat, v2 ? "file" : "total_cache").value_or(0);
+    const std::uint64_t shmem = table_value(*stat, v2 ? "shmem" : "total_shmem").value_or(0);
+    cache = file > shmem ? file - shmem : 0;
+  }
   const std::uint64_t held = *usage > cache ? *usage - cache : 0;
   return Room{*limit > held ? *limit - held : 0, *limit};
 }
@@ -91,11 +105,21 @@ std::uint64_t charged_host_memory() noexcept {
 }
 
 void charge_host_memory(std::uint64_t bytes) {
-  const std::uint64_t before = charged.fetch_add(bytes);
+  std::uint64_t before = charged.fetch_add(bytes);
   const std::uint64_t limit = limit_in_force.load();
+  if (limit == 0) return;
+  std::uint64_t* shared = shared_in_force.load();
+  if (shared != nullptr) {
+    before = shared_word(shared).fetch_add(bytes);
+    added_to_shared.fetch_add(bytes);
+  }
   std::uint64_t after = 0;
-  if (limit == 0 || (!__builtin_add_overflow(before, bytes, &after) && after <= limit)) return;
+  if (!__builtin_add_overflow(before, bytes, &after) && after <= limit) return;
   charged.fetch_sub(bytes);
+  if (shared != nullptr) {
+    shared_word(shared).fetch_sub(bytes);
+    added_to_shared.fetch_sub(bytes);
+  }
   std::lock_guard lock(explain_mutex);
   throw UsageError(explain_in_force ? explain_in_force(before, bytes, limit)
                                     : "host memory: " + format_bytes(bytes) + " more is over the limit of " +
@@ -104,18 +128,29 @@ void charge_host_memory(std::uint64_t bytes) {
 
 void release_host_memory(std::uint64_t bytes) noexcept {
   charged.fetch_sub(bytes);
+  std::uint64_t* shared = shared_in_force.load();
+  if (shared == nullptr) return;
+  // Only what this process added: buffers charged before the limit never reached the shared total.
+  std::uint64_t added = added_to_shared.load(), taken = 0;
+  do
+    taken = std::min(added, bytes);
+  while (!added_to_shared.compare_exchange_weak(added, added - taken));
+  if (taken > 0) shared_word(shared).fetch_sub(taken);
 }
 
-HostMemoryLimit::HostMemoryLimit(std::uint64_t limit, Explain explain) {
+HostMemoryLimit::HostMemoryLimit(std::uint64_t limit, Explain explain, std::uint64_t* shared_total) {
   std::lock_guard lock(explain_mutex);
   if (limit_in_force.load() != 0) throw std::logic_error("HostMemoryLimit: a limit is already in force");
   explain_in_force = std::move(explain);
+  added_to_shared.store(0);
+  shared_in_force.store(shared_total);
   limit_in_force.store(limit == 0 ? 1 : limit);  // 0 would read as "none"
 }
 
 HostMemoryLimit::~HostMemoryLimit() {
   std::lock_guard lock(explain_mutex);
   limit_in_force.store(0);
+  shared_in_force.store(nullptr);
   explain_in_force = nullptr;
 }
 

@@ -24,11 +24,14 @@ void charge_host_memory(std::uint64_t bytes);
 void release_host_memory(std::uint64_t bytes) noexcept;
 
 // While one lives, a charge that would take the process's total above `limit` bytes is refused with
-// UsageError(explain(charged, asked, limit)). One at a time per process: a second is a std::logic_error.
+// UsageError(explain(charged, asked, limit)). With `shared_total` (a word that other processes update too: the node's
+// ranks' total, comm/node_shared_words.hpp) the limit applies to that total instead: every charge while the limit lives
+// adds to it (atomically), and releases take back at most what this process added. One at a time per process: a
+// second is a std::logic_error.
 class HostMemoryLimit {
  public:
   using Explain = std::function<std::string(std::uint64_t charged, std::uint64_t asked, std::uint64_t limit)>;
-  HostMemoryLimit(std::uint64_t limit, Explain explain);
+  HostMemoryLimit(std::uint64_t limit, Explain explain, std::uint64_t* shared_total = nullptr);
   ~HostMemoryLimit();
   HostMemoryLimit(const HostMemoryLimit&) = delete;
   HostMemoryLimit& operator=(const HostMemoryLimit&) = delete;
@@ -36,8 +39,9 @@ class HostMemoryLimit {
 
 // The memory the system lets this process take now: /proc/meminfo's MemAvailable, or less where a memory cgroup (a
 // Slurm job's --mem, a container's limit) leaves less room: its limit minus what its processes hold apart from the
-// page cache (which the kernel reclaims before it kills), the least over the process's cgroup and every group above
-// it, cgroup v1 or v2. nullopt when none of it can be read. `source` names where the figure came from.
+// reclaimable page cache (the kernel reclaims it before it kills; tmpfs and shared memory are held), the least over the
+// process's cgroup and every group above it, cgroup v1 or v2. nullopt when none of it can be read. `source` names where
+// the figure came from.
 struct AvailableMemory {
   std::uint64_t bytes = 0;
   std::string source;  // "MemAvailable" or "memory cgroup <path> (limit <size>)"

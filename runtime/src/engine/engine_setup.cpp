@@ -419,6 +419,8 @@ void Engine::Impl::make_state() {
                                                  config.data_parallel, *ctx);
     buffers->initialize(config.seed);
     optimizer = std::make_unique<Optimizer>(*buffers, config.optimizer);
+    loss_sum = ctx->zeros({1}, DType::F64);
+    norm_sum = ctx->zeros({1}, DType::F64);
   });
   deferred_ready.assign(buffers->size(), false);
   for (const std::string& name : tied_local_names)
@@ -444,8 +446,6 @@ void Engine::Impl::make_state() {
   state.context = ctx;
   state.activation_dtype = param_dtype;
   state.geometry = geometry;
-  loss_sum = ctx->zeros({1}, DType::F64);
-  norm_sum = ctx->zeros({1}, DType::F64);
   state.loss_sum = loss_sum.as<double>();
   if (holds_last) {
     const Chunk& last = chunks.back();
@@ -475,20 +475,18 @@ Engine::Engine(Communicator& world, EngineConfig config, ChunkBuilder build, std
     TENAX_LOG(Warn, "engine") << "CPU matrix products: " << kernels::cpu::describe(blas);
   else if (world.rank() == 0)
     TENAX_LOG(Info, "engine") << "CPU matrix products: " << kernels::cpu::describe(blas);
-  // In force until the model, its optimizer state and its checkpoint staging memory are all allocated. Read right
-  // after node_local_rank's collective, before anything of the model exists, so a node's ranks read the same figure.
-  std::unique_ptr<detail::HostMemoryLimit> memory_limit;
-  run_agreed(e.world, [&] {
-    memory_limit = detail::model_memory_limit(local.size, [&e] {
-      return "rank " + std::to_string(e.world.rank()) + " (pipeline stage " + std::to_string(e.groups.coords.pp) +
-             " of " + std::to_string(e.config.layout->pp) + ", tensor-parallel rank " +
-             std::to_string(e.groups.coords.tp) + " of " + std::to_string(e.config.layout->tp) + ")";
-    });
+  // In force until the model, its optimizer state and its checkpoint staging memory are all allocated. Set up right
+  // after node_local_rank's collective, before anything of the model exists.
+  detail::ModelMemoryLimit memory_limit(world, [&e] {
+    return "rank " + std::to_string(e.world.rank()) + " (pipeline stage " + std::to_string(e.groups.coords.pp) +
+           " of " + std::to_string(e.config.layout->pp) + ", tensor-parallel rank " +
+           std::to_string(e.groups.coords.tp) + " of " + std::to_string(e.config.layout->tp) + ")";
   });
   e.make_groups();
   e.build_chunks(build);
   e.make_state();
   e.open_checkpoints();
+  memory_limit.lift();
 }
 
 Engine::~Engine() {

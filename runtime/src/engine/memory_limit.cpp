@@ -1,47 +1,78 @@
 #include "engine/memory_limit.hpp"
 
-#include <algorithm>
+#include <atomic>
+#include <limits>
 
+#include "comm/agreement.hpp"
+#include "core/host_name.hpp"
 #include "tenax/env.hpp"
 #include "tenax/log.hpp"
 
 namespace tenax::detail {
+namespace {
 
-std::unique_ptr<HostMemoryLimit> model_memory_limit(int node_ranks, std::function<std::string()> where) {
-  const MemoryLimitSetting setting = parse_memory_limit("TENAX_MEMORY_LIMIT", env::get_string("TENAX_MEMORY_LIMIT"));
-  if (setting.kind == MemoryLimitSetting::Kind::Off) return nullptr;
-  std::string share;  // how the allowance came about, for the error
-  std::uint64_t allowance = setting.bytes;
-  if (setting.kind == MemoryLimitSetting::Kind::Auto) {
+constexpr std::uint64_t kNoFigure = std::numeric_limits<std::uint64_t>::max();
+enum Word { kNodeTotal = 0, kNodeAllowance = 1 };
+
+const char* const kWaysOut =
+    "Make the model smaller (fewer layers, a smaller hidden size or vocabulary) or its micro-batch, store fewer "
+    "activations (the GPT example's --recompute), or spread it over more nodes (tensor or pipeline parallelism "
+    "across nodes; ZeRO-1 shards the optimizer state over the data-parallel ranks)";
+
+}  // namespace
+
+ModelMemoryLimit::ModelMemoryLimit(Communicator& world, std::function<std::string()> where) {
+  MemoryLimitSetting setting;
+  run_agreed(world, [&] { setting = parse_memory_limit("TENAX_MEMORY_LIMIT", env::get_string("TENAX_MEMORY_LIMIT")); });
+  // Made on every rank whatever its setting: the ranks' settings may differ, the collective may not.
+  node_ = std::make_unique<NodeSharedWords>(world);
+  if (node_->node_rank() == 0) {
     const std::optional<AvailableMemory> available = available_host_memory();
-    if (!available) {
-      TENAX_LOG(Debug, "engine") << "no host memory limit: neither /proc/meminfo nor a memory cgroup could be read";
-      return nullptr;
-    }
-    const std::uint64_t ranks = static_cast<std::uint64_t>(std::max(1, node_ranks));
-    // 7/8 of the rank's share: the rest is left to what is not counted here (the data loader's batches, MPI's and
-    // the kernels' scratch memory, the program's own).
-    allowance = available->bytes / ranks / 8 * 7;
-    share = "7/8 of the " + format_bytes(available->bytes) + " available on this node (" + available->source + ")" +
-            (ranks > 1 ? " shared by its " + std::to_string(ranks) + " ranks" : std::string(" for its one rank")) +
-            "; TENAX_MEMORY_LIMIT sets the share per rank, or off";
-  } else {
-    share = "TENAX_MEMORY_LIMIT=" + env::get_string("TENAX_MEMORY_LIMIT");
+    std::atomic_ref<std::uint64_t>(*node_->word(kNodeAllowance))
+        .store(available ? available->bytes / 8 * 7 : kNoFigure);
+    if (available)
+      TENAX_LOG(Debug, "engine") << "host memory of node " << node_name() << ": " << format_bytes(available->bytes)
+                                 << " available (" << available->source << ")";
   }
-  // What this process already holds (another model's buffers) is not the new model's: the allowance comes on top.
-  const std::uint64_t held = charged_host_memory();
-  TENAX_LOG(Debug, "engine") << "host memory for the model on this rank: at most " << format_bytes(allowance) << " ("
-                             << share << ")";
-  return std::make_unique<HostMemoryLimit>(
-      held + allowance,
-      [where = std::move(where), share, held, allowance](std::uint64_t charged, std::uint64_t asked, std::uint64_t) {
-        return "engine: the model does not fit in the host memory of " + where() + ": its tensors and checkpoint " +
-               "staging memory take " + format_bytes(charged - std::min(charged, held)) + " so far and ask for " +
-               format_bytes(asked) + " more, over the " + format_bytes(allowance) + " this rank may use (" + share +
-               "). Make the model smaller (fewer layers, a smaller hidden size or vocabulary), or the micro-batch, " +
-               "recompute activations, or spread the model over more ranks or nodes (tensor or pipeline parallelism; " +
-               "ZeRO-1 shards the optimizer state over the data-parallel ranks)";
-      });
+  node_->ready();
+  if (setting.kind == MemoryLimitSetting::Kind::Off) return;
+  if (setting.kind == MemoryLimitSetting::Kind::Bytes) {
+    // What this process already holds (another model's buffers) is not the new model's: the size comes on top.
+    const std::uint64_t held = charged_host_memory();
+    const std::string value = env::get_string("TENAX_MEMORY_LIMIT");
+    limit_ = std::make_unique<HostMemoryLimit>(
+        held + setting.bytes, [where, held, value](std::uint64_t charged, std::uint64_t asked, std::uint64_t most) {
+          return "engine: the model does not fit in the host memory of " + where() + ": its tensors and checkpoint " +
+                 "staging memory take " + format_bytes(charged - std::min(charged, held)) + " so far and ask for " +
+                 format_bytes(asked) + " more, over the " + format_bytes(most - held) +
+                 " this rank may use (TENAX_MEMORY_LIMIT=" + value + "). " + kWaysOut;
+        });
+    return;
+  }
+  const std::uint64_t allowance = std::atomic_ref<std::uint64_t>(*node_->word(kNodeAllowance)).load();
+  if (allowance == kNoFigure) {
+    TENAX_LOG(Debug, "engine") << "no host memory limit: neither /proc/meminfo nor a memory cgroup could be read";
+    return;
+  }
+  const int ranks = node_->node_ranks();
+  TENAX_LOG(Debug, "engine") << "host memory for the model on this node's " << ranks << " rank(s): at most "
+                             << format_bytes(allowance) << " together";
+  limit_ = std::make_unique<HostMemoryLimit>(
+      allowance,
+      [where, ranks, node = node_name()](std::uint64_t charged, std::uint64_t asked, std::uint64_t most) {
+        return "engine: the model does not fit in the host memory of node " + node + ": the tensors and checkpoint " +
+               "staging memory of its " + std::to_string(ranks) + " rank(s) take " + format_bytes(charged) +
+               " so far, and " + where() + " asks for " + format_bytes(asked) + " more, over the " +
+               format_bytes(most) + " they may use together (7/8 of what the node has available: MemAvailable, or " +
+               "less where the job's memory cgroup leaves less; TENAX_MEMORY_LIMIT sets a size per rank instead, " +
+               "or off). " + kWaysOut;
+      },
+      node_->word(kNodeTotal));
+}
+
+void ModelMemoryLimit::lift() {
+  limit_.reset();
+  node_->release();
 }
 
 }  // namespace tenax::detail

@@ -316,7 +316,7 @@ void Engine::Impl::check_divergence(const StepResult& r) {
                    "checkpoints written before it are kept (" +
                    newest +
                    "): lower the learning rate (the examples' --lr), clip the gradients (EngineConfig::grad_clip, the "
-                   "examples' --grad-clip) or train in higher "
+                   "GPT example's --grad-clip) or train in higher "
                    "precision, then resume");
 }
 
