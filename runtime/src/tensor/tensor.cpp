@@ -42,7 +42,22 @@ std::shared_ptr<void> allocate(std::size_t bytes, Device device) {
   }
 #if TENAX_HAVE_CUDA
   void* p = nullptr;
-  TENAX_CHECK_CUDA(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
+  const cudaError_t rc = cudaMalloc(&p, bytes == 0 ? 1 : bytes);
+  if (rc == cudaErrorMemoryAllocation) {
+    // Not retried by tenax-launch (a usage error): the same model runs out of the same memory at every restart.
+    (void)cudaGetLastError();  // this error is not sticky: clear it
+    std::size_t free = 0, total = 0;
+    int index = -1;
+    (void)cudaMemGetInfo(&free, &total);
+    (void)cudaGetDevice(&index);
+    throw UsageError("tensor: cannot allocate " + detail::format_bytes(bytes) + " of device memory on cuda:" +
+                     std::to_string(index) + " (" + detail::format_bytes(free) + " free of " +
+                     detail::format_bytes(total) +
+                     "): the model, its activations or its optimizer state do not fit this GPU. Make the model or "
+                     "its micro-batch smaller, store fewer activations (the GPT example's --recompute), or spread it "
+                     "over more GPUs (tensor or pipeline parallelism; ZeRO-1 shards the optimizer state)");
+  }
+  TENAX_CHECK_CUDA(rc);
   return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
 #else
   throw UsageError(
