@@ -11,6 +11,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,11 @@ void run_agreed(Communicator& comm, F local) {
     local();
   } catch (const UsageError& e) {
     outcome = Outcome{2, e.what()};
+  } catch (const std::bad_alloc&) {
+    // Memory outside the host memory accounting (core/host_memory.hpp) ran out: say so, not "std::bad_alloc".
+    outcome = Outcome{1,
+                      "out of host memory (std::bad_alloc): run fewer ranks per node, a smaller model, batch or "
+                      "data buffers, or on nodes with more memory"};
   } catch (const std::exception& e) {
     outcome = Outcome{1, e.what()};
   }
