@@ -23,6 +23,7 @@
 #include "core/json.hpp"
 #include "launcher_signals.hpp"
 #include "ledger.hpp"
+#include "mpi_shm_dir.hpp"
 #include "node_local_cleanup.hpp"
 #include "node_probe.hpp"
 #include "output_pump.hpp"
@@ -168,6 +169,16 @@ class Supervisor {
       plan.job_id = job_id_;
       Command command = slurm_ ? srun_command(options_, plan, run_dir_, checkpoint_dir_)
                                : local_command(options_, plan, run_dir_, checkpoint_dir_);
+      // The ranks' shared-memory files in a folder of this attempt's, removed once it has ended, killed ranks' too
+      // (mpi_shm_dir.hpp). Only where every rank is on this host: the folder exists on no other.
+      std::optional<MpiShmDir> shm_dir;
+      if (!slurm_ && !may_span_hosts(options_.extra_launcher_args)) {
+        shm_dir.emplace();
+        for (const std::string& removed : shm_dir->removed_leftovers())
+          announce("removed an earlier launcher's shared-memory folder " + removed);
+        if (!shm_dir->path().empty())
+          command.env_defaults.emplace_back("OMPI_MCA_btl_vader_backing_directory", shm_dir->path());
+      }
       std::string start_line =
           "attempt " + std::to_string(plan.attempt) + ": starting " + std::to_string(plan.world_size) + " ranks";
       if (plan.original_world_size) {

@@ -14,7 +14,7 @@
 
 #include "comm/agreement.hpp"
 #include "common/mpi_test.hpp"
-#include "data/abandoned_siblings.hpp"
+#include "core/abandoned_siblings.hpp"
 #include "data/dataset_index.hpp"
 #include "data/staging_copy.hpp"
 #include "data_test_util.hpp"
@@ -277,7 +277,7 @@ TEST(Staging, AKilledCopiersPartialCopyIsRemovedBeforeTheFreeSpaceCheck) {
     // A living copier's folder stays, whatever its pid says (another pid namespace): it holds its lock.
     in_use = dir / ("local/" + key + ".tmp-n-" + std::to_string(gone) + "-9");
     stdfs::create_directories(in_use);
-    held = data::lock_sibling(in_use);
+    held = detail::lock_sibling(in_use);
   }
   leftover = broadcast_string(world(), leftover, 0);
   other = broadcast_string(world(), other, 0);

@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "comm/agreement.hpp"
-#include "data/abandoned_siblings.hpp"
+#include "core/abandoned_siblings.hpp"
 #include "data/staging_copy.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "checkpoint/crc32c.hpp"
+#include "core/abandoned_siblings.hpp"
 #include "core/file_system.hpp"
 #include "core/host_name.hpp"
 #include "core/unique_fd.hpp"
-#include "data/abandoned_siblings.hpp"
 #include "data/byte_order.hpp"
 #include "tenax/error.hpp"
 
@@ -159,9 +159,9 @@ DatasetWriter::DatasetWriter(const std::string& output_dir, std::uint32_t vocab_
     throw UsageError("the output's parent " + parent +
                      (fs::exists(parent) ? " is not a directory" : " does not exist: create it first"));
   const std::string host = detail::node_name();
-  s.removed_leftovers = remove_abandoned_siblings(s.output, "tmp", host);
-  SiblingDir temp;
-  if (const int error = make_sibling_dir(s.output, "tmp", host, temp); error != 0)
+  s.removed_leftovers = detail::remove_abandoned_siblings(s.output, "tmp", host);
+  detail::SiblingDir temp;
+  if (const int error = detail::make_sibling_dir(s.output, "tmp", host, temp); error != 0)
     fs::throw_errno("create directory", temp.path, error);
   s.temp = temp.path;
   s.temp_lock = std::move(temp.lock);

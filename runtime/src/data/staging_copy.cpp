@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "checkpoint/crc32c.hpp"
+#include "core/abandoned_siblings.hpp"
 #include "core/file_system.hpp"
 #include "core/unique_fd.hpp"
-#include "data/abandoned_siblings.hpp"
 #include "data/dataset_check.hpp"
 #include "data/dataset_index.hpp"
 #include "tenax/log.hpp"
@@ -167,13 +167,13 @@ void copy_dataset(const std::string& dataset_dir, const std::string& tmp, const 
 // Moves a directory out of the way under a unique name, then removes it (a job still reading the old copy keeps its
 // open files).
 void discard(const std::string& dir, const std::string& node_name) {
-  std::string aside = sibling_name(dir, "discard", node_name);
+  std::string aside = detail::sibling_name(dir, "discard", node_name);
   // A name an earlier process of the same pid left (not yet removed: it was in use) is skipped.
   for (int tries = 0; ::rename(dir.c_str(), aside.c_str()) != 0; ++tries) {
     if ((errno != EEXIST && errno != ENOTEMPTY) || tries == 1000) local_errno("move aside", dir, errno);
-    aside = sibling_name(dir, "discard", node_name);
+    aside = detail::sibling_name(dir, "discard", node_name);
   }
-  const UniqueFd in_use = lock_sibling(aside);  // removed by this process: no other copier's to take
+  const UniqueFd in_use = detail::lock_sibling(aside);  // removed by this process: no other copier's to take
   try {
     fs::remove_tree(aside);
   } catch (const IoError& e) {
@@ -287,7 +287,7 @@ LocalStageResult stage_on_this_node(const std::string& dataset_dir, const std::s
     }
     // Before the free-space check: a copier killed mid-copy (a job past its time limit) left up to a whole copy.
     for (const char* kind : {"tmp", "discard"})
-      for (const std::string& removed : remove_abandoned_siblings(target, kind, node_name, is_staged_dir_name))
+      for (const std::string& removed : detail::remove_abandoned_siblings(target, kind, node_name, is_staged_dir_name))
         TENAX_LOG(Info, "data") << "removed " << removed << ", left by a staging copy that was killed";
     std::uint64_t needed = 0;
     for (const DatasetFile& f : dataset_files(index, index_text.size()))
@@ -300,8 +300,8 @@ LocalStageResult stage_on_this_node(const std::string& dataset_dir, const std::s
                        mib(needed) +
                        ": free space there, point TENAX_DATA_STAGE_DIR at a larger local disk, or unset "
                        "it");
-    SiblingDir fresh;  // locked while the copy is made, until this function returns
-    const int made = make_sibling_dir(target, "tmp", node_name, fresh);
+    detail::SiblingDir fresh;  // locked while the copy is made, until this function returns
+    const int made = detail::make_sibling_dir(target, "tmp", node_name, fresh);
     tmp = fresh.path;
     if (made != 0) {
       tmp.clear();

@@ -1,8 +1,10 @@
-// The temporary folders a dataset writer or a staging copy works in beside its target: "<target>.<kind>-<node>-<pid>-
-// <n>", renamed to the target when complete or removed when abandoned. A writer killed outright (SIGKILL, the OOM
-// killer, a job past its time limit) leaves its folder behind, as large as what it had written: an encode's partial
-// dataset, or a partial staged copy on a node-local disk, whose space the next job's free-space check would then miss
-// for good. The next writer on the same node removes the folders no living writer holds.
+// Internal (tenax_core: the data writers and tenax-launch share it). The temporary folders a dataset writer or a
+// staging copy works in beside its target (and tenax-launch's folders of Open MPI's shared-memory files):
+// "<target>.<kind>-<node>-<pid>- <n>", renamed to the target when complete or removed when abandoned. A writer killed
+// outright (SIGKILL, the OOM killer, a job past its time limit) leaves its folder behind, as large as what it had
+// written: an encode's partial dataset, or a partial staged copy on a node-local disk, whose space the next job's
+// free-space check would then miss for good. The next writer on the same node removes the folders no living writer
+// holds.
 //
 // A living writer holds an exclusive flock(2) on its folder for as long as it works in it: that tells a folder in use
 // from an abandoned one across pid namespaces (containers) and whatever pid a later process gets. Where the file
@@ -15,7 +17,7 @@
 
 #include "core/unique_fd.hpp"
 
-namespace tenax::data {
+namespace tenax::detail {
 
 // This process's temporary folder of `target`, made (mode 0755) and locked: its path, and the descriptor that holds
 // the lock (invalid where the file system keeps none) until it is closed. `kind` is "tmp" or "discard"; `node` names
@@ -39,4 +41,4 @@ std::vector<std::string> remove_abandoned_siblings(const std::string& target, co
                                                    const std::string& node,
                                                    bool (*same_family)(const std::string& name) = nullptr);
 
-}  // namespace tenax::data
+}  // namespace tenax::detail

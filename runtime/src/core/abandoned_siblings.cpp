@@ -1,4 +1,4 @@
-#include "data/abandoned_siblings.hpp"
+#include "core/abandoned_siblings.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -16,7 +16,7 @@
 
 #include "core/file_system.hpp"
 
-namespace tenax::data {
+namespace tenax::detail {
 namespace {
 
 std::atomic<int> g_serial{0};
@@ -108,4 +108,4 @@ std::vector<std::string> remove_abandoned_siblings(const std::string& target, co
   return removed;
 }
 
-}  // namespace tenax::data
+}  // namespace tenax::detail
