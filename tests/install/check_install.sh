@@ -23,5 +23,14 @@ for h in $headers; do
 done
 cmake -S "$consumer" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" >"$work/configure.log"
 cmake --build "$work/build" >"$work/build.log"
-# The installed library must be found through its install location, not the build tree.
-LD_LIBRARY_PATH="$work/prefix/lib" "$mpiexec" -n 2 "$work/build/consumer"
+# The installed library must be found through its install location, not the build tree, and without LD_LIBRARY_PATH:
+# the consumer's RUNPATH names the prefix's lib, and libtenax's own ($ORIGIN) serves libtenax_kernels, which the
+# consumer's does not reach.
+env -u LD_LIBRARY_PATH "$mpiexec" -n 2 "$work/build/consumer"
+# Installed programs find the libraries in ../lib.
+for program in tenax-example-gpt tenax-data; do
+  if env -u LD_LIBRARY_PATH ldd "$work/prefix/bin/$program" | grep -E 'tenax.*not found'; then
+    echo "check_install: the installed $program does not find tenax's libraries in the prefix" >&2
+    exit 1
+  fi
+done
