@@ -2,6 +2,7 @@
 // rank is left waiting in a collective.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -128,6 +129,73 @@ TEST(BadInput, AModelOverARanksMemoryLimitStopsEveryRankNamingTheSizes) {
   expect_usage_error(small_config({1, 2, 2}), test_model(), "TENAX_MEMORY_LIMIT must be auto, off or a size",
                      "such as 16G or 512M, not '16'");
   ASSERT_EQ(unsetenv("TENAX_MEMORY_LIMIT"), 0);
+}
+
+// run() takes every step itself: its step callback calling run(), step() or resume() is refused, naming the call
+// (run() inside it had taken the engine to the end without calling either callback for the steps in between).
+TEST(BadInput, RunsStepCallbackMayNotDriveTheEngine) {
+  EngineConfig c = small_config({1, 1, 4});
+  c.steps = 6;
+  Engine engine(world(), c, test_model(), test_data());
+  const auto refused = [&](const std::function<void(Engine&)>& call, const std::string& message) {
+    try {
+      engine.run([&](const StepResult&) { call(engine); });
+      ADD_FAILURE() << "expected a UsageError mentioning '" << message << "'";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  };
+  refused([](Engine& e) { e.run({}); }, "Engine::run() called from its own step callback");
+  refused([](Engine& e) { e.step(); }, "Engine::step() called from run()'s step callback");
+  refused([](Engine& e) { e.resume(); }, "Engine::resume() called from run()'s step callback");
+  // Each refusal left run() after one step; outside the callback the engine goes on from there.
+  EXPECT_EQ(engine.current_step(), 3);
+  EXPECT_EQ(engine.step().step, 4);
+}
+
+TEST(BadInput, AParameterNameNoCheckpointCouldHoldIsRefusedWithoutCheckpointsToo) {
+  ChunkBuilder bad_name = [](const ChunkContext& c) -> std::unique_ptr<nn::Module> {
+    std::vector<std::unique_ptr<nn::Module>> m;
+    m.push_back(std::make_unique<nn::Embedding>("embedding", kVocab, kHidden, 1.0f));
+    m.push_back(std::make_unique<nn::LayerNorm>("blocks//ln", kHidden));
+    m.push_back(std::make_unique<nn::VocabParallelLoss>("output", kHidden, kVocab, *c.tp, 0.1f));
+    return std::make_unique<nn::Sequential>("chunk", std::move(m));
+  };
+  expect_usage_error(small_config({1, 1, 4}), bad_name, "a module declares a parameter whose name 'blocks//ln",
+                     "has an empty component");
+  EngineConfig huge = small_config({1, 1, 4});
+  huge.seq_len = std::numeric_limits<std::size_t>::max();
+  expect_usage_error(huge, test_model(), "seq_len must be >= 1 and at most 2147483647 tokens", "--seq-len");
+}
+
+// generate() is collective: a rank given other arguments than the rest, or one whose arguments are refused, stops
+// every rank at once instead of leaving the others waiting for it until the communication timeout.
+TEST(BadInput, GenerationArgumentsThatDifferBetweenRanksAreRefusedOnEveryRank) {
+  Engine engine(world(), small_config({1, 2, 2}), test_model(), test_data());
+  const int last = world().size() - 1;
+  const std::vector<std::int32_t> prompt = {1, 2, 3};
+  EXPECT_EQ(engine.generate(prompt, 2, 0.0f, 7).size(), 5u);
+  try {
+    engine.generate(prompt, world().rank() == last ? 3 : 2, 0.0f, 7);
+    ADD_FAILURE() << "different token counts were accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("the ranks were given different arguments"), std::string::npos) << e.what();
+  }
+  try {
+    engine.generate(world().rank() == last ? std::vector<std::int32_t>{1, 2, 4} : prompt, 2, 0.0f, 7);
+    ADD_FAILURE() << "different prompts were accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("generate() is collective"), std::string::npos) << e.what();
+  }
+  try {
+    engine.generate(world().rank() == last ? std::vector<std::int32_t>{} : prompt, 2, 0.0f, 7);
+    ADD_FAILURE() << "an empty prompt on one rank was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank " + std::to_string(last) + ": generate: the prompt is empty"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(engine.generate(prompt, 2, 0.0f, 7).size(), 5u);  // the engine is still usable
 }
 
 TEST(BadInput, WorldStillUsableAfterRejectedConfigurations) {

@@ -10,6 +10,7 @@
 
 #include "engine/checkpoint_interval.hpp"
 #include "engine/engine_state.hpp"
+#include "process/mpi_alive.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
 #include "tenax/log.hpp"
@@ -371,18 +372,32 @@ std::string Engine::Impl::interval_notes() const {
 }
 
 ResumeInfo Engine::resume() {
+  detail::refuse_after_finalize("Engine::resume()");
+  if (impl_->in_run)
+    throw UsageError(
+        "Engine::resume() called from run()'s step callback: run() resumes once, before its first step; to go "
+        "back to a checkpoint, end the run and start the program again");
   return impl_->resume();
 }
 
 void Engine::save() {
+  detail::refuse_after_finalize("Engine::save()");
+  if (!impl_->writer && !impl_->warned_unsaved && impl_->world.rank() == 0) {
+    impl_->warned_unsaved = true;
+    TENAX_LOG(Warn, "engine") << "save() at step " << impl_->step << " writes nothing: there is no checkpoint "
+                              << "directory (EngineConfig::checkpoint.dir, or TENAX_CHECKPOINT_DIR, which tenax-launch "
+                              << "--checkpoint-dir sets)";
+  }
   impl_->save_checkpoint(false);
 }
 
 void Engine::wait_for_checkpoint() {
+  detail::refuse_after_finalize("Engine::wait_for_checkpoint()");
   if (impl_->writer) impl_->writer->wait();
 }
 
 std::uint64_t Engine::parameters_checksum() {
+  detail::refuse_after_finalize("Engine::parameters_checksum()");
   Impl& e = *impl_;
   if (!e.ctx->on_device()) return global_checksum(e.buffers->parameter_entries(), e.world);
   HostStateMirror params(e.buffers->parameter_entries(), *e.ctx);

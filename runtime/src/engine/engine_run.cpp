@@ -6,6 +6,7 @@
 
 #include "comm/agreement.hpp"
 #include "engine/engine_state.hpp"
+#include "process/mpi_alive.hpp"
 #include "tenax/error.hpp"
 #include "tenax/log.hpp"
 #include "tenax/worker.hpp"
@@ -147,6 +148,16 @@ int train(Engine& engine, Engine::Impl& e, worker::Worker& worker, const StepCal
 }  // namespace
 
 int Engine::run(const StepCallback& on_step) {
+  detail::refuse_after_finalize("Engine::run()");
+  if (impl_->in_run)
+    throw UsageError(
+        "Engine::run() called from its own step callback: run() already takes every step to config.steps; "
+        "return from the callback instead");
+  impl_->in_run = true;
+  struct Leave {
+    bool& flag;
+    ~Leave() { flag = false; }
+  } leave{impl_->in_run};
   worker::Worker worker(impl_->world.rank());
   try {
     return train(*this, *impl_, worker, on_step);

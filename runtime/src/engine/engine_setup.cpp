@@ -4,9 +4,12 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
+#include "checkpoint/names.hpp"
 #include "comm/agreement.hpp"
 #include "comm/node_local.hpp"
 #include "engine/config_agreement.hpp"
@@ -83,8 +86,9 @@ void Engine::Impl::resolve_layout() {
   layout.validate(n);
   config.layout = layout;
   if (!data) throw UsageError("engine: no batch source was given");
-  if (config.seq_len < 1)
-    throw UsageError("engine: seq_len must be >= 1 (EngineConfig::seq_len, the examples' --seq-len)");
+  if (config.seq_len < 1 || config.seq_len > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+    throw UsageError("engine: seq_len must be >= 1 and at most 2147483647 tokens, not " +
+                     std::to_string(config.seq_len) + " (EngineConfig::seq_len, the examples' --seq-len)");
   if (config.global_batch < 1 || config.micro_batch < 1)
     throw UsageError("engine: the global batch and the micro-batch must be >= 1 sequences");
   if (config.global_batch % layout.dp != 0)
@@ -381,6 +385,12 @@ void Engine::Impl::make_state() {
     std::vector<ParameterSpec> unique;
     for (const ParameterSpec& p : specs) {
       p.validate();
+      // Checked here, with or without checkpoints: a name a checkpoint cannot hold would fail only at the first save.
+      if (const std::optional<std::string> problem = ckpt::tensor_name_problem(p.name))
+        throw UsageError("engine: a module declares a parameter whose name '" + p.name + "' " + *problem +
+                         "; parameter names are what their checkpoint tensors are called: letters, digits and "
+                         "_ . - : /, no empty, '.' or '..' part between slashes, at most 1024 characters (e.g. "
+                         "\"h.3.attn.qkv.weight\")");
       auto [it, fresh] = seen.emplace(p.name, unique.size());
       if (fresh) {
         unique.push_back(p);

@@ -105,6 +105,8 @@ struct Engine::Impl {
   void op_profile_discard() noexcept;
   std::int64_t op_profile_first = -1, op_profile_end = -1;
   bool op_profile_running = false;  // this engine started the context's profile
+  bool in_run = false;              // inside run(): its step callback may not call run(), step() or resume()
+  bool warned_unsaved = false;      // save() without a checkpoint directory said so once
   std::int64_t op_profile_started = 0;
 
   Communicator& world;

@@ -1,12 +1,14 @@
 // Forward-only passes: the validation loss and text generation. Micro-batch after micro-batch, every virtual stage in
 // model order, each activation handed to the next stage with one blocking transfer (a chain, so no schedule needed).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
 
 #include "comm/agreement.hpp"
 #include "engine/engine_state.hpp"
+#include "process/mpi_alive.hpp"
 #include "tenax/error.hpp"
 #include "tenax/log.hpp"
 #include "tenax/worker.hpp"
@@ -52,6 +54,7 @@ void Engine::Impl::forward_only(const std::vector<std::int32_t>& samples, std::s
 }
 
 double Engine::evaluate(const BatchSource& source, std::uint64_t first, std::size_t samples) {
+  detail::refuse_after_finalize("Engine::evaluate()");
   Impl& e = *impl_;
   const std::size_t dp = static_cast<std::size_t>(e.config.layout->dp);
   const std::size_t unit = e.geometry.sequences * dp;
@@ -60,15 +63,23 @@ double Engine::evaluate(const BatchSource& source, std::uint64_t first, std::siz
                      std::to_string(e.geometry.sequences) + " sequences on " + std::to_string(dp) +
                      " data-parallel ranks; use a multiple of " + std::to_string(unit));
   const std::size_t mine = samples / dp;
+  // The samples are read a bounded part at a time (up to 16 Mi tokens, whole micro-batches): however many are asked
+  // for, the memory stays that of one part.
+  const std::size_t per_mb = e.geometry.sequences, seq = e.config.seq_len;
+  const std::size_t part = std::max(per_mb, (std::size_t{16} << 20) / (seq + 1) / per_mb * per_mb);
   std::vector<std::int32_t> tokens;
-  if (e.holds_first || e.holds_last) {
-    tokens.resize(mine * (e.config.seq_len + 1));
-    source.fill(first + static_cast<std::uint64_t>(e.groups.coords.dp) * mine, mine, e.config.seq_len, tokens.data());
-  }
   e.state.grad_scale = 0.0f;  // the loss's gradient is computed but unused
   e.state.logits_only = false;
   e.ctx->zero(e.loss_sum.data(), sizeof(double));
-  e.forward_only(tokens, mine);
+  for (std::size_t done = 0; done < mine;) {
+    const std::size_t n = std::min(part, mine - done);
+    if (e.holds_first || e.holds_last) {
+      tokens.resize(n * (seq + 1));
+      source.fill(first + static_cast<std::uint64_t>(e.groups.coords.dp) * mine + done, n, seq, tokens.data());
+    }
+    e.forward_only(tokens, n);
+    done += n;
+  }
   double loss = 0.0;
   if (e.holds_last && e.groups.coords.tp == 0) e.ctx->download(&loss, e.loss_sum.data(), sizeof loss);
   e.world.all_reduce(&loss, &loss, 1, DType::F64, ReduceOp::Sum);
@@ -89,9 +100,28 @@ void Engine::check_generation(std::size_t tokens, float temperature) {
 
 std::vector<std::int32_t> Engine::generate(std::vector<std::int32_t> prompt, std::size_t tokens, float temperature,
                                            std::uint64_t seed) {
+  detail::refuse_after_finalize("Engine::generate()");
   Impl& e = *impl_;
-  if (prompt.empty()) throw UsageError("generate: the prompt is empty; give at least one token");
-  check_generation(tokens, temperature);
+  run_agreed(e.world, [&] {
+    if (prompt.empty()) throw UsageError("generate: the prompt is empty; give at least one token");
+    check_generation(tokens, temperature);
+  });
+  // A collective: ranks asking for different generations would wait for each other until the communication timeout.
+  std::uint32_t temperature_bits = 0;
+  std::memcpy(&temperature_bits, &temperature, sizeof temperature_bits);
+  std::uint64_t prompt_hash = 14695981039346656037ull;  // FNV-1a over the ids
+  for (const std::int32_t id : prompt)
+    prompt_hash = (prompt_hash ^ static_cast<std::uint32_t>(id)) * 1099511628211ull;
+  const std::array<std::int64_t, 5> asked = {
+      static_cast<std::int64_t>(tokens), static_cast<std::int64_t>(temperature_bits), static_cast<std::int64_t>(seed),
+      static_cast<std::int64_t>(prompt.size()), static_cast<std::int64_t>(prompt_hash)};
+  std::array<std::int64_t, 5> low = asked, high = asked;
+  e.world.all_reduce(low.data(), low.data(), low.size(), DType::I64, ReduceOp::Min);
+  e.world.all_reduce(high.data(), high.data(), high.size(), DType::I64, ReduceOp::Max);
+  if (low != high)
+    throw UsageError(
+        "generate: the ranks were given different arguments (the prompt, the number of tokens, the temperature or "
+        "the seed); generate() is collective: call it on every rank with the same ones");
   const std::size_t seq = e.config.seq_len, per_mb = e.geometry.sequences;
   // The last stage's tp rank 0 of data-parallel replica 0 picks each token and tells everyone.
   const int chooser = rank_of(*e.config.layout, RankCoords{0, e.config.layout->pp - 1, 0});

@@ -6,6 +6,7 @@
 
 #include "engine/engine_state.hpp"
 #include "parallel/collective.hpp"
+#include "process/mpi_alive.hpp"
 #include "tenax/error.hpp"
 #include "tenax/kernels/reduction.hpp"
 #include "tenax/log.hpp"
@@ -321,6 +322,11 @@ void Engine::Impl::check_divergence(const StepResult& r) {
 }
 
 StepResult Engine::step() {
+  detail::refuse_after_finalize("Engine::step()");
+  if (impl_->in_run)
+    throw UsageError(
+        "Engine::step() called from run()'s step callback: run() takes every step itself; drive the engine with "
+        "run() or with step() in a loop of your own, not both");
   return impl_->train_step();
 }
 

@@ -11,6 +11,7 @@
 
 #include "comm/comm_state.hpp"
 #include "core/check_mpi.hpp"
+#include "process/mpi_alive.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
 #include "tenax/log.hpp"
@@ -32,6 +33,9 @@ constexpr int kThreadLevel = MPI_THREAD_FUNNELED;
 // Set when a Runtime that initialised MPI was left by an exception: MPI must then end with MPI_Abort, never with
 // MPI_Finalize, which would wait for ranks that may be blocked in a collective this rank will never join.
 std::atomic<bool> g_abort_pending{false};
+
+// Runtimes alive in this process: one at a time (MPI starts once and, once finalised, never again).
+std::atomic<int> g_runtimes{0};
 
 [[noreturn]] void abort_job(int code) {
   std::fflush(nullptr);
@@ -76,28 +80,46 @@ Runtime::Runtime(int& argc, char**& argv) : uncaught_at_construction_(std::uncau
   // Configuration first: a bad TENAX_* value must stop the program before it joins any collective.
   env::validate();
   log::configure();
-
-  int initialized = 0;
-  TENAX_CHECK_MPI(MPI_Initialized(&initialized));
-  int provided = 0;
-  if (!initialized) {
-    TENAX_CHECK_MPI(MPI_Init_thread(&argc, &argv, kThreadLevel, &provided));
-    finalize_mpi_ = true;
-  } else {
-    TENAX_CHECK_MPI(MPI_Query_thread(&provided));
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized)
+    throw UsageError(
+        "tenax::Runtime: MPI was already finalised in this process (by an earlier Runtime, or by the program), and "
+        "MPI cannot be started twice: create one Runtime for the whole program");
+  if (g_runtimes.fetch_add(1) != 0) {
+    g_runtimes.fetch_sub(1);
+    throw UsageError(
+        "tenax::Runtime: one already exists in this process; create one Runtime for the whole program and pass its "
+        "world() where a communicator is needed");
   }
-  if (provided < kThreadLevel)
-    TENAX_LOG(Warn, "core") << "MPI provides thread level " << provided << " only (tenax needs MPI_THREAD_FUNNELED, "
-                            << kThreadLevel << "): tenax's helper threads make no MPI calls, but MPI may not expect "
-                            << "them to exist";
-  // No error handler is set on MPI_COMM_WORLD: it belongs to the program. tenax's own communicators (duplicates and
-  // splits of it) return errors instead of aborting, so that tenax can name the failed operation.
-  world_ = make_mpi_world();
-  log::set_rank(world_->rank());
-  TENAX_LOG(Info, "core") << "tenax runtime up: " << world_->size() << " ranks, MPI thread level " << provided;
+
+  try {
+    int initialized = 0;
+    TENAX_CHECK_MPI(MPI_Initialized(&initialized));
+    int provided = 0;
+    if (!initialized) {
+      TENAX_CHECK_MPI(MPI_Init_thread(&argc, &argv, kThreadLevel, &provided));
+      finalize_mpi_ = true;
+    } else {
+      TENAX_CHECK_MPI(MPI_Query_thread(&provided));
+    }
+    if (provided < kThreadLevel)
+      TENAX_LOG(Warn, "core") << "MPI provides thread level " << provided << " only (tenax needs MPI_THREAD_FUNNELED, "
+                              << kThreadLevel << "): tenax's helper threads make no MPI calls, but MPI may not expect "
+                              << "them to exist";
+    // No error handler is set on MPI_COMM_WORLD: it belongs to the program. tenax's own communicators (duplicates and
+    // splits of it) return errors instead of aborting, so that tenax can name the failed operation.
+    world_ = make_mpi_world();
+    log::set_rank(world_->rank());
+    TENAX_LOG(Info, "core") << "tenax runtime up: " << world_->size() << " ranks, MPI thread level " << provided;
+  } catch (...) {
+    g_runtimes.fetch_sub(1);  // no Runtime after all: the destructor will not run
+    throw;
+  }
 }
 
 Runtime::~Runtime() {
+  g_runtimes.fetch_sub(1);
   const bool unwinding = std::uncaught_exceptions() > uncaught_at_construction_;
   const bool aborted = detail::any_communicator_aborted();
   int finalized = 0;
@@ -131,6 +153,16 @@ Runtime::~Runtime() {
     abort_job(kExitPeerFailure);
   }
   MPI_Finalize();
+}
+
+void detail::refuse_after_finalize(const char* what) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized)
+    throw UsageError(std::string(what) +
+                     ": MPI has been finalised, so the tenax::Runtime is gone; keep the Runtime alive until every "
+                     "Engine and Checkpointer made on its world() is done with (create it first in main, or in "
+                     "tenax::run_main's body before them)");
 }
 
 int run_main(int (*body)(int, char**), int argc, char** argv) {

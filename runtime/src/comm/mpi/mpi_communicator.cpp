@@ -110,6 +110,12 @@ void MpiCommunicator::fail() {
 }
 
 void MpiCommunicator::refuse_if_aborted(const char* op) const {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized)
+    throw UsageError(std::string(op) + " on group '" + name_ +
+                     "': MPI has been finalised, so the tenax::Runtime that started it is gone; keep the Runtime "
+                     "alive until every Engine, Checkpointer and communicator made from its world() is done");
   if (aborted_)
     throw CommError(std::string(op) + " on group '" + name_ +
                     "': the communicator was aborted after an earlier failure (see the first error in the log); "
@@ -342,6 +348,12 @@ int placed_rank(int mpi_rank, int mpi_size) {
 }  // namespace
 
 std::unique_ptr<Communicator> make_mpi_world() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized)
+    throw UsageError(std::string("make_mpi_world: MPI is ") + (finalized ? "already finalised" : "not initialised") +
+                     "; create the tenax::Runtime first (it starts MPI) and keep it for the whole program");
   // A separate communicator, so tenax's traffic never matches messages of an application that also uses
   // MPI_COMM_WORLD; ordered by the placed rank when the Slurm plugin computed one. The start-up exchange runs on a
   // duplicate with MPI_ERRORS_RETURN: MPI_COMM_WORLD's error handler is the program's, and tenax leaves it alone.
