@@ -14,7 +14,8 @@ MpiShmDir::MpiShmDir(const std::string& parent) {
   const std::string target = fs::join(parent, "tenax-launch");
   const std::string node = detail::node_name();
   removed_ = detail::remove_abandoned_siblings(target, kKind, node);
-  if (detail::make_sibling_dir(target, kKind, node, dir_) != 0) dir_.path.clear();
+  // 0700: the ranks' memory is no other user's to list or open.
+  if (detail::make_sibling_dir(target, kKind, node, dir_, 0700) != 0) dir_.path.clear();
 }
 
 MpiShmDir::~MpiShmDir() {

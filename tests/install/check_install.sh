@@ -23,13 +23,16 @@ for h in $headers; do
 done
 cmake -S "$consumer" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" >"$work/configure.log"
 cmake --build "$work/build" >"$work/build.log"
-# The installed library must be found through its install location, not the build tree, and without LD_LIBRARY_PATH:
-# the consumer's RUNPATH names the prefix's lib, and libtenax's own ($ORIGIN) serves libtenax_kernels, which the
-# consumer's does not reach.
-env -u LD_LIBRARY_PATH "$mpiexec" -n 2 "$work/build/consumer"
+# The installed library must be found through its install location, not the build tree, and without LD_LIBRARY_PATH
+# naming it: the consumer's RUNPATH names the prefix's lib, and libtenax's own ($ORIGIN) serves libtenax_kernels, which
+# the consumer's does not reach. (LD_LIBRARY_PATH keeps what the machine needs, MPI's or CUDA's.)
+tenax_free_path=$(printf '%s' "${LD_LIBRARY_PATH:-}" | tr ':' '\n' | { grep -v -e "^$build" -e "^$work" || true; } |
+  paste -sd: -)
+LD_LIBRARY_PATH="$tenax_free_path" "$mpiexec" -n 2 "$work/build/consumer"
 # Installed programs find the libraries in ../lib.
 for program in tenax-example-gpt tenax-data; do
-  if env -u LD_LIBRARY_PATH ldd "$work/prefix/bin/$program" | grep -E 'tenax.*not found'; then
+  test -x "$work/prefix/bin/$program" || { echo "check_install: $program was not installed" >&2; exit 1; }
+  if LD_LIBRARY_PATH="$tenax_free_path" ldd "$work/prefix/bin/$program" | grep -E 'tenax.*not found'; then
     echo "check_install: the installed $program does not find tenax's libraries in the prefix" >&2
     exit 1
   fi

@@ -9,9 +9,9 @@
 // Construction validates every TENAX_* variable (UsageError on a bad one), initialises MPI (MPI_THREAD_FUNNELED: only
 // the thread that uses the communicators calls MPI; a program that needs more initialises MPI itself first) and
 // creates the world communicator, tenax's own split of MPI_COMM_WORLD (MPI_COMM_WORLD keeps the program's error
-// handler). One per process, for the whole program: a second one while the first lives, or a new one after it is
-// gone (MPI cannot start twice), is a UsageError; so is any communication through its world() (an Engine's, a
-// Checkpointer's) after it is gone.
+// handler). One per process, for the whole program: a second one while the first lives is a UsageError, and so is a
+// new one after it is gone when it started MPI (MPI cannot start twice); an Engine used after the Runtime is gone is
+// one too.
 //
 // Destruction finalises MPI, except when the Runtime is left by an exception: other ranks may then be blocked in a
 // collective this rank will never join, and MPI_Finalize would wait for them. Instead the job is aborted (MPI_Abort):

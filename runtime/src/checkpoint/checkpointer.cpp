@@ -246,19 +246,21 @@ Checkpointer::Checkpointer(Communicator& world, CheckpointOptions options, std::
     if (s.any_device) s.fence = std::make_unique<ckpt::DeviceCopyFence>();
     if (s.any_device && !s.local_root.empty()) s.local_fence = std::make_unique<ckpt::DeviceCopyFence>();
   });
-  if (!s.local_root.empty() && !s.options.read_only && s.local_staging_bytes > 0) {
+  if (!s.local_root.empty() && !s.options.read_only) {
     // The node-local copies' own staging memory is mapped later (local_arena_ready), when no host memory limit is in
-    // force any more: under the engine's (core/host_memory.hpp) it is tried now, and where it would not fit the
-    // node-local saves wait for the shared write in flight instead, as when mapping it fails.
+    // force any more: under the engine's (core/host_memory.hpp) it is tried now, every rank's charge held until all
+    // have answered (a node's ranks share one budget), and where it would not fit the node-local saves wait for the
+    // shared write in flight instead, as when mapping it fails. Every rank takes part, one without local shards too.
     bool fits = true;
     try {
       detail::charge_host_memory(s.local_staging_bytes);
-      detail::release_host_memory(s.local_staging_bytes);
     } catch (const UsageError& e) {
       fits = false;
       TENAX_LOG(Warn, "ckpt") << "no staging memory of their own for node-local copies: " << e.what();
     }
-    if (!every_rank(world, fits)) s.local_arena_state = State::LocalArena::Refused;
+    const bool every_fits = every_rank(world, fits);
+    if (fits) detail::release_host_memory(s.local_staging_bytes);
+    if (!every_fits) s.local_arena_state = State::LocalArena::Refused;
   }
   s.io = std::make_unique<ckpt::IoThread>(s.options.io_nice, "tenax-ckpt-io");
   if (!s.local_root.empty() && !s.options.read_only)

@@ -56,10 +56,11 @@ UniqueFd lock_sibling(const std::string& path) {
   return fd;
 }
 
-int make_sibling_dir(const std::string& target, const std::string& kind, const std::string& node, SiblingDir& out) {
+int make_sibling_dir(const std::string& target, const std::string& kind, const std::string& node, SiblingDir& out,
+                     mode_t mode) {
   for (int tries = 0;; ++tries) {
     out.path = sibling_name(target, kind, node);
-    if (::mkdir(out.path.c_str(), 0755) == 0) break;
+    if (::mkdir(out.path.c_str(), mode) == 0) break;
     if (errno != EEXIST || tries == kMaxNameTries) return errno;
   }
   out.lock = lock_sibling(out.path);

@@ -108,18 +108,20 @@ void charge_host_memory(std::uint64_t bytes) {
   std::uint64_t before = charged.fetch_add(bytes);
   const std::uint64_t limit = limit_in_force.load();
   if (limit == 0) return;
-  std::uint64_t* shared = shared_in_force.load();
-  if (shared != nullptr) {
-    before = shared_word(shared).fetch_add(bytes);
-    added_to_shared.fetch_add(bytes);
-  }
   std::uint64_t after = 0;
-  if (!__builtin_add_overflow(before, bytes, &after) && after <= limit) return;
-  charged.fetch_sub(bytes);
-  if (shared != nullptr) {
-    shared_word(shared).fetch_sub(bytes);
-    added_to_shared.fetch_sub(bytes);
+  if (std::uint64_t* shared = shared_in_force.load(); shared != nullptr) {
+    // Added only when it fits (compare and swap): a refused charge never shows in the other processes' totals.
+    std::atomic_ref<std::uint64_t> total = shared_word(shared);
+    before = total.load();
+    while (!__builtin_add_overflow(before, bytes, &after) && after <= limit)
+      if (total.compare_exchange_weak(before, after)) {
+        added_to_shared.fetch_add(bytes);
+        return;
+      }
+  } else if (!__builtin_add_overflow(before, bytes, &after) && after <= limit) {
+    return;
   }
+  charged.fetch_sub(bytes);
   std::lock_guard lock(explain_mutex);
   throw UsageError(explain_in_force ? explain_in_force(before, bytes, limit)
                                     : "host memory: " + format_bytes(bytes) + " more is over the limit of " +
@@ -130,7 +132,9 @@ void release_host_memory(std::uint64_t bytes) noexcept {
   charged.fetch_sub(bytes);
   std::uint64_t* shared = shared_in_force.load();
   if (shared == nullptr) return;
-  // Only what this process added: buffers charged before the limit never reached the shared total.
+  // At most what this process added: buffers charged before the limit never reached the shared total. (Which
+  // buffer was charged when is not kept: one from before the limit freed while it is in force takes back some of
+  // this process's later charges, so the total may read low by that much until the limit is lifted.)
   std::uint64_t added = added_to_shared.load(), taken = 0;
   do
     taken = std::min(added, bytes);

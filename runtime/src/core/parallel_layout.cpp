@@ -68,7 +68,9 @@ ParallelLayout ParallelLayout::parse(std::string_view text) {
     for (int i = 0; i < 3; ++i) {
       const std::size_t x = text.find('x', start);
       if ((i < 2) == (x == std::string_view::npos))
-        throw UsageError("layout '" + std::string(text) + "': expected three degrees TPxPPxDP, e.g. 2x1x2");
+        throw UsageError("layout '" + std::string(text.substr(0, 200)) +
+                         "': write tp=N,pp=N[,dp=N] (dp defaults to what the world size leaves) or TPxPPxDP, e.g. "
+                         "tp=2,pp=1,dp=2 or 2x1x2");
       *degrees[i] = parse_degree(text.substr(start, (i < 2 ? x : text.size()) - start), text);
       start = x + 1;
     }

@@ -111,6 +111,7 @@ void Engine::Impl::open_checkpoints() {
 
 ResumeInfo Engine::Impl::resume() {
   ResumeInfo info;
+  info.step = step;  // nothing loaded: training continues after the step the engine is at
   if (checkpoint_dir.empty()) return info;
   const auto start = std::chrono::steady_clock::now();
   CheckpointOptions o = writer->options();

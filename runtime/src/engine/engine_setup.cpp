@@ -16,6 +16,7 @@
 #include "engine/device_setup.hpp"
 #include "engine/engine_state.hpp"
 #include "engine/memory_limit.hpp"
+#include "process/mpi_alive.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
 #include "tenax/kernels/blas_core.hpp"
@@ -470,6 +471,7 @@ void Engine::Impl::make_state() {
 
 Engine::Engine(Communicator& world, EngineConfig config, ChunkBuilder build, std::shared_ptr<const BatchSource> data)
     : impl_(std::make_unique<Impl>(world, std::move(config), std::move(data))) {
+  detail::refuse_after_finalize("Engine::Engine()");
   if (world.backend() != Backend::Mpi)
     throw UsageError("engine: the world communicator must be a host (MPI) one, such as Runtime::world()");
   Impl& e = *impl_;

@@ -107,8 +107,8 @@ std::vector<std::int32_t> Engine::generate(std::vector<std::int32_t> prompt, std
     check_generation(tokens, temperature);
   });
   // A collective: ranks asking for different generations would wait for each other until the communication timeout.
-  std::uint32_t temperature_bits = 0;
-  std::memcpy(&temperature_bits, &temperature, sizeof temperature_bits);
+  std::uint32_t temperature_bits = 0;  // -0 and 0 both mean greedy
+  if (temperature != 0.0f) std::memcpy(&temperature_bits, &temperature, sizeof temperature_bits);
   std::uint64_t prompt_hash = 14695981039346656037ull;  // FNV-1a over the ids
   for (const std::int32_t id : prompt)
     prompt_hash = (prompt_hash ^ static_cast<std::uint32_t>(id)) * 1099511628211ull;

@@ -5,7 +5,8 @@
 
 namespace tenax::detail {
 
-// Throws UsageError naming `what` ("Engine::step()") when MPI has been finalised in this process.
+// Throws UsageError naming `what` ("Engine::step()") when MPI has been finalised in this process, or when the
+// process's Runtime (whose world communicator the caller may hold a reference to) is gone and no other lives.
 void refuse_after_finalize(const char* what);
 
 }  // namespace tenax::detail

@@ -34,8 +34,10 @@ constexpr int kThreadLevel = MPI_THREAD_FUNNELED;
 // MPI_Finalize, which would wait for ranks that may be blocked in a collective this rank will never join.
 std::atomic<bool> g_abort_pending{false};
 
-// Runtimes alive in this process: one at a time (MPI starts once and, once finalised, never again).
+// Runtimes alive in this process: one at a time (MPI starts once and, once finalised, never again). `g_runtime_ended`:
+// one has gone, and its world communicator with it (also where the program owns MPI and it is not finalised).
 std::atomic<int> g_runtimes{0};
+std::atomic<bool> g_runtime_ended{false};
 
 [[noreturn]] void abort_job(int code) {
   std::fflush(nullptr);
@@ -120,6 +122,7 @@ Runtime::Runtime(int& argc, char**& argv) : uncaught_at_construction_(std::uncau
 
 Runtime::~Runtime() {
   g_runtimes.fetch_sub(1);
+  g_runtime_ended.store(true);
   const bool unwinding = std::uncaught_exceptions() > uncaught_at_construction_;
   const bool aborted = detail::any_communicator_aborted();
   int finalized = 0;
@@ -158,9 +161,10 @@ Runtime::~Runtime() {
 void detail::refuse_after_finalize(const char* what) {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (finalized)
+  if (finalized || (g_runtime_ended.load() && g_runtimes.load() == 0))
     throw UsageError(std::string(what) +
-                     ": MPI has been finalised, so the tenax::Runtime is gone; keep the Runtime alive until every "
+                     ": the tenax::Runtime is gone (and with it its world communicator and, unless the program started "
+                     "MPI itself, MPI); keep the Runtime alive until every "
                      "Engine and Checkpointer made on its world() is done with (create it first in main, or in "
                      "tenax::run_main's body before them)");
 }
