@@ -50,9 +50,9 @@ std::shared_ptr<void> allocate(std::size_t bytes, Device device) {
     int index = -1;
     (void)cudaMemGetInfo(&free, &total);
     (void)cudaGetDevice(&index);
-    throw UsageError("tensor: cannot allocate " + detail::format_bytes(bytes) + " of device memory on cuda:" +
-                     std::to_string(index) + " (" + detail::format_bytes(free) + " free of " +
-                     detail::format_bytes(total) +
+    throw UsageError("tensor: cannot allocate " + detail::format_bytes(bytes) +
+                     " of device memory on cuda:" + std::to_string(index) + " (" + detail::format_bytes(free) +
+                     " free of " + detail::format_bytes(total) +
                      "): the model, its activations or its optimizer state do not fit this GPU. Make the model or "
                      "its micro-batch smaller, store fewer activations (the GPT example's --recompute), or spread it "
                      "over more GPUs (tensor or pipeline parallelism; ZeRO-1 shards the optimizer state)");
