@@ -52,10 +52,7 @@ std::vector<std::int32_t> read_stream(const std::string& dir, const data::Datase
       if (const std::string problem =
               data::shard_header_problem(path, e, index, split, static_cast<std::uint32_t>(number));
           !problem.empty())
-        throw DataError(problem +
-                        ": the dataset is damaged or mixed from two datasets; check it with `tenax-data "
-                        "verify " +
-                        dir + "` and re-create it with `tenax-data encode`");
+        throw DataError(problem + data::kMixedDatasetFix);
       const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO: not waited on
       if (!fd.valid()) throw IoError("cannot open token shard " + path + ": " + std::strerror(errno));
       std::vector<unsigned char> buf(static_cast<std::size_t>((hi - lo) * index.token_bytes));

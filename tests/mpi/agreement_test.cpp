@@ -6,6 +6,7 @@
 
 #include "comm/agreement.hpp"
 #include "common/mpi_test.hpp"
+#include "core/host_memory.hpp"
 
 namespace tenax::test {
 namespace {
@@ -19,9 +20,7 @@ TEST(RunAgreed, AnAllocationFailureOnOneRankIsNamedOnEveryRank) {
   } catch (const UsageError& e) {
     FAIL() << "an allocation failure is no usage error: " << e.what();
   } catch (const IoError& e) {
-    EXPECT_EQ(std::string(e.what()), "rank " + std::to_string(world().size() - 1) +
-                                         ": out of host memory (std::bad_alloc): run fewer ranks per node, a "
-                                         "smaller model, batch or data buffers, or on nodes with more memory");
+    EXPECT_EQ(std::string(e.what()), "rank " + std::to_string(world().size() - 1) + ": " + detail::kOutOfHostMemory);
   }
 }
 

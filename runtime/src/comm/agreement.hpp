@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/host_memory.hpp"
 #include "tenax/communicator.hpp"
 #include "tenax/error.hpp"
 
@@ -42,9 +43,7 @@ void run_agreed(Communicator& comm, F local) {
     outcome = Outcome{2, e.what()};
   } catch (const std::bad_alloc&) {
     // Memory outside the host memory accounting (core/host_memory.hpp) ran out: say so, not "std::bad_alloc".
-    outcome = Outcome{1,
-                      "out of host memory (std::bad_alloc): run fewer ranks per node, a smaller model, batch or "
-                      "data buffers, or on nodes with more memory"};
+    outcome = Outcome{1, detail::kOutOfHostMemory};
   } catch (const std::exception& e) {
     outcome = Outcome{1, e.what()};
   }

@@ -58,6 +58,16 @@ struct MemoryLimitSetting {
 };
 MemoryLimitSetting parse_memory_limit(std::string_view what, std::string_view value);
 
+// What to change when a model does not fit its memory (host or device), for the messages that say so.
+inline constexpr const char* kModelTooLargeFix =
+    "Make the model smaller (fewer layers, a smaller hidden size or vocabulary) or its micro-batch, store fewer "
+    "activations (the GPT example's --recompute), or spread it over more nodes or GPUs (tensor or pipeline "
+    "parallelism; ZeRO-1 shards the optimizer state over the data-parallel ranks)";
+// An allocation outside the accounting failed (std::bad_alloc), for the messages that report it.
+inline constexpr const char* kOutOfHostMemory =
+    "out of host memory (std::bad_alloc): this rank could not allocate what it needed; run fewer ranks per node, a "
+    "smaller model, batch or data buffers, or on nodes with more memory";
+
 // "1.5 GiB", "12.0 MiB", "4.0 KiB", "512 bytes".
 std::string format_bytes(std::uint64_t bytes);
 

@@ -12,6 +12,11 @@
 
 namespace tenax::data {
 
+// What to do about a dataset whose files disagree with each other or with its index, appended to those messages.
+inline constexpr const char* kMixedDatasetFix =
+    ": the dataset is damaged or mixed from two datasets; check it with `tenax-data verify DIR` and re-create it "
+    "with `tenax-data encode`";
+
 // How a shard's header disagrees with its index entry (shard `number` of `split`): "its header says token count 5, the
 // index says 6"; "" when they agree. A swapped, foreign or stale shard whose own header is intact.
 std::string header_disagreement(const ShardHeader& h, const ShardEntry& entry, const DatasetIndex& index, SplitId split,

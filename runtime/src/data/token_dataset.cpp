@@ -32,10 +32,6 @@ using data::ShardEntry;
 using data::ShardHeader;
 using data::SplitId;
 
-const char* const kRecreate =
-    ": the dataset is damaged or mixed from two datasets; check it with `tenax-data verify DIR` and re-create it "
-    "with `tenax-data encode`";
-
 // A read-only map of a whole file, unmapped on destruction (also when the owner's constructor throws after mapping).
 struct Mapping {
   const unsigned char* base = nullptr;
@@ -61,13 +57,13 @@ class MappedShard {
     if (!fd.valid()) {
       const int err = errno;
       const std::string message = "cannot open token shard " + path + " (listed in the index): " + std::strerror(err) +
-                                  (err == ENOENT ? std::string(kRecreate) : std::string());
+                                  (err == ENOENT ? std::string(data::kMixedDatasetFix) : std::string());
       if (err == ENOENT || err == ENOTDIR) throw DataError(message);  // the dataset lacks it
       throw IoError(message);
     }
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
-      throw DataError("token shard " + path + " is not a regular file" + kRecreate);
+      throw DataError("token shard " + path + " is not a regular file" + data::kMixedDatasetFix);
     map_.size = static_cast<std::uint64_t>(st.st_size);
     if (map_.size > 0) {
       void* m = ::mmap(nullptr, map_.size, PROT_READ, MAP_SHARED, fd.get(), 0);
@@ -83,7 +79,7 @@ class MappedShard {
                                        map_.size, path);
     if (const std::string disagreement = data::header_disagreement(header_, entry, index, split, number);
         !disagreement.empty())
-      throw DataError("token shard " + path + ": " + disagreement + kRecreate);
+      throw DataError("token shard " + path + ": " + disagreement + data::kMixedDatasetFix);
   }
   MappedShard(const MappedShard&) = delete;
   MappedShard& operator=(const MappedShard&) = delete;
@@ -97,7 +93,8 @@ class MappedShard {
     const std::uint32_t got = ckpt::crc32c_extend(0, payload(), bytes);
     if (got != header_.payload_crc32c)
       throw DataError("token shard " + path_ + ": payload checksum mismatch (recorded " +
-                      data::hex32(header_.payload_crc32c) + ", computed " + data::hex32(got) + ")" + kRecreate);
+                      data::hex32(header_.payload_crc32c) + ", computed " + data::hex32(got) + ")" +
+                      data::kMixedDatasetFix);
   }
 
  private:
@@ -127,7 +124,7 @@ struct TokenDataset::State {
   [[noreturn]] void bad_token(std::size_t shard, std::uint64_t offset, std::uint32_t id) const {
     throw DataError("token shard " + shards[shard]->path() + " holds id " + std::to_string(id) + " at token " +
                     std::to_string(offset) + ", outside the vocabulary (size " + std::to_string(info.vocab_size) + ")" +
-                    kRecreate);
+                    data::kMixedDatasetFix);
   }
 
   // Copies stream tokens [begin, begin + n) to out, converting to int32 and checking each id.

@@ -14,11 +14,6 @@ namespace {
 constexpr std::uint64_t kNoFigure = std::numeric_limits<std::uint64_t>::max();
 enum Word { kNodeTotal = 0, kNodeAllowance = 1 };
 
-const char* const kWaysOut =
-    "Make the model smaller (fewer layers, a smaller hidden size or vocabulary) or its micro-batch, store fewer "
-    "activations (the GPT example's --recompute), or spread it over more nodes (tensor or pipeline parallelism "
-    "across nodes; ZeRO-1 shards the optimizer state over the data-parallel ranks)";
-
 }  // namespace
 
 ModelMemoryLimit::ModelMemoryLimit(Communicator& world, std::function<std::string()> where) {
@@ -45,7 +40,7 @@ ModelMemoryLimit::ModelMemoryLimit(Communicator& world, std::function<std::strin
           return "engine: the model does not fit in the host memory of " + where() + ": its tensors and checkpoint " +
                  "staging memory take " + format_bytes(charged - std::min(charged, held)) + " so far and ask for " +
                  format_bytes(asked) + " more, over the " + format_bytes(most - held) +
-                 " this rank may use (TENAX_MEMORY_LIMIT=" + value + "). " + kWaysOut;
+                 " this rank may use (TENAX_MEMORY_LIMIT=" + value + "). " + kModelTooLargeFix;
         });
     return;
   }
@@ -65,7 +60,7 @@ ModelMemoryLimit::ModelMemoryLimit(Communicator& world, std::function<std::strin
                " so far, and " + where() + " asks for " + format_bytes(asked) + " more, over the " +
                format_bytes(most) + " they may use together (7/8 of what the node has available: MemAvailable, or " +
                "less where the job's memory cgroup leaves less; TENAX_MEMORY_LIMIT sets a size per rank instead, " +
-               "or off). " + kWaysOut;
+               "or off). " + kModelTooLargeFix;
       },
       node_->word(kNodeTotal));
 }

@@ -11,6 +11,7 @@
 
 #include "comm/comm_state.hpp"
 #include "core/check_mpi.hpp"
+#include "core/host_memory.hpp"
 #include "process/mpi_alive.hpp"
 #include "tenax/env.hpp"
 #include "tenax/error.hpp"
@@ -180,9 +181,7 @@ int run_main(int (*body)(int, char**), int argc, char** argv) {
     return finish_after(kExitPeerFailure);
   } catch (const std::bad_alloc&) {
     // Memory outside the engine's accounting (core/host_memory.hpp) ran out: name it rather than "std::bad_alloc".
-    TENAX_LOG(Error, "core") << "out of memory (std::bad_alloc): this rank could not allocate what it needed; run "
-                             << "fewer ranks per node, a smaller model, batch or data buffers, or on nodes with more "
-                             << "memory";
+    TENAX_LOG(Error, "core") << detail::kOutOfHostMemory;
     return finish_after(kExitCrash);
   } catch (const std::exception& e) {
     TENAX_LOG(Error, "core") << e.what();

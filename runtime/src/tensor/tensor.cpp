@@ -53,9 +53,8 @@ std::shared_ptr<void> allocate(std::size_t bytes, Device device) {
     throw UsageError("tensor: cannot allocate " + detail::format_bytes(bytes) +
                      " of device memory on cuda:" + std::to_string(index) + " (" + detail::format_bytes(free) +
                      " free of " + detail::format_bytes(total) +
-                     "): the model, its activations or its optimizer state do not fit this GPU. Make the model or "
-                     "its micro-batch smaller, store fewer activations (the GPT example's --recompute), or spread it "
-                     "over more GPUs (tensor or pipeline parallelism; ZeRO-1 shards the optimizer state)");
+                     "): the model, its activations or its optimizer state do not fit this GPU. " +
+                     detail::kModelTooLargeFix);
   }
   TENAX_CHECK_CUDA(rc);
   return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });

@@ -110,12 +110,6 @@ void MpiCommunicator::fail() {
 }
 
 void MpiCommunicator::refuse_if_aborted(const char* op) const {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized)
-    throw UsageError(std::string(op) + " on group '" + name_ +
-                     "': MPI has been finalised, so the tenax::Runtime that started it is gone; keep the Runtime "
-                     "alive until every Engine, Checkpointer and communicator made from its world() is done");
   if (aborted_)
     throw CommError(std::string(op) + " on group '" + name_ +
                     "': the communicator was aborted after an earlier failure (see the first error in the log); "
